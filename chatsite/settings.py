@@ -1,0 +1,113 @@
+"""Settings: every value comes from the environment (CONTRACT.md lists them), read here once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from .env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+# The default key is only for the loopback default of `make run`; `check --deploy` flags it.
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "insecure-dev-key-set-DJANGO_SECRET_KEY-in-production")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+
+INSTALLED_APPS = [
+    "daphne",  # first, so that `manage.py runserver` serves ASGI
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "streaming",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    # Compresses pages but never an event stream: gzip would hold tokens back in its buffer.
+    "streaming.middleware.StreamSafeGZipMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "chatsite.urls"
+ASGI_APPLICATION = "chatsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=0
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"streaming": {"handlers": ["console"], "level": "INFO"}},
+}
+
+# --- Channels ---------------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "")
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Streaming (CONTRACT.md, "Running it") ----------------------------------------------
+ENGINES = ("deterministic", "transformers", "openai")
+STREAMING_ENGINE = env_str("STREAMING_ENGINE", "deterministic", choices=ENGINES)
+STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-135M-Instruct
+STREAMING_REMOTE_URL = env_str("STREAMING_REMOTE_URL", "")
+STREAMING_REMOTE_MODEL = env_str("STREAMING_REMOTE_MODEL", "")
+STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
+DETERMINISTIC_TTFT_MS = env_float("DETERMINISTIC_TTFT_MS", 200.0)
+DETERMINISTIC_TPS = env_float("DETERMINISTIC_TPS", 20.0)  # 0 = unpaced (benchmarks)
+STREAM_HEARTBEAT_S = env_float("STREAM_HEARTBEAT_S", 15.0, minimum=0.0, exclusive=True)
+# Sequences batched together (0 = the engine's own default) and how many more may wait.
+STREAMING_MAX_BATCH = env_int("STREAMING_MAX_BATCH", 0)
+STREAMING_MAX_QUEUE = env_int("STREAMING_MAX_QUEUE", 64)
+STREAM_RESUME_GRACE_S = env_float("STREAM_RESUME_GRACE_S", 0.0)
+
+# Input limits, refused before any stream starts.
+STREAM_MAX_BODY_BYTES = env_int("STREAM_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
+STREAM_MAX_PROMPT_CHARS = env_int("STREAM_MAX_PROMPT_CHARS", 32_000, minimum=1)
+STREAM_MAX_MESSAGES = env_int("STREAM_MAX_MESSAGES", 256, minimum=1)
+STREAM_DEFAULT_MAX_TOKENS = env_int("STREAM_DEFAULT_MAX_TOKENS", 256, minimum=1)
+STREAM_MAX_TOKENS_LIMIT = env_int("STREAM_MAX_TOKENS_LIMIT", 4096, minimum=1)
+# A generation created by POST /api/generations but never streamed is forgotten after this.
+STREAM_UNCLAIMED_TTL_S = env_float("STREAM_UNCLAIMED_TTL_S", 300.0, minimum=1.0)
+STREAM_MAX_PENDING = env_int("STREAM_MAX_PENDING", 10_000, minimum=1)
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = STREAM_MAX_BODY_BYTES

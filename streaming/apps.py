@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class StreamingConfig(AppConfig):
+    name = "streaming"
+    verbose_name = "Streaming"

@@ -1,0 +1,42 @@
+"""Model backends behind one protocol; `get_engine()` builds the configured one, once."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from .base import COUNTERS, Chunk, Engine, GenerationRequest, Message, TokenStream
+
+_engine: Engine | None = None
+
+
+def build_engine(name: str | None = None) -> Engine:
+    """A new engine of the configured (or named) kind; imports heavy modules only when chosen."""
+    name = name or settings.STREAMING_ENGINE
+    if name == "deterministic":
+        from .deterministic import DeterministicEngine
+
+        return DeterministicEngine(
+            ttft_s=settings.DETERMINISTIC_TTFT_MS / 1000,
+            tokens_per_s=settings.DETERMINISTIC_TPS,
+            max_batch=settings.STREAMING_MAX_BATCH,
+            max_queue=settings.STREAMING_MAX_QUEUE,
+        )
+    raise ValueError(f"unknown STREAMING_ENGINE {name!r}")
+
+
+def get_engine() -> Engine:
+    """This process's engine (built on first use, never at import)."""
+    global _engine
+    if _engine is None:
+        _engine = build_engine()
+    return _engine
+
+
+def set_engine(engine: Engine | None) -> None:
+    """Replace this process's engine (tests and benchmarks)."""
+    global _engine
+    _engine = engine
+
+
+__all__ = ["COUNTERS", "Chunk", "Engine", "GenerationRequest", "Message", "TokenStream",
+           "build_engine", "get_engine", "set_engine"]

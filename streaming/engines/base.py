@@ -1,0 +1,298 @@
+"""The engine protocol: what every model backend offers the views, and nothing about HTTP.
+
+An engine produces tokens on its own schedule (a batch on a GPU does not wait for one slow
+reader), so each generation gets a `TokenStream`: the engine pushes, the view pulls, and
+`abort()` stops the producer. The stream also keeps the counters that prove cancellation works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..exceptions import GenerationError, StreamCut
+
+Role = Literal["system", "user", "assistant"]
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat turn."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """The deterministic engine's test hook: what to do after `at` tokens."""
+
+    at: int
+    code: str | None = None  # send `event: error` with this code
+    kind: Literal["error", "stall", "cut"] = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """A validated request, the same for every engine and API."""
+
+    id: str
+    messages: tuple[Message, ...]
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    fault: Fault | None = None
+
+    @property
+    def prompt_chars(self) -> int:
+        """Characters across all messages (the log's prompt size)."""
+        return sum(len(m.content) for m in self.messages)
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Newly generated text: one token, or several coalesced when the reader fell behind."""
+
+    index: int  # index of its first token: the SSE event id
+    text: str
+    tokens: int = 1
+
+
+class _Finished:
+    __slots__ = ("error", "finish_reason")
+
+    def __init__(self, finish_reason: FinishReason | None, error: BaseException | None) -> None:
+        self.finish_reason = finish_reason
+        self.error = error
+
+
+@dataclass(slots=True)
+class Counters:
+    """Process-wide totals, as `/api/stats` reports them."""
+
+    tokens_generated_total: int = 0
+    tokens_after_abort_total: int = 0
+    generations_in_flight: int = 0
+    generations_total: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The JSON shape of `/api/stats`."""
+        return {
+            "tokens_generated_total": self.tokens_generated_total,
+            "tokens_after_abort_total": self.tokens_after_abort_total,
+            "generations_in_flight": self.generations_in_flight,
+            "generations_total": self.generations_total,
+        }
+
+
+COUNTERS = Counters()
+
+
+@dataclass(eq=False)
+class TokenStream:
+    """One generation's tokens between its producer (the engine) and its reader (a view).
+
+    Single producer, single reader, on one event loop. The buffer is bounded in chunks: past
+    `max_buffered` the newest text is merged into the last chunk, so a slow reader costs memory
+    in proportion to the text, never to the number of wake-ups.
+    """
+
+    request: GenerationRequest
+    max_buffered: int = 256
+    tokens_generated: int = 0
+    tokens_after_abort: int = 0
+    created_at: float = field(default_factory=time.monotonic)
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    aborted_at: float | None = None
+    finish_reason: FinishReason | None = None
+    error: BaseException | None = None
+    token_times: list[float] = field(default_factory=list)
+    _buffer: deque[Chunk | _Finished] = field(default_factory=deque)
+    _waiter: asyncio.Future[None] | None = None
+    _room_waiter: asyncio.Future[None] | None = None
+    _finished: bool = False
+
+    def __post_init__(self) -> None:
+        COUNTERS.generations_in_flight += 1
+        COUNTERS.generations_total += 1
+
+    @property
+    def id(self) -> str:
+        """The generation's id."""
+        return self.request.id
+
+    @property
+    def finished(self) -> bool:
+        """True once the producer has ended, for any reason."""
+        return self._finished
+
+    @property
+    def aborted(self) -> bool:
+        """True once abort was asked for."""
+        return self.aborted_at is not None
+
+    # --- producer side ---------------------------------------------------------------------
+
+    def push(self, text: str, tokens: int = 1) -> None:
+        """Record `tokens` new tokens and queue their text for the reader."""
+        now = time.monotonic()
+        index = self.tokens_generated
+        self.tokens_generated += tokens
+        COUNTERS.tokens_generated_total += tokens
+        if self.aborted_at is not None:
+            # The proof the article asks for: anything counted here was wasted work.
+            self.tokens_after_abort += tokens
+            COUNTERS.tokens_after_abort_total += tokens
+            return
+        if self.first_token_at is None:
+            self.first_token_at = now
+        self.last_token_at = now
+        self.token_times.append(now)
+        buffer = self._buffer
+        if len(buffer) >= self.max_buffered and isinstance(buffer[-1], Chunk):
+            last = buffer[-1]
+            last.text += text
+            last.tokens += tokens
+        else:
+            buffer.append(Chunk(index, text, tokens))
+        self._wake()
+
+    def finish(
+        self, finish_reason: FinishReason | None = None, error: BaseException | None = None
+    ) -> None:
+        """End the stream: normally (`finish_reason`) or with an error for the reader."""
+        if self._finished:
+            return
+        self._finished = True
+        self.finish_reason = finish_reason
+        self.error = error
+        COUNTERS.generations_in_flight -= 1
+        self._buffer.append(_Finished(finish_reason, error))
+        self._wake()
+
+    @property
+    def has_room(self) -> bool:
+        """True while the reader keeps up (fewer than `max_buffered` chunks waiting)."""
+        return len(self._buffer) < self.max_buffered
+
+    async def wait_for_room(self) -> None:
+        """For producers that can pause: wait until the reader has drained the buffer."""
+        while not self.has_room:
+            self._room_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._room_waiter
+            finally:
+                self._room_waiter = None
+
+    def mark_aborted(self) -> None:
+        """Note the moment abort was asked for; tokens pushed after it count as wasted."""
+        if self.aborted_at is None:
+            self.aborted_at = time.monotonic()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # --- reader side -----------------------------------------------------------------------
+
+    async def batches(self, idle_timeout: float) -> AsyncIterator[list[Chunk]]:
+        """Yield every chunk ready at once; `[]` after `idle_timeout` s with nothing new.
+
+        Ends normally after the last chunk of a completed generation; raises GenerationError
+        or StreamCut when the producer ended that way.
+        """
+        buffer = self._buffer
+        loop = asyncio.get_running_loop()
+        while True:
+            if not buffer:
+                self._waiter = loop.create_future()
+                handle = loop.call_later(idle_timeout, self._wake)
+                try:
+                    await self._waiter
+                finally:
+                    handle.cancel()
+                    self._waiter = None
+                if not buffer:
+                    yield []
+                    continue
+            batch: list[Chunk] = []
+            while buffer:
+                item = buffer.popleft()
+                if isinstance(item, _Finished):
+                    if batch:
+                        yield batch
+                    if item.error is not None:
+                        raise item.error
+                    return
+                batch.append(item)
+            room = self._room_waiter
+            if room is not None and not room.done():
+                room.set_result(None)
+            yield batch
+
+
+class Engine(ABC):
+    """A model backend: starts generations, aborts them, says whether it is healthy."""
+
+    name: str = "engine"
+
+    def __init__(self) -> None:
+        self.streams: dict[str, TokenStream] = {}
+
+    @property
+    def model(self) -> str:
+        """The model's name as the log and `/v1/models` show it."""
+        return self.name
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Load and warm up; called once before serving."""
+
+    def check_request(self, request: GenerationRequest) -> None:  # noqa: B027 - optional hook
+        """Refuse, before any stream starts, a request this engine cannot serve."""
+
+    @abstractmethod
+    def generate(self, request: GenerationRequest) -> TokenStream:
+        """Start producing tokens for `request`; raise EngineBusy when at capacity."""
+
+    async def abort(self, request_id: str) -> None:
+        """Stop a generation and free its slot; idempotent; returns once it has stopped."""
+        stream = self.streams.get(request_id)
+        if stream is None or stream.finished:
+            return
+        stream.mark_aborted()
+        await self._stop(stream)
+        stream.finish(error=GenerationError("cancelled"))
+
+    @abstractmethod
+    async def _stop(self, stream: TokenStream) -> None:
+        """Make the producer of `stream` stop (the engine-specific part of abort)."""
+
+    async def check_health(self) -> None:  # noqa: B027 - optional hook
+        """Raise EngineUnavailable when the engine cannot serve."""
+
+    def release(self, request_id: str) -> None:
+        """Forget a finished stream (called once its reader is done with it)."""
+        self.streams.pop(request_id, None)
+
+
+__all__ = [
+    "COUNTERS",
+    "Chunk",
+    "Engine",
+    "Fault",
+    "FinishReason",
+    "GenerationError",
+    "GenerationRequest",
+    "Message",
+    "StreamCut",
+    "TokenStream",
+]

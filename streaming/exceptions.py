@@ -1,0 +1,118 @@
+"""Every error this service reports, with its code and HTTP status, in one table.
+
+Before the 200 an error is JSON `{"error": {"code", "message"}}` with `http_status`; after it,
+the same code travels as an `event: error` frame (the status line is already on the wire).
+"""
+
+from __future__ import annotations
+
+
+class StreamingError(Exception):
+    """Base of every error with a public code."""
+
+    code = "internal_error"
+    http_status = 500
+    default_message = "Internal error."
+
+    def __init__(self, message: str | None = None, *, headers: dict[str, str] | None = None):
+        self.message = message or self.default_message
+        self.headers = headers or {}
+        super().__init__(self.message)
+
+
+# --- Before the stream: bad requests ------------------------------------------------------
+
+
+class BadRequest(StreamingError):
+    """The request is malformed or out of range."""
+
+    code = "invalid_request"
+    http_status = 400
+    default_message = "Invalid request."
+
+
+class PromptTooLong(BadRequest):
+    """The prompt alone does not fit the model's context window."""
+
+    code = "context_length"
+    default_message = "The prompt is too long for the model's context window."
+
+
+class NotFound(StreamingError):
+    """No generation with this id."""
+
+    code = "not_found"
+    http_status = 404
+    default_message = "No such generation."
+
+
+class MethodNotAllowed(StreamingError):
+    """The endpoint exists but not for this method."""
+
+    code = "method_not_allowed"
+    http_status = 405
+    default_message = "Method not allowed."
+
+
+class AlreadyStreaming(StreamingError):
+    """A second reader for a stream that already has one (or has finished)."""
+
+    code = "already_streaming"
+    http_status = 409
+    default_message = "This generation is already being streamed."
+
+
+class BodyTooLarge(StreamingError):
+    """The request body is over the size limit."""
+
+    code = "body_too_large"
+    http_status = 413
+    default_message = "Request body too large."
+
+
+class EngineBusy(StreamingError):
+    """The engine's batch and its waiting queue are full."""
+
+    code = "no_capacity"
+    http_status = 503
+    default_message = "The model is at capacity; try again shortly."
+
+    def __init__(self, message: str | None = None, *, retry_after_s: int = 1):
+        super().__init__(message, headers={"Retry-After": str(retry_after_s)})
+
+
+class EngineUnavailable(StreamingError):
+    """The engine is not loaded, is unhealthy, or cannot be reached."""
+
+    code = "engine_unavailable"
+    http_status = 503
+    default_message = "The model is not available."
+
+
+# --- During the stream: sent as `event: error` --------------------------------------------
+
+
+class GenerationError(StreamingError):
+    """A failure after the 200; its code is what the client receives."""
+
+    http_status = 500  # only used if it escapes before the stream starts
+
+    def __init__(self, code: str, message: str | None = None):
+        self.code = code
+        super().__init__(message or STREAM_ERROR_MESSAGES.get(code, "Generation failed."))
+
+
+class StreamCut(Exception):
+    """Close the connection now, without `[DONE]` (the deterministic engine's `cut` fault)."""
+
+
+# Codes a stream may end with, and what a person is told. The context_length message is the
+# article's own example.
+STREAM_ERROR_MESSAGES = {
+    "context_length": "입력이 너무 깁니다 (the answer reached the model's context window).",
+    "engine_error": "The model failed while generating.",
+    "worker_unavailable": "The model worker stopped answering.",
+    "timeout": "The generation took too long.",
+    "server_shutdown": "The server is shutting down.",
+    "cancelled": "The generation was cancelled.",
+}

@@ -1,0 +1,150 @@
+"""Server-Sent Events framing: pure functions, bytes out, no Django and no engines.
+
+The wire format is https://html.spec.whatwg.org/multipage/server-sent-events.html: each event is
+a few `field: value` lines closed by one blank line; the blank line is what makes a browser
+dispatch it. Lines end in `\n` only (we never emit `\r`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+DONE = b"data: [DONE]\n\n"
+PING = b": ping\n\n"
+
+# Any of the three line ends the spec accepts; data is split on them so no value can end an
+# event early or smuggle in a field of its own.
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _dumps(obj: object) -> str:
+    # ensure_ascii=False keeps Japanese and Korean readable on the wire; JSON escapes \n and \r,
+    # so a JSON payload is always exactly one data line.
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def _field(name: str, value: str) -> str:
+    if _LINE_END.search(value) or "\0" in value:
+        raise ValueError(f"SSE {name} must be one line without NUL, got {value!r}")
+    return f"{name}: {value}\n"
+
+
+def encode_event(
+    data: str,
+    *,
+    event: str | None = None,
+    id: str | int | None = None,
+    retry_ms: int | None = None,
+) -> bytes:
+    """Frame one event; multi-line data becomes several `data:` lines."""
+    head = ""
+    if id is not None:
+        head += _field("id", str(id))
+    if event is not None:
+        head += _field("event", event)
+    if retry_ms is not None:
+        head += f"retry: {int(retry_ms)}\n"
+    body = "".join(f"data: {line}\n" for line in _LINE_END.split(data))
+    return (head + body + "\n").encode()
+
+
+def encode_comment(text: str) -> bytes:
+    """Frame a comment (ignored by clients; keeps idle connections and proxies alive)."""
+    return "".join(f": {line}\n" for line in _LINE_END.split(text)).encode() + b"\n"
+
+
+def token_event(index: int, text: str) -> bytes:
+    """Frame one token: the hot path, so a single format call rather than encode_event."""
+    return f'id: {index}\ndata: {{"token": {_dumps(text)}}}\n\n'.encode()
+
+
+def json_event(payload: object, *, event: str | None = None, id: int | None = None) -> bytes:
+    """Frame a JSON payload as one event."""
+    return encode_event(_dumps(payload), event=event, id=id)
+
+
+def error_event(code: str, message: str) -> bytes:
+    """Frame the contract's in-stream failure: `event: error` with `{"code", "message"}`."""
+    return json_event({"code": code, "message": message}, event="error")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One dispatched event as a client sees it."""
+
+    data: str
+    event: str = "message"
+    id: str | None = None
+
+
+class EventParser:
+    """Incremental SSE parser (for our tests, tools and the remote engine), per the spec."""
+
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._decoder = _utf8_decoder()
+        self._data: list[str] = []
+        self._event = ""
+        self._id: str | None = None
+        self.last_event_id: str | None = None
+        self.comments: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """Consume bytes, return the events they complete."""
+        self._buffer += self._decoder.decode(chunk)
+        events: list[Event] = []
+        *lines, self._buffer = _split_keep_tail(self._buffer)
+        for line in lines:
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _line(self, line: str) -> Event | None:
+        if line == "":
+            return self._dispatch()
+        if line.startswith(":"):
+            self.comments.append(line[1:].lstrip(" "))
+            return None
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\0" not in value:
+            self._id = value
+        return None
+
+    def _dispatch(self) -> Event | None:
+        if self._id is not None:
+            self.last_event_id = self._id
+        if not self._data:
+            self._event, self._id = "", None
+            return None
+        event = Event("\n".join(self._data), self._event or "message", self._id)
+        self._data, self._event, self._id = [], "", None
+        return event
+
+
+def _utf8_decoder():
+    import codecs
+
+    return codecs.getincrementaldecoder("utf-8")("replace")
+
+
+def _split_keep_tail(text: str) -> list[str]:
+    # A trailing "\r" may be half of "\r\n": keep it in the tail until the next chunk says.
+    if text.endswith("\r"):
+        parts = _LINE_END.split(text[:-1])
+        parts[-1] += "\r"
+        return parts
+    return _LINE_END.split(text)
+
+
+def iter_events(payload: bytes) -> Iterator[Event]:
+    """Parse a whole byte string (tests and tools)."""
+    yield from EventParser().feed(payload)
