@@ -29,7 +29,7 @@ def test_changelist_lists_every_generation_newest_first(admin_client):
     make_row("new", "client_disconnected", 1, tokens_after_abort=0)
     page = admin_client.get("/admin/streaming/generationlog/").content.decode()
     table = page[page.index('id="result_list"'):]
-    assert table.index("client_disconnected") < table.index("completed")
+    assert table.index("Client Disconnected") < table.index("Completed")
     assert "201.5" in page and "61.25" in page  # TTFT and gap p99 columns
 
 

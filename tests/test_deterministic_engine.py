@@ -105,8 +105,8 @@ async def test_batch_cap_queues_then_refuses():
     first = engine.generate(request(id="a", max_tokens=400))
     engine.generate(request(id="b", max_tokens=5))  # waits in the queue
     await asyncio.sleep(0)  # let both tasks reach the semaphore
-    while first.tokens_generated == 0:
-        await asyncio.sleep(0.005)
+    async for _ in first.batches(5.0):
+        break  # the first generation holds the only slot now
     with pytest.raises(EngineBusy):
         engine.generate(request(id="c"))
     await engine.abort("a")
@@ -117,8 +117,9 @@ async def test_slow_reader_makes_the_unpaced_producer_wait():
     engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
     stream = engine.generate(request(max_tokens=4096, seed=5))
     stream.max_buffered = 8
-    while stream.has_room:
+    for _ in range(100):
         await asyncio.sleep(0)
+    assert not stream.has_room
     produced = stream.tokens_generated
     for _ in range(10):
         await asyncio.sleep(0)
