@@ -21,9 +21,13 @@ run: setup
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/uvicorn chatsite.asgi:application --host $(HOST) --port $(PORT)
 
+# The suite runs on SQLite; the tests that touch the database run once more on PostgreSQL.
+POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
+
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+	DATABASE_URL=$(POSTGRES_URL) $(BIN)/python -m pytest -m django_db -q
 
 lint: setup
 	$(BIN)/ruff check .
