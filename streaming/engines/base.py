@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
+from array import array
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..exceptions import GenerationError, StreamCut
+from ..exceptions import BadRequest, GenerationError, StreamCut
 
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length"]
@@ -114,7 +115,8 @@ class TokenStream:
     aborted_at: float | None = None
     finish_reason: FinishReason | None = None
     error: BaseException | None = None
-    token_times: list[float] = field(default_factory=list)
+    # Arrival time of each token, 8 bytes apiece: the log's gaps are computed from it at the end.
+    token_times: array[float] = field(default_factory=lambda: array("d"))
     _buffer: deque[Chunk | _Finished] = field(default_factory=deque)
     _waiter: asyncio.Future[None] | None = None
     _room_waiter: asyncio.Future[None] | None = None
@@ -244,6 +246,8 @@ class Engine(ABC):
     """A model backend: starts generations, aborts them, says whether it is healthy."""
 
     name: str = "engine"
+    supports_faults = False  # only the deterministic engine honours the `fault` test hook
+    ready = False  # set by start() once the engine can serve
 
     def __init__(self) -> None:
         self.streams: dict[str, TokenStream] = {}
@@ -253,11 +257,16 @@ class Engine(ABC):
         """The model's name as the log and `/v1/models` show it."""
         return self.name
 
-    async def start(self) -> None:  # noqa: B027 - optional hook
-        """Load and warm up; called once before serving."""
+    async def start(self) -> None:
+        """Load and warm up; called once before serving. Engines that load override it."""
+        self.ready = True
 
-    def check_request(self, request: GenerationRequest) -> None:  # noqa: B027 - optional hook
+    def check_request(self, request: GenerationRequest) -> None:
         """Refuse, before any stream starts, a request this engine cannot serve."""
+        if request.fault is not None and not self.supports_faults:
+            raise BadRequest(
+                f"`fault` is a test hook of the deterministic engine, not of {self.name}."
+            )
 
     @abstractmethod
     def generate(self, request: GenerationRequest) -> TokenStream:

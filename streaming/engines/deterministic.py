@@ -65,6 +65,7 @@ class DeterministicEngine(Engine):
     """Seeded tokens at `tokens_per_s` after `ttft_s`; 0 tokens/s means as fast as possible."""
 
     name = "deterministic"
+    supports_faults = True
     YIELD_EVERY = 32  # tokens between yields to the loop when unpaced, so others run too
 
     def __init__(

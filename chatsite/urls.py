@@ -1,0 +1,10 @@
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", include("streaming.urls")),
+]
+
+handler404 = "streaming.views.handler404"
+handler500 = "streaming.views.handler500"

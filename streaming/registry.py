@@ -1,0 +1,166 @@
+"""Generations this process knows about: created, streaming, or just finished.
+
+A generation is created by `POST /api/generations` (or directly by `POST /api/stream`), starts
+producing only when its stream is opened, and leaves the registry when it ends; its log row is
+then the record. A bounded memory of recent ones answers `GET /api/generations/<id>` until the
+row is written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+
+from . import recording
+from .engines.base import Engine, GenerationRequest, TokenStream
+from .exceptions import AlreadyStreaming, EngineBusy
+from .latency import summarize
+
+PENDING, STREAMING = "pending", "streaming"
+RECENT_KEPT = 1024  # finished generations kept in memory for GET until their row is written
+
+
+@dataclass(eq=False)
+class Generation:
+    """One generation's bookkeeping beside its engine stream."""
+
+    request: GenerationRequest
+    engine: Engine
+    api: str = "native"
+    client: str = ""
+    status: str = PENDING
+    error_code: str = ""
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    created_mono: float = field(default_factory=time.monotonic)
+    ended_mono: float | None = None
+    stream: TokenStream | None = None
+    cancel_requested: bool = False
+
+    @property
+    def id(self) -> str:
+        """The public id."""
+        return self.request.id
+
+    @property
+    def live(self) -> bool:
+        """Not finished yet."""
+        return self.status in (PENDING, STREAMING)
+
+    def start(self) -> TokenStream:
+        """Start the engine on it; only the first reader may (409 for a second)."""
+        if self.status != PENDING:
+            raise AlreadyStreaming(
+                "This generation is already being streamed."
+                if self.status == STREAMING
+                else f"This generation has already ended ({self.status})."
+            )
+        self.stream = self.engine.generate(self.request)
+        self.status = STREAMING
+        return self.stream
+
+    def figures(self) -> dict[str, Any]:
+        """Counters and latencies, live or final."""
+        stream = self.stream
+        if stream is None:
+            return {"tokens_generated": 0, "tokens_after_abort": 0, "finish_reason": "",
+                    **summarize(self.created_mono, [], self.ended_mono or time.monotonic())}
+        ended = self.ended_mono or time.monotonic()
+        return {
+            "tokens_generated": stream.tokens_generated,
+            "tokens_after_abort": stream.tokens_after_abort,
+            "finish_reason": stream.finish_reason or "",
+            **summarize(stream.created_at, stream.token_times, ended),
+        }
+
+    def state(self) -> dict[str, Any]:
+        """The JSON of `GET /api/generations/<id>`."""
+        return {
+            "id": self.id,
+            "status": self.status,
+            "error_code": self.error_code or None,
+            "api": self.api,
+            "engine": self.engine.name,
+            "model": self.engine.model,
+            "created_at": self.created_at.isoformat(),
+            "max_tokens": self.request.max_tokens,
+            **self.figures(),
+        }
+
+    def log_fields(self) -> dict[str, Any]:
+        """The log row's columns."""
+        figures = self.figures()
+        elapsed = (self.ended_mono or time.monotonic()) - self.created_mono
+        return {
+            "generation_id": self.id,
+            "created_at": self.created_at,
+            "finished_at": self.created_at + timedelta(seconds=elapsed),
+            "api": self.api,
+            "client": self.client[:64],
+            "prompt_chars": self.request.prompt_chars,
+            "message_count": len(self.request.messages),
+            "max_tokens": self.request.max_tokens,
+            "engine": self.engine.name,
+            "model": self.engine.model[:200],
+            "status": self.status,
+            "error_code": self.error_code,
+            **figures,
+        }
+
+
+class Registry:
+    """Live generations by id, plus a bounded memory of recently finished ones."""
+
+    def __init__(self) -> None:
+        self._live: OrderedDict[str, Generation] = OrderedDict()
+        self._recent: OrderedDict[str, Generation] = OrderedDict()
+
+    def add(self, generation: Generation) -> Generation:
+        """Register a new generation; unclaimed ones past their TTL are dropped first."""
+        self._expire_unclaimed()
+        if len(self._live) >= settings.STREAM_MAX_PENDING:
+            raise EngineBusy("Too many generations are open; try again shortly.")
+        self._live[generation.id] = generation
+        return generation
+
+    def get(self, generation_id: str) -> Generation | None:
+        """A live or recently finished generation."""
+        return self._live.get(generation_id) or self._recent.get(generation_id)
+
+    def finish(self, generation: Generation, status: str, error_code: str = "") -> None:
+        """Record how it ended, move it to the recent memory, and schedule its log row."""
+        if not generation.live:
+            return
+        generation.status = status
+        generation.error_code = error_code
+        generation.ended_mono = time.monotonic()
+        if generation.stream is not None:
+            generation.engine.release(generation.id)
+        self._live.pop(generation.id, None)
+        self._recent[generation.id] = generation
+        while len(self._recent) > RECENT_KEPT:
+            self._recent.popitem(last=False)
+        recording.schedule_log(generation)
+
+    def discard(self, generation: Generation) -> None:
+        """Forget a generation that never started (refused before its stream)."""
+        self._live.pop(generation.id, None)
+
+    def live(self) -> list[Generation]:
+        """Every generation not yet finished."""
+        return list(self._live.values())
+
+    def _expire_unclaimed(self) -> None:
+        deadline = time.monotonic() - settings.STREAM_UNCLAIMED_TTL_S
+        for generation in list(self._live.values()):
+            if generation.created_mono > deadline:
+                break  # ordered by creation: the rest are younger
+            if generation.status == PENDING:
+                self.finish(generation, "cancelled", "unclaimed")
+
+
+registry = Registry()

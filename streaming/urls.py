@@ -1,0 +1,14 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("api/generations", views.create_generation, name="create-generation"),
+    path("api/generations/<str:generation_id>", views.generation_state, name="generation-state"),
+    path("api/generations/<str:generation_id>/stream", views.stream_generation, name="stream"),
+    path("api/generations/<str:generation_id>/cancel", views.cancel_generation, name="cancel"),
+    path("api/stream", views.stream_direct, name="stream-direct"),
+    path("api/stats", views.stats, name="stats"),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+]

@@ -1,0 +1,253 @@
+"""The native streaming API (CONTRACT.md): validate, hand the engine the request, stream back.
+
+Views are thin; framing is in sse.py, cancellation in one place (`event_stream`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from . import sse
+from .engines import COUNTERS, get_engine
+from .exceptions import GenerationError, MethodNotAllowed, NotFound, StreamCut, StreamingError
+from .lifecycle import ready_engine
+from .models import GenerationLog
+from .registry import Generation, registry
+from .validation import parse_generation_body
+
+logger = logging.getLogger(__name__)
+
+EVENT_STREAM_HEADERS = {
+    "Cache-Control": "no-cache, no-transform",
+    # nginx reads this per response: no proxy buffering for this one, whatever its config says.
+    "X-Accel-Buffering": "no",
+}
+
+View = Callable[..., Awaitable[HttpResponse]]
+
+
+def error_response(error: StreamingError) -> JsonResponse:
+    """The contract's JSON error before any stream: `{"error": {"code", "message"}}`."""
+    response = JsonResponse(
+        {"error": {"code": error.code, "message": error.message}}, status=error.http_status
+    )
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+def api_view(*methods: str) -> Callable[[View], View]:
+    """An async JSON endpoint: method check, and every StreamingError as a JSON error."""
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        async def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if request.method not in methods:
+                response = error_response(
+                    MethodNotAllowed(f"Use {' or '.join(methods)} on this endpoint.")
+                )
+                response["Allow"] = ", ".join(methods)
+                return response
+            try:
+                return await view(request, *args, **kwargs)
+            except StreamingError as error:
+                return error_response(error)
+
+        # The API authenticates no cookie, so a cross-site form cannot act as a user through it.
+        return csrf_exempt(wrapper)
+
+    return decorate
+
+
+def client_of(request: HttpRequest) -> str:
+    """The peer address, as the log records it."""
+    return request.META.get("REMOTE_ADDR", "") or ""
+
+
+async def _new_generation(request: HttpRequest) -> Generation:
+    engine = await ready_engine()
+    generation_request = parse_generation_body(request.body)
+    engine.check_request(generation_request)
+    return registry.add(Generation(generation_request, engine, client=client_of(request)))
+
+
+@api_view("POST")
+async def create_generation(request: HttpRequest) -> HttpResponse:
+    """`POST /api/generations` → 201 with the stream and cancel URLs."""
+    generation = await _new_generation(request)
+    base = f"/api/generations/{generation.id}"
+    return JsonResponse(
+        {"id": generation.id, "stream_url": f"{base}/stream", "cancel_url": f"{base}/cancel"},
+        status=201,
+    )
+
+
+@api_view("POST")
+async def stream_direct(request: HttpRequest) -> HttpResponse:
+    """`POST /api/stream`: create and stream in one request (for `curl -N` and `fetch`)."""
+    generation = await _new_generation(request)
+    try:
+        generation.start()
+    except StreamingError:
+        registry.discard(generation)  # refused before it began: nothing to log
+        raise
+    return event_stream_response(generation)
+
+
+@api_view("GET")
+async def stream_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
+    """`GET /api/generations/<id>/stream`: start the generation and stream it."""
+    generation = _get_live_or_recent(generation_id)
+    if generation.status == "cancelled" and generation.stream is None:
+        # Cancelled before anyone read it: the reader learns why instead of waiting forever.
+        return _event_stream(_only(sse.error_event("cancelled", "The generation was cancelled.")))
+    generation.start()
+    return event_stream_response(generation)
+
+
+@api_view("POST")
+async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
+    """`POST /api/generations/<id>/cancel`: abort it on the engine; idempotent."""
+    generation = registry.get(generation_id)
+    if generation is None:
+        row = await GenerationLog.objects.filter(generation_id=generation_id).afirst()
+        if row is None:
+            raise NotFound()
+        return JsonResponse({"status": row.status}, status=202)
+    if generation.live:
+        generation.cancel_requested = True
+        if generation.stream is None:
+            registry.finish(generation, "cancelled", "cancelled")
+        else:
+            # The reader sees the stream end with `event: error` (cancelled) and finishes it.
+            await generation.engine.abort(generation.id)
+    return JsonResponse({"status": generation.status if not generation.live else "cancelled"},
+                        status=202)
+
+
+@api_view("GET")
+async def generation_state(request: HttpRequest, generation_id: str) -> HttpResponse:
+    """`GET /api/generations/<id>`: live counters, or the log row once it has ended."""
+    generation = registry.get(generation_id)
+    if generation is not None:
+        return JsonResponse(generation.state())
+    row = await GenerationLog.objects.filter(generation_id=generation_id).afirst()
+    if row is None:
+        raise NotFound()
+    return JsonResponse(
+        {
+            "id": row.generation_id, "status": row.status, "error_code": row.error_code or None,
+            "api": row.api, "engine": row.engine, "model": row.model,
+            "created_at": row.created_at.isoformat(), "max_tokens": row.max_tokens,
+            "tokens_generated": row.tokens_generated,
+            "tokens_after_abort": row.tokens_after_abort, "finish_reason": row.finish_reason,
+            "ttft_ms": row.ttft_ms, "tpot_ms": row.tpot_ms, "itl_p50_ms": row.itl_p50_ms,
+            "itl_p99_ms": row.itl_p99_ms, "itl_max_ms": row.itl_max_ms,
+            "total_ms": row.total_ms,
+        }
+    )
+
+
+@api_view("GET")
+async def stats(request: HttpRequest) -> HttpResponse:
+    """`GET /api/stats`: this process's counters."""
+    engine = get_engine()
+    return JsonResponse({**COUNTERS.as_dict(), "engine": engine.name, "model": engine.model})
+
+
+def _get_live_or_recent(generation_id: str) -> Generation:
+    generation = registry.get(generation_id)
+    if generation is None:
+        raise NotFound()
+    return generation
+
+
+def event_stream_response(generation: Generation) -> StreamingHttpResponse:
+    """The 200 for a started generation."""
+    return _event_stream(event_stream(generation, settings.STREAM_HEARTBEAT_S))
+
+
+def _event_stream(frames: AsyncIterator[bytes]) -> StreamingHttpResponse:
+    # An async iterator, never a sync one: Django would buffer a sync iterator whole under ASGI.
+    response = StreamingHttpResponse(frames, content_type="text/event-stream; charset=utf-8")
+    for name, value in EVENT_STREAM_HEADERS.items():
+        response[name] = value
+    return response
+
+
+async def _only(frame: bytes) -> AsyncIterator[bytes]:
+    yield frame
+
+
+async def event_stream(generation: Generation, heartbeat_s: float) -> AsyncIterator[bytes]:
+    """Frames of one generation; the single place where cancellation is handled.
+
+    When the client goes away, Django cancels the task running this generator (or closes it
+    while it is suspended at a `yield`); either way `finally` aborts the engine at once, so no
+    token is generated for a reader that is gone. Nothing is yielded from `finally`.
+    """
+    stream = generation.stream
+    assert stream is not None
+    status, error_code = "client_disconnected", ""
+    token_event = sse.token_event
+    try:
+        async for batch in stream.batches(heartbeat_s):
+            if batch:
+                # Every chunk ready now goes out in one write: fewer syscalls, same frames.
+                yield b"".join([token_event(chunk.index, chunk.text) for chunk in batch])
+            else:
+                yield sse.PING
+        status = "completed"
+        yield sse.DONE
+    except GenerationError as error:
+        status = "cancelled" if error.code == "cancelled" else "error"
+        error_code = error.code
+        yield sse.error_event(error.code, error.message)
+    except StreamCut:
+        status = "truncated"  # end the response without [DONE]: the client sees a cut stream
+    finally:
+        if not stream.finished:
+            await generation.engine.abort(generation.id)
+        registry.finish(generation, status, error_code)
+
+
+@api_view("GET")
+async def healthz(request: HttpRequest) -> HttpResponse:
+    """Alive: the process answers."""
+    return JsonResponse({"status": "ok"})
+
+
+@api_view("GET")
+async def readyz(request: HttpRequest) -> HttpResponse:
+    """Ready: the engine is loaded, warmed up and healthy."""
+    engine = await ready_engine()
+    await engine.check_health()
+    return JsonResponse({"status": "ready", "engine": engine.name, "model": engine.model})
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """JSON for API paths, Django's page for the rest."""
+    if _is_api(request):
+        return error_response(NotFound("No such endpoint."))
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    """JSON for API paths, never a traceback."""
+    if _is_api(request):
+        return error_response(StreamingError())
+    from django.views.defaults import server_error
+
+    return server_error(request)
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith(("/api/", "/v1/", "/healthz", "/readyz"))

@@ -1,0 +1,54 @@
+"""Shared fixtures: live servers (uvicorn and daphne) and a fresh engine for ASGI-level tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.live import LiveServer, start_server
+
+
+@pytest.fixture(scope="session")
+def asgi_server(tmp_path_factory) -> Iterator[LiveServer]:
+    """One uvicorn process with the deterministic engine at 100 tokens/s, for the session."""
+    server = start_server(tmp_path_factory.mktemp("uvicorn"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def daphne_server(tmp_path_factory) -> Iterator[LiveServer]:
+    """The same application under daphne."""
+    server = start_server(tmp_path_factory.mktemp("daphne"), server="daphne")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server_factory(tmp_path) -> Iterator[Callable[..., LiveServer]]:
+    """Start servers with their own settings; every one is stopped after the test."""
+    started: list[LiveServer] = []
+
+    def start(**kwargs) -> LiveServer:
+        directory = tmp_path / f"server{len(started)}"
+        directory.mkdir()
+        server = start_server(directory, **kwargs)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def engine():
+    """A fresh, fast deterministic engine installed as this process's engine."""
+    from streaming.engines import set_engine
+    from streaming.engines.deterministic import DeterministicEngine
+
+    engine = DeterministicEngine(ttft_s=0.0, tokens_per_s=1000.0)
+    set_engine(engine)
+    yield engine
+    set_engine(None)
