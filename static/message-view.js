@@ -118,7 +118,7 @@ export class MessageView {
     if (stats.ttftMs != null) parts.push(t("stat.ttft", { ms: formatNumber(stats.ttftMs) }));
     if (stats.tokensPerS != null) parts.push(t("stat.tps", { tps: formatNumber(stats.tokensPerS, 1) }));
     if (stats.tokens > 0) parts.push(t("stat.tokens", { count: formatNumber(stats.tokens) }));
-    if (meta.finishReason) parts.push(`finish: ${meta.finishReason}`);
+    if (meta.finishReason) parts.push(t("stat.finish", { reason: meta.finishReason }));
     return parts.join(" · ");
   }
 }
