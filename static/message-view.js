@@ -64,8 +64,9 @@ export class MessageView {
 
     const live = meta.state === "waiting" || meta.state === "streaming";
     const sinceStartMs = live && meta.startedAt != null ? nowMs - meta.startedAt : meta.endMs ?? meta.lastMs ?? 0;
-    this.status.textContent = this.#statusText(meta, sinceStartMs);
-    this.status.className = `message-status status-${meta.state}`;
+    const stalled = meta.state === "streaming" && meta.lastMs != null && sinceStartMs - meta.lastMs > STALL_AFTER_MS;
+    this.status.textContent = this.#statusText(meta, sinceStartMs, stalled);
+    this.status.className = `message-status status-${stalled ? "stalled" : meta.state}`;
     this.stats.textContent = this.#statsText(meta);
     drawTimeline(this.timeline, meta, sinceStartMs);
     this.copyButton.disabled = this.message.content === "";
@@ -98,12 +99,10 @@ export class MessageView {
     }), wait);
   }
 
-  #statusText(meta, sinceStartMs) {
+  #statusText(meta, sinceStartMs, stalled) {
     switch (meta.state) {
       case "streaming":
-        if (meta.lastMs != null && sinceStartMs - meta.lastMs > STALL_AFTER_MS) {
-          return t("state.stalled", { seconds: formatNumber((sinceStartMs - meta.lastMs) / 1000, 0) });
-        }
+        if (stalled) return t("state.stalled", { seconds: formatNumber((sinceStartMs - meta.lastMs) / 1000, 0) });
         return t("state.streaming");
       case "error":
         return t("state.error", { message: meta.error?.message || meta.error?.code || "?" });
@@ -118,7 +117,8 @@ export class MessageView {
     if (stats.ttftMs != null) parts.push(t("stat.ttft", { ms: formatNumber(stats.ttftMs) }));
     if (stats.tokensPerS != null) parts.push(t("stat.tps", { tps: formatNumber(stats.tokensPerS, 1) }));
     if (stats.tokens > 0) parts.push(t("stat.tokens", { count: formatNumber(stats.tokens) }));
-    if (meta.finishReason) parts.push(t("stat.finish", { reason: meta.finishReason }));
+    // `length` already reads as the status line; other reasons (stop, …) go with the numbers.
+    if (meta.finishReason && meta.state !== "length") parts.push(t("stat.finish", { reason: meta.finishReason }));
     return parts.join(" · ");
   }
 }

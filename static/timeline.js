@@ -27,6 +27,7 @@ export function createTimeline() {
     svgElement("rect", { class: "timeline-wait", x: 0, y: 0, width: 0, height: HEIGHT }),
     svgElement("g", { class: "timeline-gaps" }),
     svgElement("path", { class: "timeline-ticks", d: "", "vector-effect": "non-scaling-stroke" }),
+    svgElement("title"), // the summary as a tooltip for mouse users
   );
   return svg;
 }
@@ -36,7 +37,7 @@ export function drawTimeline(svg, meta, untilMs) {
   const times = meta.times ?? [];
   const spanMs = Math.max(untilMs, meta.lastMs ?? 0, 1);
   const x = (ms) => (Math.min(ms, spanMs) / spanMs) * WIDTH;
-  const [, wait, gapsGroup, ticks] = svg.children;
+  const [, wait, gapsGroup, ticks, title] = svg.children;
 
   wait.setAttribute("width", String(x(meta.ttftMs ?? untilMs)));
   ticks.setAttribute("d", times.map((ms) => `M${x(ms).toFixed(1)} 3V${HEIGHT - 3}`).join(""));
@@ -50,9 +51,11 @@ export function drawTimeline(svg, meta, untilMs) {
   })));
 
   const stats = answerStats(meta);
-  svg.setAttribute("aria-label", t("timelineLabel", {
+  const label = t("timelineLabel", {
     count: formatNumber(stats.tokens),
     seconds: formatNumber(spanMs / 1000, 1),
     gap: formatNumber(stats.longestGapMs ?? 0),
-  }));
+  });
+  svg.setAttribute("aria-label", label);
+  title.textContent = label;
 }
