@@ -181,7 +181,7 @@ function generate({ seed } = {}) {
       updateControls();
       if (performance.now() - lastSaveAt > SAVE_EVERY_MS) save();
     },
-    onEnd: () => {
+    onEnd: ({ refined = false } = {}) => {
       if (active?.generation === generation) {
         clearInterval(active.timer);
         active = null;
@@ -193,6 +193,7 @@ function generate({ seed } = {}) {
       save();
       updateControls();
       renderConversationList();
+      if (refined) return; // already announced
       const state = answer.meta.state;
       if (state === "done" || state === "length") announce(t("announce.done"));
       else if (state === "stopped") announce(t("announce.stopped"));

@@ -12,7 +12,8 @@ export function pendingAnswer() {
 }
 
 export class Generation {
-  /** `message` is mutated as tokens arrive; onChange after each change, onEnd once at the end. */
+  /** `message` is mutated as tokens arrive; onChange after each change, onEnd at the end (and
+   * once more with {refined: true} when the server's final state adds details). */
   constructor(message, { onChange, onEnd }) {
     this.message = message;
     this.meta = message.meta;
@@ -50,7 +51,7 @@ export class Generation {
       return;
     }
     this.stream = readStream(created.stream_url, {
-      onToken: (text, count) => this.#token(text, count),
+      onToken: (text, count, id) => this.#token(text, count, id),
       onDone: () => this.#finish(this.meta.finishReason === "length" ? "length" : "done"),
       onError: (error) => {
         // `cancelled` is the server confirming a Stop (ours or from elsewhere), not a failure.
@@ -85,12 +86,14 @@ export class Generation {
     }
   }
 
-  #token(text, count) {
+  #token(text, count, id) {
     const ms = this.elapsedMs();
     const meta = this.meta;
     if (meta.ttftMs == null) meta.ttftMs = ms;
     meta.lastMs = ms;
-    meta.tokens += count;
+    // The event id is the index of the chunk's first token, so merged chunks still count right.
+    const index = Number.parseInt(id, 10);
+    meta.tokens = Number.isFinite(index) ? Math.max(meta.tokens + count, index + count) : meta.tokens + count;
     if (meta.times.length < MAX_RECORDED_TIMES) meta.times.push(ms);
     if (meta.state === "waiting") meta.state = "streaming";
     this.message.content += text;
@@ -106,19 +109,23 @@ export class Generation {
     if (error) this.meta.error = { code: error.code, message: error.message };
     this.onEnd();
     if (state === "done" && !this.meta.finishReason && this.meta.generationId) {
-      this.#fetchFinishReason();
+      this.#fetchFinalState();
     }
   }
 
-  // The stream's [DONE] does not say why it ended; the generation's state may.
-  async #fetchFinishReason() {
+  // [DONE] does not say why the answer ended, nor its exact count; the generation's state does.
+  async #fetchFinalState() {
     try {
       const state = await fetchGeneration(this.meta.generationId);
       if (typeof state?.finish_reason === "string") {
         this.meta.finishReason = state.finish_reason;
         if (state.finish_reason === "length") this.meta.state = "length";
-        this.onEnd();
       }
+      // The server's count is exact even where the last chunk merged several tokens.
+      if (Number.isInteger(state?.tokens_generated)) {
+        this.meta.tokens = Math.max(this.meta.tokens, state.tokens_generated);
+      }
+      this.onEnd({ refined: true });
     } catch {
       // Only a detail of the footer; the answer itself is complete.
     }

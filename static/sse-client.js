@@ -3,7 +3,8 @@
 
 /**
  * Read `url` and call back:
- * - onToken(text, count, payload) for each unnamed `data: {"token": …}` message;
+ * - onToken(text, count, id) for each unnamed `data: {"token": …}` message (id: the SSE id,
+ *   which the server sets to the index of the chunk's first token);
  * - onDone() on `data: [DONE]`;
  * - onError({code, message}) on the server's `event: error` frame;
  * - onDrop({refused}) when the connection fails or ends without either (refused: it never
@@ -35,7 +36,7 @@ export function readStream(url, { onToken, onDone, onError, onDrop, onNamedEvent
     if (payload && typeof payload.token === "string") {
       // A chunk may carry several tokens coalesced when the reader fell behind.
       const count = Number.isInteger(payload.tokens) && payload.tokens > 0 ? payload.tokens : 1;
-      onToken(payload.token, count, payload);
+      onToken(payload.token, count, event.lastEventId);
     }
   });
 
