@@ -44,7 +44,9 @@ def chat_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     server.stop()
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API marks an event loop as running in this thread
+# while it is open, and tests elsewhere that call asyncio.run() would fail after it.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's Chromium (Playwright's own download does not work here)."""
     if not CHROMIUM.exists():

@@ -384,3 +384,32 @@ def test_page_is_served_with_debug_off(chat_server: LiveServer) -> None:
     assert "script-src 'self'" in response.headers["content-security-policy"]
     for path in ("/static/chat.js", "/static/vendor/marked.esm.js", "/static/vendor/purify.es.mjs"):
         assert chat_server.get(path).status_code == 200, path
+
+
+def test_pure_modules(open_page) -> None:
+    """The page's small pure functions, run in the browser as the page loads them."""
+    page = open_page()
+    result = page.evaluate(
+        """async () => {
+            const i18n = await import('/static/i18n.js');
+            const stats = await import('/static/stats.js');
+            const md = await import('/static/markdown.js');
+            const link = md.renderMarkdown('[x](javascript:alert(1)) [y](https://example.com)');
+            const holder = document.createElement('div');
+            holder.append(link);
+            return {
+                ja: i18n.pickLanguage(['ja-JP', 'en']),
+                en: i18n.pickLanguage(['fr-FR', 'en-GB', 'ja']),
+                fallback: i18n.pickLanguage(['fr']),
+                gaps: stats.slowGaps([0, 40, 80, 120, 2120, 2160]),
+                tps: stats.answerStats({ttftMs: 100, lastMs: 1100, tokens: 11, times: []}),
+                hrefs: [...holder.querySelectorAll('a')].map(a => a.getAttribute('href')),
+                rel: holder.querySelector('a[href]')?.getAttribute('rel'),
+            };
+        }"""
+    )
+    assert (result["ja"], result["en"], result["fallback"]) == ("ja", "en", "en")
+    assert result["gaps"] == [[120, 2120]]
+    assert result["tps"]["tokensPerS"] == 10
+    assert result["hrefs"] == [None, "https://example.com"]
+    assert result["rel"] == "noopener noreferrer nofollow"
