@@ -113,8 +113,11 @@ def test_stop_aborts_on_the_server_and_keeps_the_partial_answer(
     assert state["status"] == "cancelled"
     assert state["tokens_generated"] < 48  # the shortest natural answer: it really stopped early
     assert state["tokens_after_abort"] <= 1
-    assert stays(lambda: chat_server.state(generation_id)["tokens_generated"],
-                 state["tokens_generated"], seconds=0.5)
+    assert stays(
+        lambda: chat_server.state(generation_id)["tokens_generated"],
+        state["tokens_generated"],
+        seconds=0.5,
+    )
     assert squeeze(kept)
     assert answer.locator(".message-body").inner_text() == kept
     assert answer.locator(".message-status").inner_text() == "停止しました"
@@ -328,9 +331,11 @@ def test_copy_and_regenerate(open_page, chat_server: LiveServer) -> None:
     expect(regenerated).to_have_count(1)
     expect(regenerated.first).to_have_attribute("data-state", FINISHED)
     screenshot(page, "09-regenerated")
-    assert sent[1]["messages"] == sent[0]["messages"] == [
-        {"role": "user", "content": "コピーと再生成"}
-    ]
+    assert (
+        sent[1]["messages"]
+        == sent[0]["messages"]
+        == [{"role": "user", "content": "コピーと再生成"}]
+    )
     assert isinstance(sent[1].get("seed"), int)
     assert regenerated.first.locator(".message-body").inner_text() != original
 
