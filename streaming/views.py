@@ -260,11 +260,13 @@ async def event_stream(generation: Generation, heartbeat_s: float) -> AsyncItera
         async for batch in stream.batches(heartbeat_s):
             if batch:
                 # Every chunk ready now goes out in one write: fewer syscalls, same frames.
-                yield b"".join([token_event(chunk.index, chunk.text) for chunk in batch])
+                yield b"".join([token_event(c.index, c.text, c.tokens) for c in batch])
             else:
                 yield sse.PING
         status = "completed"
-        yield sse.DONE
+        # A named event before [DONE]: clients that read only unnamed messages never see it.
+        summary = {"finish_reason": stream.finish_reason, "tokens": stream.tokens_generated}
+        yield sse.json_event(summary, event="summary") + sse.DONE
     except GenerationError as error:
         status = "cancelled" if error.code == "cancelled" else "error"
         error_code = error.code
