@@ -42,6 +42,7 @@ class RemoteEngine(Engine):
     def __init__(
         self, *, base_url: str, model: str, api_key: str = "",
         connect_timeout_s: float = 5.0, read_timeout_s: float | None = 300.0,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__()
         if not base_url or not model:
@@ -55,6 +56,7 @@ class RemoteEngine(Engine):
         # client's connection alive meanwhile, so the read limit only catches a dead upstream.
         self.timeout = httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s,
                                      write=connect_timeout_s, pool=connect_timeout_s)
+        self.transport = transport  # None: real sockets; tests may pass httpx.MockTransport
         self._client: httpx.AsyncClient | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
@@ -74,7 +76,8 @@ class RemoteEngine(Engine):
             # a cap would queue streams out of sight; our own limits bound how many there are.
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=128)
             self._client = httpx.AsyncClient(
-                base_url=self.base_url, headers=headers, timeout=self.timeout, limits=limits
+                base_url=self.base_url, headers=headers, timeout=self.timeout, limits=limits,
+                transport=self.transport,
             )
         return self._client
 
