@@ -23,7 +23,7 @@ from .exceptions import BadRequest, GenerationError, NotFound, StreamingError
 from .lifecycle import ready_engine
 from .openai_format import ChunkWriter
 from .validation import build_request, decode_json_object, parse_messages
-from .views import api_view, event_stream, open_event_stream, register, start
+from .views import api_view, event_stream, open_event_stream, register, start_new
 
 SUPPORTED = {
     "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
@@ -257,7 +257,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     engine = await ready_engine()
     generation_request, options = parse_chat_body(request.body, engine.model)
     generation = register(request, generation_request, engine, api="openai")
-    start(generation)
+    start_new(generation)
     completion_id, created = f"chatcmpl-{generation.id}", int(time.time())
     if options.stream:
         writer = ChunkWriter(completion_id, engine.model, created, usage=options.include_usage)
@@ -270,11 +270,11 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     return HttpResponse(body, status=collector.status, content_type="application/json")
 
 
+STARTED_AT = int(time.time())  # a model card's `created`: when this process began serving
+
+
 def _model_card(model: str) -> dict[str, Any]:
     return {"id": model, "object": "model", "created": STARTED_AT, "owned_by": "llm-streaming"}
-
-
-STARTED_AT = int(time.time())
 
 
 @api_view("GET", errors=openai_error_response)

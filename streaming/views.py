@@ -89,7 +89,7 @@ def register(
     )
 
 
-def start(generation: Generation) -> None:
+def start_new(generation: Generation) -> None:
     """Start the engine on a generation that has only just been created (no reader yet)."""
     try:
         generation.start()
@@ -113,7 +113,7 @@ async def create_generation(request: HttpRequest) -> HttpResponse:
 async def stream_direct(request: HttpRequest) -> HttpResponse:
     """`POST /api/stream`: create and stream in one request (for `curl -N` and `fetch`)."""
     generation = await _new_generation(request)
-    start(generation)
+    start_new(generation)
     return await open_event_stream(generation)
 
 

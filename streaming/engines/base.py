@@ -183,7 +183,11 @@ class TokenStream:
         self._acceptance = asyncio.get_running_loop().create_future()
 
     def accept(self, refusal: StreamingError | None = None) -> None:
-        """The engine took the request, or (with `refusal`) turned it down before any token."""
+        """The engine took the request, or (with `refusal`) turned it down before any token.
+
+        A refusal is an error with an HTTP status (EngineUnavailable, BadRequest, …), never a
+        GenerationError: those are for after the 200.
+        """
         acceptance = self._acceptance
         if acceptance is not None and not acceptance.done():
             acceptance.set_result(refusal)

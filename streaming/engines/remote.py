@@ -38,6 +38,10 @@ class RemoteEngine(Engine):
     name = "openai"
     HEALTH_TIMEOUT_S = 5.0  # /models must answer within this for /readyz
     ERROR_BODY_LIMIT = 64 * 1024  # bytes of an upstream error body we read for its message
+    ATTEMPTS = 2  # sends of one request when the connection breaks before any answer
+    # Idle pooled connections are dropped before the upstream's own keep-alive timeout (5 s in
+    # uvicorn, so vLLM, and in llama.cpp's server), so that we rarely reuse a closing one.
+    KEEPALIVE_EXPIRY_S = 2.0
 
     def __init__(
         self, *, base_url: str, model: str, api_key: str = "",
@@ -74,7 +78,8 @@ class RemoteEngine(Engine):
                 headers["Authorization"] = f"Bearer {self.api_key}"
             # No cap on connections: each stream holds one for its whole life (HTTP/1.1), and
             # a cap would queue streams out of sight; our own limits bound how many there are.
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=128)
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=128,
+                                  keepalive_expiry=self.KEEPALIVE_EXPIRY_S)
             self._client = httpx.AsyncClient(
                 base_url=self.base_url, headers=headers, timeout=self.timeout, limits=limits,
                 transport=self.transport,
@@ -137,16 +142,23 @@ class RemoteEngine(Engine):
 
     async def _run(self, stream: TokenStream) -> None:
         accepted = False
+        body = self.body_of(stream.request)
         try:
-            async with self.client.stream(
-                "POST", "/chat/completions", json=self.body_of(stream.request)
-            ) as response:
-                if response.status_code != 200:
-                    stream.accept(await self._refusal(response))
-                    return
-                accepted = True
-                stream.accept()
-                await self._relay(stream, response)
+            for attempt in range(self.ATTEMPTS):
+                try:
+                    async with self.client.stream("POST", "/chat/completions", json=body) as reply:
+                        if reply.status_code != 200:
+                            stream.accept(await self._refusal(reply))
+                            return
+                        accepted = True
+                        stream.accept()
+                        await self._relay(stream, reply)
+                        return
+                except (httpx.ReadError, httpx.RemoteProtocolError):
+                    # Before any answer this is a pooled connection that the upstream closed
+                    # as we reused it (its keep-alive ran out): it never read the request.
+                    if accepted or attempt == self.ATTEMPTS - 1:
+                        raise
         except StreamingError as error:
             stream.finish(error=error)
         except httpx.HTTPError as error:
@@ -175,7 +187,7 @@ class RemoteEngine(Engine):
                         stream.prompt_tokens = usage.get("prompt_tokens")
                         stream.recount(usage.get("completion_tokens") or 0)
                     stream.finish("length" if finish_reason == "length" else "stop")
-                    await _drain(chunks)  # to the body's end, so the connection goes back to the pool
+                    await _drain(chunks)  # so that the connection goes back to the pool
                     return
                 try:
                     payload = json.loads(event.data)
