@@ -247,3 +247,18 @@ def test_an_unreachable_upstream_is_engine_unavailable():
     _, result = run(refuse)
     assert isinstance(result.error, EngineUnavailable)
     assert result.error.http_status == 503
+
+
+def test_a_connection_closed_before_any_answer_is_sent_once_more():
+    attempts = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        attempts.append(request)
+        if len(attempts) == 1:  # the upstream closed the pooled connection as we reused it
+            raise httpx.RemoteProtocolError("Server disconnected", request=request)
+        return sse_reply(chunk("a"), chunk(finish="stop"), "data: [DONE]\n\n")
+
+    _, result = run(flaky)
+    assert len(attempts) == 2
+    assert result.error is None and result.texts == ["a"]
+    assert result.stream.finish_reason == "stop"
