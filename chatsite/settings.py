@@ -112,6 +112,10 @@ STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-13
 STREAMING_REMOTE_URL = env_str("STREAMING_REMOTE_URL", "")
 STREAMING_REMOTE_MODEL = env_str("STREAMING_REMOTE_MODEL", "")
 STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
+# Connecting to the upstream fails fast; a read waits this long for its next byte (0 = forever).
+STREAMING_REMOTE_CONNECT_TIMEOUT_S = env_float("STREAMING_REMOTE_CONNECT_TIMEOUT_S", 5.0,
+                                               minimum=0.0, exclusive=True)
+STREAMING_REMOTE_READ_TIMEOUT_S = env_float("STREAMING_REMOTE_READ_TIMEOUT_S", 300.0)
 DETERMINISTIC_TTFT_MS = env_float("DETERMINISTIC_TTFT_MS", 200.0)
 DETERMINISTIC_TPS = env_float("DETERMINISTIC_TPS", 20.0)  # 0 = unpaced (benchmarks)
 STREAM_HEARTBEAT_S = env_float("STREAM_HEARTBEAT_S", 15.0, minimum=0.0, exclusive=True)

