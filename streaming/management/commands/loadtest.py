@@ -7,6 +7,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from streaming import loadtest
+from streaming.management.output import RawOutput
 
 
 class Command(BaseCommand):
@@ -57,7 +58,7 @@ class Command(BaseCommand):
             raise CommandError(f"--json: no directory {options['json'].parent}")
         try:
             result = loadtest.run(config, progress_to=None if options["no_progress"]
-                                  else self.stderr._out)
+                                  else RawOutput(self.stderr))
         except loadtest.LoadTestError as error:
             raise CommandError(str(error)) from None
         summary = loadtest.summarize_run(result)
