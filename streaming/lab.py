@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from .latency import percentile
 from .sse import EventParser
-from .streamclient import ClientError, Connection, Origin, fetch_json
+from .streamclient import ClientError, Connection, Origin, error_code, fetch_json
 
 PROMPT = "스트리밍은 왜 사용자 경험을 바꾸나요?"  # Korean, like the article's sample tokens
 SEED = 7
@@ -110,11 +110,14 @@ async def stream(
         got_token = False
         for event in parser.feed(chunk):
             if event.event == "error":
-                run.error = json.loads(event.data).get("code", "error")
+                run.error = error_code(event.data, "error")
             elif event.event == "message" and event.data == "[DONE]":
                 run.done = True
             elif event.event == "message":
-                text = json.loads(event.data)["token"]
+                text = _token_of(event.data)
+                if text is None:
+                    run.error = "not_a_token_event"
+                    continue
                 run.tokens.append(text)
                 run.token_times.append(now)
                 got_token = True
@@ -137,6 +140,15 @@ async def stream(
     if not 200 <= response.status < 300:
         run.error = f"HTTP {response.status}: {response.body.decode(errors='replace')[:200]}"
     return run
+
+
+def _token_of(data: str) -> str | None:
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        return None
+    token = payload.get("token") if isinstance(payload, dict) else None
+    return token if isinstance(token, str) else None
 
 
 class Lab:

@@ -25,7 +25,7 @@ from typing import Any, Literal, TextIO
 
 from .latency import describe
 from .sse import EventParser
-from .streamclient import ClientError, Connection, Origin, fetch_json
+from .streamclient import ClientError, Connection, Origin, error_code, fetch_json
 
 Api = Literal["native", "openai"]
 Outcome = Literal["ok", "failed", "cancelled", "interrupted"]
@@ -98,6 +98,9 @@ class LoadTestConfig:
         if (self.concurrency is None) == (self.rate is None):
             raise LoadTestError("give exactly one of --concurrency (closed loop) or --rate "
                                 "(open loop)")
+        if self.max_concurrency is not None and self.rate is None:
+            raise LoadTestError("--max-concurrency caps an open loop (--rate); a closed loop's "
+                                "--concurrency is its cap already")
         _within("--concurrency", self.concurrency, 1, Limits.MAX_CONCURRENCY)
         _within("--max-concurrency", self.max_concurrency, 1, Limits.MAX_CONCURRENCY)
         _within("--rate", self.rate, 0.001, Limits.MAX_RATE)
@@ -224,7 +227,7 @@ class StreamReader:
         record = self.record
         for event in self.parser.feed(chunk):
             if event.event == "error":
-                record.error = _error_code(event.data, "stream_error")
+                record.error = error_code(event.data, "stream_error")
             elif event.event != "message":
                 continue  # named events a client that reads only messages may skip
             elif event.data == "[DONE]":
@@ -250,7 +253,7 @@ class StreamReader:
         if not isinstance(chunk, dict):
             return
         if "error" in chunk:  # how OpenAI-compatible servers (vLLM) fail mid-stream
-            self.record.error = _error_code(data, "stream_error")
+            self.record.error = error_code(data, "stream_error")
             return
         for choice in chunk.get("choices") or ():
             if (choice.get("delta") or {}).get("content"):
@@ -260,21 +263,6 @@ class StreamReader:
         usage = chunk.get("usage")
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             self.record.usage_tokens = usage["completion_tokens"]
-
-
-def _error_code(payload: str | Any, default: str) -> str:
-    """The `code` of `{"code"}`, `{"error": {"code"}}` or OpenAI's `{"error": {"type"}}`."""
-    try:
-        data = json.loads(payload) if isinstance(payload, str | bytes | bytearray) else payload
-    except ValueError:
-        return default
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        data = data["error"]
-    if isinstance(data, dict):
-        code = data.get("code") or data.get("type")
-        if isinstance(code, str) and code:
-            return code
-    return default
 
 
 @dataclass
@@ -373,9 +361,9 @@ class LoadTest:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
         finally:
-            if progress_task is not None:
+            if self.progress is not None and progress_task is not None:
                 progress_task.cancel()
-                self.progress.draw(final=True)  # type: ignore[union-attr]
+                self.progress.draw(final=True)
         end = max((r.ended_at or start for r in self.records), default=start)
         if not interrupted:
             await self._read_cancelled_counters()
@@ -390,7 +378,7 @@ class LoadTest:
     async def _preflight(self) -> dict[str, Any] | None:
         """Fail early and clearly when nothing answers; learn the model for the OpenAI API."""
         try:
-            status, stats = await fetch_json(self.origin, "GET", "/api/stats")
+            stats = await self._stats(quiet=False)
         except ClientError as error:
             raise LoadTestError(str(error)) from None
         if self.config.api == "openai" and self.model is None:
@@ -400,13 +388,16 @@ class LoadTest:
             except (TypeError, KeyError, IndexError):
                 raise LoadTestError(f"GET /v1/models answered {status_models} without a model; "
                                     "pass --model") from None
-        return stats if status == 200 and isinstance(stats, dict) else None
+        return stats
 
-    async def _stats(self) -> dict[str, Any] | None:
+    async def _stats(self, *, quiet: bool = True) -> dict[str, Any] | None:
+        """`/api/stats` (None where the server has none; ClientError unless `quiet`)."""
         try:
             status, stats = await fetch_json(self.origin, "GET", "/api/stats")
         except ClientError:
-            return None
+            if quiet:
+                return None
+            raise
         return stats if status == 200 and isinstance(stats, dict) else None
 
     # --- driving the load ----------------------------------------------------------------
@@ -514,7 +505,7 @@ class LoadTest:
         payload = response.json()
         if response.status != 201 or not isinstance(payload, dict) or "stream_url" not in payload:
             record.http_status = response.status
-            raise ClientError(_error_code(payload, f"http_{response.status}"), "create failed")
+            raise ClientError(error_code(payload, f"http_{response.status}"), "create failed")
         record.generation_id = str(payload.get("id"))
         if not connection.reusable:
             connection.close()
@@ -524,7 +515,7 @@ class LoadTest:
     def _classify(self, record: RequestRecord, status: int, payload: Any,
                   cancelled: bool) -> None:
         if not 200 <= status < 300:
-            record.outcome, record.error = "failed", _error_code(payload, f"http_{status}")
+            record.outcome, record.error = "failed", error_code(payload, f"http_{status}")
         elif record.error is not None:
             record.outcome = "failed"
         elif cancelled:

@@ -244,3 +244,18 @@ async def fetch_json(
     finally:
         connection.close()
     return response.status, response.json()
+
+
+def error_code(payload: Any, default: str) -> str:
+    """The code in a JSON error: `{"code"}`, `{"error": {"code"}}` or `{"error": {"type"}}`."""
+    try:
+        data = json.loads(payload) if isinstance(payload, str | bytes | bytearray) else payload
+    except ValueError:
+        return default
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        data = data["error"]
+    if isinstance(data, dict):
+        code = data.get("code") or data.get("type")
+        if isinstance(code, str) and code:
+            return code
+    return default

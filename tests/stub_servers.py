@@ -1,7 +1,8 @@
 """A server built wrong, as a raw ASGI app: the tools must notice what it gets wrong.
 
-It speaks our native API and OpenAI's streaming shape, but like a view that never checks for
-the disconnect, every generation runs to `max_tokens` whoever is still reading.
+It speaks our native API and OpenAI's streaming shape, but like a view that never tells its
+engine about a disconnect, every generation runs to `max_tokens` whoever is still reading (the
+response itself ends when the client goes, so that the server can shut down promptly).
 Run it with `uvicorn tests.stub_servers:naive`.
 """
 
@@ -72,13 +73,14 @@ class NaiveServer:
                                     "stream_url": f"/api/generations/{generation.id}/stream",
                                     "cancel_url": f"/api/generations/{generation.id}/cancel"})
         elif method == "POST" and path == "/api/stream":
-            await self._native(send, self._start(self._new(data)))
+            await self._native(send, self._start(self._new(data)), _watch(receive))
         elif method == "POST" and path == "/v1/chat/completions":
             include_usage = (data.get("stream_options") or {}).get("include_usage", False)
-            await self._openai(send, self._start(self._new(data)), include_usage)
+            await self._openai(send, self._start(self._new(data)), include_usage,
+                               _watch(receive))
         elif len(parts) == 5 and parts[:3] == ["", "api", "generations"] and parts[4] == "stream" \
                 and parts[3] in self.generations:
-            await self._native(send, self._start(self.generations[parts[3]]))
+            await self._native(send, self._start(self.generations[parts[3]]), _watch(receive))
         elif len(parts) == 4 and parts[:3] == ["", "api", "generations"] \
                 and parts[3] in self.generations:
             await _json(send, 200, self.generations[parts[3]].state())
@@ -106,15 +108,18 @@ class NaiveServer:
         generation.status = "completed"
         generation.queue.put_nowait(None)
 
-    async def _native(self, send, generation: Generation) -> None:
+    async def _native(self, send, generation: Generation, gone: asyncio.Future) -> None:
         await _start_stream(send)
         index = 0
         while (token := await generation.queue.get()) is not None:
+            if gone.done():
+                return  # the reader left; the producer, never told, goes on
             await _frame(send, f'id: {index}\ndata: {json.dumps({"token": token})}\n\n')
             index += 1
         await _frame(send, "data: [DONE]\n\n", more=False)
 
-    async def _openai(self, send, generation: Generation, include_usage: bool) -> None:
+    async def _openai(self, send, generation: Generation, include_usage: bool,
+                      gone: asyncio.Future) -> None:
         def chunk(delta: dict, finish: str | None = None, **extra) -> str:
             choice = {"index": 0, "delta": delta, "finish_reason": finish}
             payload = {"id": f"chatcmpl-{generation.id}", "object": "chat.completion.chunk",
@@ -124,6 +129,8 @@ class NaiveServer:
         await _start_stream(send)
         await _frame(send, chunk({"role": "assistant", "content": ""}))
         while (token := await generation.queue.get()) is not None:
+            if gone.done():
+                return
             await _frame(send, chunk({"content": token}))
         await _frame(send, chunk({}, "length"))
         if include_usage:
@@ -134,6 +141,16 @@ class NaiveServer:
                                                       "model": MODEL, "choices": [],
                                                       "usage": usage}) + "\n\n")
         await _frame(send, "data: [DONE]\n\n", more=False)
+
+
+def _watch(receive) -> asyncio.Future:
+    """Done once the client has disconnected."""
+
+    async def until_disconnect() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    return asyncio.ensure_future(until_disconnect())
 
 
 async def _json(send, status: int, payload: dict) -> None:
@@ -149,12 +166,7 @@ async def _start_stream(send) -> None:
 
 
 async def _frame(send, text: str, more: bool = True) -> None:
-    # Sending to a client that has left raises or is ignored, depending on the server; either
-    # way this naive app never stops producing.
-    try:
-        await send({"type": "http.response.body", "body": text.encode(), "more_body": more})
-    except OSError:
-        pass
+    await send({"type": "http.response.body", "body": text.encode(), "more_body": more})
 
 
 naive = NaiveServer()

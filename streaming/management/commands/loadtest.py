@@ -42,13 +42,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         """Check, run, report."""
-        no_limit = options["requests"] is None and options["duration"] is None
+        concurrency, requests = options["concurrency"], options["requests"]
+        if concurrency is None and options["rate"] is None:
+            concurrency = 10
+        if requests is None and options["duration"] is None:
+            requests = 100
         config = loadtest.LoadTestConfig(
-            url=options["url"], api=options["api"],
-            concurrency=options["concurrency"] if options["rate"] is not None
-            or options["concurrency"] is not None else 10,
+            url=options["url"], api=options["api"], concurrency=concurrency,
             rate=options["rate"], max_concurrency=options["max_concurrency"],
-            requests=100 if no_limit else options["requests"], duration_s=options["duration"],
+            requests=requests, duration_s=options["duration"],
             prompt_words=options["prompt_words"], max_tokens=options["max_tokens"],
             cancel_fraction=options["cancel_fraction"], seed=options["seed"],
             timeout_s=options["timeout"], model=options["model"],
@@ -64,5 +66,8 @@ class Command(BaseCommand):
         summary = loadtest.summarize_run(result)
         self.stdout.write(loadtest.format_report(result, summary))
         if options["json"] is not None:
-            loadtest.write_json(options["json"], result, summary)
+            try:
+                loadtest.write_json(options["json"], result, summary)
+            except OSError as error:
+                raise CommandError(f"--json: {error}") from None
             self.stdout.write(f"\nraw timestamps of every request: {options['json']}")
