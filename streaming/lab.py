@@ -77,8 +77,9 @@ class StreamRun:
 
     started_at: float = 0.0
     head_at: float | None = None
-    tokens: list[str] = field(default_factory=list)
-    token_times: list[float] = field(default_factory=list)
+    chunks: list[str] = field(default_factory=list)  # one token each, unless the server merged
+    token_count: int = 0
+    token_times: list[float] = field(default_factory=list)  # arrival of each chunk
     reads: int = 0  # reads that carried at least one token
     done: bool = False
     error: str | None = None
@@ -114,17 +115,19 @@ async def stream(
             elif event.event == "message" and event.data == "[DONE]":
                 run.done = True
             elif event.event == "message":
-                text = _token_of(event.data)
-                if text is None:
+                token = _token_of(event.data)
+                if token is None:
                     run.error = "not_a_token_event"
                     continue
-                run.tokens.append(text)
+                text, count = token
+                run.chunks.append(text)
+                run.token_count += count
                 run.token_times.append(now)
                 got_token = True
                 if echo is not None:
                     echo(text)
         run.reads += got_token
-        if leave_after is not None and len(run.tokens) >= leave_after and run.closed_at is None:
+        if leave_after is not None and run.token_count >= leave_after and run.closed_at is None:
             run.closed_at = time.perf_counter()
             connection.close()  # the closed tab
 
@@ -142,13 +145,16 @@ async def stream(
     return run
 
 
-def _token_of(data: str) -> str | None:
+def _token_of(data: str) -> tuple[str, int] | None:
+    """A token event's text and token count (more than 1 when the server merged tokens)."""
     try:
         payload = json.loads(data)
     except ValueError:
         return None
-    token = payload.get("token") if isinstance(payload, dict) else None
-    return token if isinstance(token, str) else None
+    if not isinstance(payload, dict) or not isinstance(payload.get("token"), str):
+        return None
+    count = payload.get("tokens", 1)
+    return payload["token"], count if isinstance(count, int) and count > 0 else 1
 
 
 class Lab:
@@ -223,18 +229,18 @@ class Lab:
         self.say()
         ok = self.prove(
             "the answer streamed to its end",
-            run.done and len(run.tokens) > 0,
-            f"{len(run.tokens)} tokens, then "
+            run.done and run.token_count > 0,
+            f"{run.token_count} tokens, then "
             + ("data: [DONE]" if run.done else f"no [DONE] ({run.error or 'cut'})"),
         )
-        if not run.tokens:
+        if not run.chunks:
             return False
         gaps_ms = [g * 1000 for g in run.gaps_s]
         head_ms = (run.head_at - run.started_at) * 1000 if run.head_at else None
         ttft_ms = (run.ttft_s or 0) * 1000
         total_s = run.token_times[-1] - run.started_at
-        if len(run.token_times) > 1:
-            self.pace_s = (run.token_times[-1] - run.token_times[0]) / (len(run.token_times) - 1)
+        if run.token_count > 1:
+            self.pace_s = (run.token_times[-1] - run.token_times[0]) / (run.token_count - 1)
         self.say()
         if head_ms is not None:
             self.say(f"   headers after {head_ms:9.1f} ms   the 200 and text/event-stream: the "
@@ -251,11 +257,11 @@ class Lab:
             for line in histogram(gaps_ms):
                 self.say("   " + line)
         self.say()
-        if run.reads > len(run.tokens) // 2:
-            self.tell(f"The {len(run.tokens)} tokens came in {run.reads} separate reads: "
+        if run.reads > run.token_count // 2:
+            self.tell(f"The {run.token_count} tokens came in {run.reads} separate reads: "
                       "nothing on the way buffered them.")
         else:
-            self.tell(f"The {len(run.tokens)} tokens came in only {run.reads} reads: something "
+            self.tell(f"The {run.token_count} tokens came in only {run.reads} reads: something "
                       "buffered the stream (a proxy, gzip, the framework; the article's table "
                       "of culprits says which fix applies).")
         self.tell("TTFT decides when reading can start; the gaps decide whether reading keeps "
@@ -279,9 +285,9 @@ class Lab:
         run = await stream(self.origin, "GET", created["stream_url"], leave_after=c.leave_after)
         if run.closed_at is None:
             self.prove("the stream could be left mid-answer", False,
-                       f"it ended after {len(run.tokens)} tokens ({run.error or 'done'})")
+                       f"it ended after {run.token_count} tokens ({run.error or 'done'})")
             return None
-        self.say(f"   GET …/stream: read {len(run.tokens)} tokens, then closed the socket.")
+        self.say(f"   GET …/stream: read {run.token_count} tokens, then closed the socket.")
         state, noticed_at = await self._wait_final(generation_id, run.closed_at)
         noticed = state is not None
         if noticed:
@@ -289,10 +295,10 @@ class Lab:
                      f"after the disconnect: status {state['status']},")
             self.say(f"   tokens_generated {state['tokens_generated']}, tokens_after_abort "
                      f"{state['tokens_after_abort']}.")
-            state = {**state, "received": len(run.tokens)}
+            state = {**state, "received": run.token_count}
         else:
             _, state = await self._get(f"/api/generations/{generation_id}")
-            state = {**(state or {}), "received": len(run.tokens)}
+            state = {**(state or {}), "received": run.token_count}
         if noticed:
             evidence = f"status {state.get('status')!r}"
         elif state.get("status") in ("pending", "streaming"):
@@ -332,12 +338,12 @@ class Lab:
                              {"prompt": "clock", "max_tokens": c.clock_tokens, "seed": SEED})
         _, after = await self._get(path)
         _, stats_after = await self._get("/api/stats")
-        pace = f" (≈ {len(clock.tokens) * self.pace_s:.2f} s)" if self.pace_s else ""
-        self.tell(f"Meanwhile a second stream read {len(clock.tokens)} tokens: the engine's own "
+        pace = f" (≈ {clock.token_count * self.pace_s:.2f} s)" if self.pace_s else ""
+        self.tell(f"Meanwhile a second stream read {clock.token_count} tokens: the engine's own "
                   f"pace says that much time passed{pace}. The left generation's counters are "
                   "read before and after.")
-        self.prove("the engine had time to run", clock.done and len(clock.tokens) > 0,
-                   f"the clock stream delivered {len(clock.tokens)} tokens"
+        self.prove("the engine had time to run", clock.done and clock.token_count > 0,
+                   f"the clock stream delivered {clock.token_count} tokens"
                    + ("" if clock.done else f" and no [DONE] ({clock.error or 'cut'})"))
         self.prove(
             "its token counter stayed frozen while time passed",
@@ -364,7 +370,7 @@ class Lab:
                 "tokens_generated_total", 0)
             self.prove(
                 "the only tokens generated were the clock's",
-                grown == len(clock.tokens),
+                grown == clock.token_count,
                 f"/api/stats tokens_generated_total grew by {grown}",
             )
         generation.update(after)

@@ -161,8 +161,8 @@ class RequestRecord:
     ended_at: float | None = None
     done_at: float | None = None  # `[DONE]` arrived
     events: int = 0  # content events received
-    last_token_id: int | None = None  # native: SSE id of the last token event
-    usage_tokens: int | None = None  # OpenAI: usage.completion_tokens
+    tokens: int = 0  # tokens those events carried (a merged native chunk says how many)
+    reported_tokens: int | None = None  # the server's count: our summary event, OpenAI's usage
     outcome: Outcome = "ok"
     error: str | None = None
     http_status: int | None = None
@@ -172,13 +172,8 @@ class RequestRecord:
 
     @property
     def output_tokens(self) -> int:
-        """Tokens received: usage when the server reports it, else from the event ids."""
-        if self.usage_tokens is not None:
-            return self.usage_tokens
-        if self.last_token_id is not None:
-            # Ids index each event's first token; only a coalesced last event could hold more.
-            return self.last_token_id + 1
-        return self.events
+        """Tokens received: the server's own count when it sent one, else counted here."""
+        return self.reported_tokens if self.reported_tokens is not None else self.tokens
 
     def figures(self) -> dict[str, float | None]:
         """TTFB, TTFT, E2E, TPOT in seconds (vLLM's definitions; docs/tools.md)."""
@@ -228,6 +223,8 @@ class StreamReader:
         for event in self.parser.feed(chunk):
             if event.event == "error":
                 record.error = error_code(event.data, "stream_error")
+            elif event.event == "summary":
+                record.reported_tokens = _summary_tokens(event.data)
             elif event.event != "message":
                 continue  # named events a client that reads only messages may skip
             elif event.data == "[DONE]":
@@ -235,8 +232,8 @@ class StreamReader:
             elif self.api == "native":
                 record.events += 1
                 record.event_times.append(now)
-                if event.id is not None and event.id.isdigit():
-                    record.last_token_id = int(event.id)
+                # Only a merged chunk carries a count: skip decoding the JSON of all others.
+                record.tokens += _merged_tokens(event.data) if '"tokens"' in event.data else 1
             else:
                 self._openai_chunk(event.data, now)
         if record.cancel_after is not None and record.events >= record.cancel_after \
@@ -258,11 +255,28 @@ class StreamReader:
         for choice in chunk.get("choices") or ():
             if (choice.get("delta") or {}).get("content"):
                 self.record.events += 1
+                self.record.tokens += 1
                 self.record.event_times.append(now)
                 break
         usage = chunk.get("usage")
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-            self.record.usage_tokens = usage["completion_tokens"]
+            self.record.reported_tokens = usage["completion_tokens"]
+
+
+def _merged_tokens(data: str) -> int:
+    try:
+        tokens = json.loads(data).get("tokens", 1)
+    except (ValueError, AttributeError):
+        return 1
+    return tokens if isinstance(tokens, int) and tokens > 0 else 1
+
+
+def _summary_tokens(data: str) -> int | None:
+    try:
+        tokens = json.loads(data).get("tokens")
+    except (ValueError, AttributeError):
+        return None
+    return tokens if isinstance(tokens, int) else None
 
 
 @dataclass

@@ -6,8 +6,13 @@ this module adds the tests' fast pace and a raw-socket client.
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +22,9 @@ from streaming import liveserver
 from streaming.liveserver import ROOT, LiveServer, free_port, wait_until
 from streaming.sse import Event, EventParser
 
-__all__ = ["DEFAULT_ENV", "ROOT", "LiveServer", "RawStream", "free_port", "iter_sse",
-           "start_server", "tokens_of", "wait_until"]
+__all__ = ["DEFAULT_ENV", "ROOT", "LiveServer", "RawStream", "RedisServer", "WorkerProcess",
+           "free_port", "iter_sse", "start_redis", "start_server", "start_worker", "tokens_of",
+           "wait_until"]
 
 # Fast but still paced: tests see real gaps between tokens without waiting long.
 DEFAULT_ENV = {
