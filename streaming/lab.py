@@ -428,7 +428,7 @@ def histogram(values: list[float], bins: int = 8, unit: str = "ms") -> Iterator[
     if high == low:
         counts, bins = [len(values)], 1
     peak = max(counts)
-    yield f"{'gap (' + unit + ')':>17}  tokens"
+    yield f"{'gap (' + unit + ')':>17}  count"
     for index, count in enumerate(counts):
         start = low + index * width
         bar = "█" * max(1 if count else 0, round(count / peak * BAR_WIDTH))
