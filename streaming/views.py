@@ -197,6 +197,8 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
         if pending is not None:
             return JsonResponse({"id": generation_id, "status": PENDING, "tokens_generated": 0,
                                  "tokens_after_abort": 0, "ttft_ms": None})
+    row = await _logged(generation_id)
+    if row is None and shared.enabled():
         remote = await _elsewhere(generation_id)
         if remote is not None:
             return JsonResponse({
@@ -204,7 +206,6 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
                 "tokens_generated": remote["tokens_generated"],
                 "tokens_after_abort": remote["tokens_after_abort"],
             })
-    row = await _logged(generation_id)
     if row is None:
         raise NotFound()
     return JsonResponse(
