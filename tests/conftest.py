@@ -52,3 +52,12 @@ def engine():
     set_engine(engine)
     yield engine
     set_engine(None)
+
+
+@pytest.fixture(scope="session")
+def naive_server(tmp_path_factory) -> Iterator[LiveServer]:
+    """A server built wrong (tests/stub_servers.py): generations run on after their reader left."""
+    server = start_server(tmp_path_factory.mktemp("naive"), app="tests.stub_servers:naive",
+                          migrate=False)
+    yield server
+    server.stop()
