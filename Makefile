@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench clean nginx
 
 setup: $(STAMP)
 
@@ -21,9 +21,14 @@ run: setup
 	$(BIN)/python manage.py collectstatic --noinput -v 0
 	$(BIN)/uvicorn chatsite.asgi:application --host $(HOST) --port $(PORT)
 
-test: setup
+test: setup nginx
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# The proxy tests run a real nginx (Debian's package); installed only when it is missing.
+nginx:
+	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light; }
 
 lint: setup
 	$(BIN)/ruff check .
