@@ -10,6 +10,7 @@ import zlib
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from streaming.diagnosis import (
     ContentDecoder,
@@ -19,7 +20,7 @@ from streaming.diagnosis import (
     plan_request,
     render,
 )
-from tests.live import wait_until
+from tests.live import free_port, wait_until
 from tests.nginx import SETUPS, nginx_binary
 
 GOOD_HEADERS = {
@@ -244,3 +245,10 @@ def test_the_sync_iterator_is_named_in_the_server_log(paced_server):
     assert response.status_code == 200 and response.text.endswith("data: [DONE]\n\n")
     wait_until(lambda: "tests.culprits.sync_stream will be buffered: its iterator is synchronous"
                in paced_server.log())
+
+
+def test_an_unreachable_url_exits_2():
+    with pytest.raises(CommandError) as error:
+        call_command("diagnose_stream", f"http://127.0.0.1:{free_port()}/api/stream",
+                     "--timeout", "5", stdout=io.StringIO())
+    assert error.value.returncode == 2
