@@ -43,7 +43,7 @@ LATE_START_SHARE = 0.25  # share of the events a first arrival must hold to be a
 MIN_EVENTS = 6  # fewer events than this cannot show a pattern
 LUMP_TOLERANCE = 0.1  # lumps within 10% of their median size count as one fixed size
 
-# The article's table: culprit → the fix to apply.
+# The article's table: each culprit, what it is, and its fix.
 CULPRITS = {
     "proxy_buffer": "a proxy buffer (nginx's proxy_buffering, or a buffer that flushes when full)",
     "compression": "compression (gzip or brotli in the app, the proxy or the CDN)",
@@ -243,8 +243,10 @@ def _read_body(
 
 
 class ContentDecoder:
-    """Undo gzip or deflate as it arrives, across gzip members (Django's GZipMiddleware sends
-    one member per chunk of an async stream)."""
+    """Undo gzip or deflate as the bytes arrive."""
+
+    # Django's GZipMiddleware compresses each chunk of an async stream as a gzip member of its
+    # own, so a decoder that stopped at the first member would see one event and then nothing.
 
     def __init__(self, wbits: int | None) -> None:
         self.wbits = wbits
