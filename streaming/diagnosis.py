@@ -39,9 +39,12 @@ SAME_READ_S = 0.001  # seconds
 BURST_GAP_S = 0.02  # seconds
 CROWDED_EVENTS = 4  # events in one arrival that a stream read as it is produced rarely shows
 HELD_SHARE = 0.8  # share of events arriving crowded that means the stream was held back
-LATE_START_SHARE = 0.25  # share of the events a first arrival must hold to be a held start
+LATE_START_SHARE = 1 / 3  # share of the events a first arrival must hold to be a held start
 MIN_EVENTS = 6  # fewer events than this cannot show a pattern
 LUMP_TOLERANCE = 0.1  # lumps within 10% of their median size count as one fixed size
+# A held stream whose bursts all fall within this share of the wait before the first one was
+# dumped at the end in several writes (a loaded sender), not released in lumps along the way.
+DUMP_SHARE = 0.25
 
 # The article's table: each culprit, what it is, and its fix.
 CULPRITS = {
@@ -349,11 +352,13 @@ def arrival_pattern(record: Measurement) -> Diagnosis:
 
 def _held(record: Measurement, bursts: list[Arrival], total: int) -> Diagnosis:
     encoded = _encoding(record)
+    if len(bursts) > 1 and bursts[-1].at_s - bursts[0].at_s < DUMP_SHARE * bursts[0].at_s:
+        bursts = [Arrival(bursts[0].at_s, sum(b.body_bytes for b in bursts), total)]
     if len(bursts) == 1:
         burst = bursts[0]
         headers_early = record.headers_at_s < burst.at_s - BURST_GAP_S
         seen = (f"Nothing, then everything: all {total} events ({burst.body_bytes} bytes) "
-                f"arrived at once at {_ms(burst.at_s)}, headers "
+                f"arrived together from {_ms(burst.at_s)}, headers "
                 + (f"at {_ms(record.headers_at_s)}." if headers_early else "with them."))
         if encoded:
             culprit = "compression"
