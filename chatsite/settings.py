@@ -29,6 +29,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost, so it sees the response exactly as the server will send it.
+    "streaming.middleware.EventStreamGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Compresses pages but never an event stream: gzip would hold tokens back in its buffer.
     "streaming.middleware.StreamSafeGZipMiddleware",
@@ -119,6 +121,11 @@ STREAMING_REMOTE_READ_TIMEOUT_S = env_float("STREAMING_REMOTE_READ_TIMEOUT_S", 3
 DETERMINISTIC_TTFT_MS = env_float("DETERMINISTIC_TTFT_MS", 200.0)
 DETERMINISTIC_TPS = env_float("DETERMINISTIC_TPS", 20.0)  # 0 = unpaced (benchmarks)
 STREAM_HEARTBEAT_S = env_float("STREAM_HEARTBEAT_S", 15.0, minimum=0.0, exclusive=True)
+# The read timeout of the proxy in front (nginx's proxy_read_timeout, 60 s by default): an idle
+# stream needs a ping before it, and `check --deploy` compares the two (docs/proxies.md).
+STREAM_PROXY_READ_TIMEOUT_S = env_float(
+    "STREAM_PROXY_READ_TIMEOUT_S", 60.0, minimum=0.0, exclusive=True
+)
 # Sequences batched together (0 = the engine's own default) and how many more may wait.
 STREAMING_MAX_BATCH = env_int("STREAMING_MAX_BATCH", 0)
 STREAMING_MAX_QUEUE = env_int("STREAMING_MAX_QUEUE", 64)

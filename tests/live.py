@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from streaming import liveserver
+from streaming.diagnosis import ContentDecoder
 from streaming.liveserver import ROOT, LiveServer, free_port, wait_until
 from streaming.sse import Event, EventParser
 
@@ -66,6 +67,10 @@ class RawStream:
                 raise ConnectionError("closed before the headers")
             self.raw += data
         self.head, _, rest = self.raw.partition(b"\r\n\r\n")
+        # A compressed stream (a proxy's gzip) is decoded as it arrives, as a browser would.
+        self._decoder = ContentDecoder.for_encoding(self.header("Content-Encoding") or "")
+        if self._decoder is None:
+            raise ValueError(f"cannot decode Content-Encoding {self.header('Content-Encoding')}")
         self._feed(rest)
 
     @property
@@ -95,7 +100,7 @@ class RawStream:
                 return
             if len(rest) < size + 2:
                 return
-            chunk, self._body = rest[:size], rest[size + 2:]
+            chunk, self._body = self._decoder.decode(rest[:size]), rest[size + 2:]
             self.payload = getattr(self, "payload", b"") + chunk
             new = self.parser.feed(chunk)
             self.events.extend(new)
@@ -123,6 +128,17 @@ class RawStream:
                 return None
             self._feed(data)
         return self._pending.pop(0)
+
+    def read_more(self) -> bool:
+        """Block for the next bytes (events, comments or the end); False once it has ended."""
+        if self.ended:
+            return False
+        data = self.sock.recv(65536)
+        if not data:
+            self.ended = True
+            return False
+        self._feed(data)
+        return True
 
     def read_all(self) -> list[Event]:
         """Every event until the stream ends."""
