@@ -31,15 +31,17 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost, so it sees the response exactly as the server will send it.
     "streaming.middleware.EventStreamGuardMiddleware",
-    "django.middleware.security.SecurityMiddleware",
+    # Django's own middleware, with their hooks run on the event loop instead of a thread
+    # each (chatsite/middleware.py says why).
+    "chatsite.middleware.InlineSecurityMiddleware",
     # Compresses pages but never an event stream: gzip would hold tokens back in its buffer.
     "streaming.middleware.StreamSafeGZipMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "chatsite.middleware.InlineSessionMiddleware",
+    "chatsite.middleware.InlineCommonMiddleware",
+    "chatsite.middleware.InlineCsrfViewMiddleware",
+    "chatsite.middleware.InlineAuthenticationMiddleware",
+    "chatsite.middleware.InlineMessageMiddleware",
+    "chatsite.middleware.InlineXFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "chatsite.urls"
