@@ -20,7 +20,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 # A file, not :memory: (each connection would see its own empty database).
 os.environ.setdefault("DATABASE_URL", f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

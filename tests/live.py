@@ -20,10 +20,10 @@ import httpx
 
 from streaming import liveserver
 from streaming.diagnosis import ContentDecoder
-from streaming.liveserver import ROOT, LiveServer, free_port, wait_until
+from streaming.liveserver import BIN, ROOT, LiveServer, free_port, wait_until
 from streaming.sse import Event, EventParser
 
-__all__ = ["DEFAULT_ENV", "ROOT", "LiveServer", "RawStream", "RedisServer", "WorkerProcess",
+__all__ = ["BIN", "DEFAULT_ENV", "ROOT", "LiveServer", "RawStream", "RedisServer", "WorkerProcess",
            "free_port", "iter_sse", "start_redis", "start_server", "start_worker", "tokens_of",
            "wait_until"]
 
