@@ -21,6 +21,16 @@ def build_engine(name: str | None = None) -> Engine:
             max_batch=settings.STREAMING_MAX_BATCH,
             max_queue=settings.STREAMING_MAX_QUEUE,
         )
+    if name == "transformers":
+        from .transformers import TransformersEngine
+
+        return TransformersEngine(
+            model=settings.STREAMING_MODEL,
+            cache_dir=settings.STREAMING_MODEL_CACHE,
+            max_batch=settings.STREAMING_MAX_BATCH,
+            max_queue=settings.STREAMING_MAX_QUEUE,
+            context_tokens=settings.STREAMING_CONTEXT_TOKENS,
+        )
     raise ValueError(f"unknown STREAMING_ENGINE {name!r}")
 
 
