@@ -354,6 +354,12 @@ class TransformersEngine(Engine):
             return
         if output.error is not None:
             logger.error("Generation %s failed in the model: %s", job.id, output.error)
+            manager = self._manager
+            # A dying decode loop asks for its hard stop before failing its requests (and records
+            # the error after), so this tells "the loop died" from "this request failed" without
+            # a race: then the engine is unhealthy before any reader hears of the error.
+            if manager is not None and manager.background_thread_status.can_accept_new_requests():
+                self._mark_failed(output.error)
             self._end(job, error=GenerationError("engine_error"))
             return
         tail = job.detokenizer.flush()
