@@ -216,10 +216,10 @@ class TransformersEngine(Engine):
     def _warm_up(self, manager: ContinuousBatchingManager, timeout_s: float = 120.0) -> None:
         """Run one sequence, then a full batch, so the first user does not pay first-call costs."""
         ids = self._encode_messages([{"role": "user", "content": "Hello!"}])
-        for round_, count in enumerate((1, self.max_batch)):
+        for round_, (count, tokens) in enumerate(((1, 4), (self.max_batch, 2))):
             names = [f"__warmup_{round_}_{i}" for i in range(count)]
             for name in names:
-                manager.add_request(ids, request_id=name, max_new_tokens=4, streaming=False,
+                manager.add_request(ids, request_id=name, max_new_tokens=tokens, streaming=False,
                                     temperature=0.7, top_p=0.9)
             deadline = time.monotonic() + timeout_s
             pending = set(names)
