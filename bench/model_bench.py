@@ -264,7 +264,7 @@ def main() -> None:
         "threads_alive": threading.active_count(),
         "results": [asdict(r) for r in results],
     }, indent=2))
-    print(f"wrote {path.relative_to(ROOT)}")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
