@@ -316,8 +316,8 @@ class TransformersEngine(Engine):
             streaming=True, **job.sampling,
         )
         if accepted is None:  # the decode loop is stopping or dead
+            self._mark_failed("The decode loop refused a request.")  # first: _end admits no more
             self._end(job, error=GenerationError("engine_error"))
-            self._mark_failed("The decode loop refused a request.")
 
     def _admit(self) -> None:
         """Move waiting jobs into the batch while there is room."""
