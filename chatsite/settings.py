@@ -113,6 +113,12 @@ WORKER_TIMEOUT_S = env_float("WORKER_TIMEOUT_S", 3.0, minimum=0.1)
 ENGINES = ("deterministic", "transformers", "openai")
 STREAMING_ENGINE = env_str("STREAMING_ENGINE", "deterministic", choices=ENGINES)
 STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-135M-Instruct
+# Where the transformers engine keeps the dequantized GGUF, so a second start skips the ~15 s
+# conversion. Delete the folder to rebuild it.
+STREAMING_MODEL_CACHE = env_str("STREAMING_MODEL_CACHE", str(BASE_DIR / ".cache" / "models"))
+# Tokens of context (prompt + answer) per sequence; 0 = the engine's default (2048 on CPU, the
+# model's own window on a GPU). It also sizes the KV cache, hence the memory the engine takes.
+STREAMING_CONTEXT_TOKENS = env_int("STREAMING_CONTEXT_TOKENS", 0)
 STREAMING_REMOTE_URL = env_str("STREAMING_REMOTE_URL", "")
 STREAMING_REMOTE_MODEL = env_str("STREAMING_REMOTE_MODEL", "")
 STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
