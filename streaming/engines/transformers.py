@@ -267,6 +267,11 @@ class TransformersEngine(Engine):
         while len(self._encoded) > self.ENCODED_MEMO:
             self._encoded.popitem(last=False)
 
+    @property
+    def free_slots(self) -> int | None:
+        """Room left in the batch plus its waiting queue (a worker's heartbeat reports it)."""
+        return max(0, self.max_batch + self.max_queue - len(self._running) - len(self._waiting))
+
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start streaming; queue when the batch is full; EngineBusy when the queue is too."""
         if self._failure is not None or not self._loaded.is_set():
