@@ -94,13 +94,18 @@ class LiveServer:
         """Terminate the process (SIGTERM, then SIGKILL)."""
         for client in self.clients:
             client.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process)
+
+
+def stop_process(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it is still there after `grace_s`."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
 
 
 def start_server(
@@ -176,9 +181,8 @@ class RedisServer:
 
     def stop(self) -> None:
         """Stop it (its data goes with it: it keeps nothing on disk)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
+        if self.process is not None:
+            stop_process(self.process)
 
 
 def start_redis(tmp_dir: Path) -> RedisServer:
@@ -201,12 +205,7 @@ class WorkerProcess:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.process)
 
 
 def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:

@@ -117,25 +117,11 @@ class RawStream:
 
     ended = False
 
-    def pump(self) -> bool:
-        """Read what the socket has once; False when it closed."""
-        data = self.sock.recv(65536)
-        if not data:
-            self.ended = True
-            return False
-        self._feed(data)
-        return True
-
     def next_event(self) -> Event | None:
         """The next event, blocking; None when the stream ended."""
         while not self._pending:
-            if self.ended:
+            if not self.read_more():
                 return None
-            data = self.sock.recv(65536)
-            if not data:
-                self.ended = True
-                return None
-            self._feed(data)
         return self._pending.pop(0)
 
     def read_more(self) -> bool:

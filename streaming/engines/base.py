@@ -381,5 +381,31 @@ __all__ = [
     "GenerationRequest",
     "Message",
     "StreamCut",
+    "TaskEngine",
     "TokenStream",
 ]
+
+
+class TaskEngine(Engine):
+    """An engine that runs one producer task per generation; abort cancels the task."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def _start(self, stream: TokenStream, producer) -> TokenStream:
+        """Register `stream` and run `producer` (a coroutine) as its task."""
+        self.streams[stream.id] = stream
+        self._tasks[stream.id] = asyncio.create_task(producer)
+        return stream
+
+    async def _stop(self, stream: TokenStream) -> None:
+        task = self._tasks.pop(stream.id, None)
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def release(self, request_id: str) -> None:
+        """Forget the stream and its task."""
+        super().release(request_id)
+        self._tasks.pop(request_id, None)
