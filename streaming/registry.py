@@ -20,6 +20,7 @@ from . import recording
 from .engines.base import Engine, GenerationRequest, TokenStream
 from .exceptions import AlreadyStreaming, EngineBusy
 from .latency import summarize
+from .limits import Lease, limits
 
 PENDING, STREAMING = "pending", "streaming"
 RECENT_KEPT = 1024  # finished generations kept in memory for GET until their row is written
@@ -40,6 +41,7 @@ class Generation:
     ended_mono: float | None = None
     stream: TokenStream | None = None
     cancel_requested: bool = False
+    lease: Lease | None = None  # its stream slot (streaming/limits.py) while it runs
 
     @property
     def id(self) -> str:
@@ -141,6 +143,7 @@ class Registry:
         if generation.stream is not None:
             generation.engine.release(generation.id)
         self._live.pop(generation.id, None)
+        _release(generation)
         self._recent[generation.id] = generation
         while len(self._recent) > RECENT_KEPT:
             self._recent.popitem(last=False)
@@ -149,6 +152,7 @@ class Registry:
     def discard(self, generation: Generation) -> None:
         """Forget a generation that never started (refused before its stream)."""
         self._live.pop(generation.id, None)
+        _release(generation)
 
     def live(self) -> list[Generation]:
         """Every generation not yet finished."""
@@ -161,6 +165,12 @@ class Registry:
                 break  # ordered by creation: the rest are younger
             if generation.status == PENDING:
                 self.finish(generation, "cancelled", "unclaimed")
+
+
+def _release(generation: Generation) -> None:
+    if generation.lease is not None:
+        limits().release(generation.lease)
+        generation.lease = None
 
 
 registry = Registry()

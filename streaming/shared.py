@@ -25,6 +25,11 @@ def enabled() -> bool:
     return bool(settings.REDIS_URL)
 
 
+def redis():
+    """The process's Redis client (created on first use)."""
+    return _redis()
+
+
 def _redis():
     global _client
     if _client is None:
@@ -33,6 +38,11 @@ def _redis():
         _client = redis.asyncio.from_url(settings.REDIS_URL, socket_timeout=2,
                                          socket_connect_timeout=2)
     return _client
+
+
+async def call(method: str, *args: Any, **kwargs: Any) -> Any:
+    """A Redis command; EngineUnavailable (503) when Redis cannot be reached."""
+    return await _call(method, *args, **kwargs)
 
 
 async def _call(method: str, *args: Any, **kwargs: Any) -> Any:

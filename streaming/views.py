@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from . import shared, sse
+from .auth import client_address, principal
 from .engines import Chunk, Engine, GenerationRequest, TokenStream, get_engine
 from .exceptions import (
     AlreadyStreaming,
@@ -25,6 +26,7 @@ from .exceptions import (
     StreamingError,
 )
 from .lifecycle import ready_engine
+from .limits import limits
 from .models import GenerationLog
 from .registry import PENDING, Generation, registry
 from .validation import parse_generation_body
@@ -75,12 +77,11 @@ def api_view(
     return decorate
 
 
-def client_of(request: HttpRequest) -> str:
-    """The peer address, as the log records it."""
-    return request.META.get("REMOTE_ADDR", "") or ""
+client_of = client_address
 
 
 async def _new_generation(request: HttpRequest) -> Generation:
+    await limits().hit(principal(request))
     engine = await ready_engine()
     return register(request, parse_generation_body(request.body), engine)
 
@@ -96,12 +97,28 @@ def register(
     )
 
 
-def start_new(generation: Generation) -> None:
+async def start_new(request: HttpRequest, generation: Generation) -> None:
     """Start the engine on a generation that has only just been created (no reader yet)."""
     try:
-        generation.start()
+        await start_admitted(request, generation)
     except StreamingError:
         registry.discard(generation)  # refused before it began: nothing to log
+        raise
+
+
+async def start_admitted(request: HttpRequest, generation: Generation) -> None:
+    """Take a stream slot for the asker (429/503 when there is none), then start the engine.
+
+    The slot is the generation's until it ends: `registry.finish` (or `discard`) gives it back.
+    """
+    if generation.status != PENDING:
+        generation.start()  # raises AlreadyStreaming, before a slot is taken for nothing
+    generation.lease = await limits().acquire(principal(request))
+    try:
+        generation.start()
+    except BaseException:
+        limits().release(generation.lease)
+        generation.lease = None
         raise
 
 
@@ -143,7 +160,7 @@ async def create_generation(request: HttpRequest) -> HttpResponse:
 async def stream_direct(request: HttpRequest) -> HttpResponse:
     """`POST /api/stream`: create and stream in one request (for `curl -N` and `fetch`)."""
     generation = await _new_generation(request)
-    start_new(generation)
+    await start_new(request, generation)
     return await open_event_stream(generation)
 
 
@@ -162,7 +179,7 @@ async def stream_generation(request: HttpRequest, generation_id: str) -> HttpRes
         raise NotFound()
     if generation.status == "cancelled" and generation.stream is None:
         return _cancelled_stream()
-    generation.start()
+    await start_admitted(request, generation)
     return await open_event_stream(generation)
 
 
