@@ -135,6 +135,7 @@ class Lifespan:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 lifecycle.begin_start()  # in the background: /readyz tells when it is done
+                lifecycle.drain_on_sigterm()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await lifecycle.shutdown()

@@ -22,10 +22,11 @@ from .exceptions import (
     GenerationError,
     MethodNotAllowed,
     NotFound,
+    ShuttingDown,
     StreamCut,
     StreamingError,
 )
-from .lifecycle import ready_engine
+from .lifecycle import draining, ready_engine
 from .limits import limits
 from .models import GenerationLog
 from .registry import PENDING, Generation, registry
@@ -67,6 +68,8 @@ def api_view(
                 response["Allow"] = ", ".join(methods)
                 return response
             try:
+                if draining():
+                    raise ShuttingDown()
                 return await view(request, *args, **kwargs)
             except StreamingError as error:
                 return errors(error)
