@@ -152,3 +152,11 @@ STREAM_SEND_TIMEOUT_S = env_float("STREAM_SEND_TIMEOUT_S", 30.0, minimum=0.0, ex
 # On SIGTERM: open streams end with `server_shutdown`, then this long at most for their last
 # frames and log rows before the server closes its connections.
 STREAM_SHUTDOWN_GRACE_S = env_float("STREAM_SHUTDOWN_GRACE_S", 5.0)
+# Who may use it: `auto` = open only in the loopback default (loopback hosts and peers, no
+# proxy); otherwise API keys or a login (streaming/auth.py).
+STREAM_REQUIRE_AUTH = env_str("STREAM_REQUIRE_AUTH", "auto", choices=("auto", "true", "false"))
+LOGIN_URL = "/admin/login/"
+# What the log keeps of a prompt: `none`, `truncated` (its first PROMPT_LOG_CHARS characters) or
+# `full` (bounded anyway by STREAM_MAX_PROMPT_CHARS).
+PROMPT_LOGGING = env_str("PROMPT_LOGGING", "truncated", choices=("none", "truncated", "full"))
+PROMPT_LOG_CHARS = env_int("PROMPT_LOG_CHARS", 200)

@@ -25,7 +25,14 @@ from .lifecycle import ready_engine
 from .limits import limits
 from .openai_format import ChunkWriter
 from .validation import build_request, decode_json_object, parse_messages
-from .views import api_view, event_stream, open_event_stream, register, start_new
+from .views import (
+    api_view,
+    event_stream,
+    open_event_stream,
+    register,
+    remember_owner,
+    start_new,
+)
 
 SUPPORTED = {
     "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
@@ -260,6 +267,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     engine = await ready_engine()
     generation_request, options = parse_chat_body(request.body, engine.model)
     generation = register(request, generation_request, engine, api="openai")
+    await remember_owner(generation)
     await start_new(request, generation)
     completion_id, created = f"chatcmpl-{generation.id}", int(time.time())
     if options.stream:

@@ -34,6 +34,7 @@ class Generation:
     engine: Engine
     api: str = "native"
     client: str = ""
+    owner: str = ""  # streaming/auth.py's principal of whoever created it
     status: str = PENDING
     error_code: str = ""
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -103,7 +104,9 @@ class Generation:
             "finished_at": self.created_at + timedelta(seconds=elapsed),
             "api": self.api,
             "client": self.client[:64],
+            "owner": self.owner[:80],
             "prompt_chars": self.request.prompt_chars,
+            "prompt": logged_prompt(self.request),
             "message_count": len(self.request.messages),
             "max_tokens": self.request.max_tokens,
             "engine": self.engine.name,
@@ -165,6 +168,17 @@ class Registry:
                 break  # ordered by creation: the rest are younger
             if generation.status == PENDING:
                 self.finish(generation, "cancelled", "unclaimed")
+
+
+def logged_prompt(request: GenerationRequest) -> str:
+    """What PROMPT_LOGGING lets the log keep of a prompt."""
+    mode = settings.PROMPT_LOGGING
+    if mode == "none":
+        return ""
+    text = "\n\n".join(f"{m.role}: {m.content}" for m in request.messages)
+    # NUL cannot go into PostgreSQL text; the log is for people, so it is dropped.
+    text = text.replace("\x00", "")
+    return text if mode == "full" else text[: settings.PROMPT_LOG_CHARS]
 
 
 def _release(generation: Generation) -> None:
