@@ -150,3 +150,28 @@ STREAM_UNCLAIMED_TTL_S = env_float("STREAM_UNCLAIMED_TTL_S", 300.0, minimum=1.0)
 STREAM_MAX_PENDING = env_int("STREAM_MAX_PENDING", 10_000, minimum=1)
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = STREAM_MAX_BODY_BYTES
+
+# --- Hardening (docs/security.md) ---------------------------------------------------------
+# Refused before any stream starts (0 = no limit): requests a minute and open streams per
+# client (429 with Retry-After), streams in flight on the whole service (503). A client is an
+# API key, a logged-in user, or the peer address when anonymous. Shared through Redis when
+# REDIS_URL is set.
+STREAM_RATE_PER_MIN = env_int("STREAM_RATE_PER_MIN", 600)
+STREAM_MAX_STREAMS_PER_CLIENT = env_int("STREAM_MAX_STREAMS_PER_CLIENT", 16)
+STREAM_MAX_IN_FLIGHT = env_int("STREAM_MAX_IN_FLIGHT", 512)
+# With Redis, a stream's slot lapses this long after its process stopped renewing it (killed).
+STREAM_LEASE_TTL_S = env_float("STREAM_LEASE_TTL_S", 30.0, minimum=0.3)
+# A response send that makes no progress for this long (the client stopped reading): the stream
+# is treated as disconnected and its generation aborted.
+STREAM_SEND_TIMEOUT_S = env_float("STREAM_SEND_TIMEOUT_S", 30.0, minimum=0.0, exclusive=True)
+# On SIGTERM: open streams end with `server_shutdown`, then this long at most for their last
+# frames and log rows before the server closes its connections.
+STREAM_SHUTDOWN_GRACE_S = env_float("STREAM_SHUTDOWN_GRACE_S", 5.0)
+# Who may use it: `auto` = open only in the loopback default (loopback hosts and peers, no
+# proxy); otherwise API keys or a login (streaming/auth.py).
+STREAM_REQUIRE_AUTH = env_str("STREAM_REQUIRE_AUTH", "auto", choices=("auto", "true", "false"))
+LOGIN_URL = "/admin/login/"
+# What the log keeps of a prompt: `none`, `truncated` (its first PROMPT_LOG_CHARS characters) or
+# `full` (bounded anyway by STREAM_MAX_PROMPT_CHARS).
+PROMPT_LOGGING = env_str("PROMPT_LOGGING", "truncated", choices=("none", "truncated", "full"))
+PROMPT_LOG_CHARS = env_int("PROMPT_LOG_CHARS", 200)

@@ -341,14 +341,17 @@ class Engine(ABC):
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start producing tokens for `request`; raise EngineBusy when at capacity."""
 
-    async def abort(self, request_id: str) -> None:
-        """Stop a generation and free its slot; idempotent; returns once it has stopped."""
+    async def abort(self, request_id: str, code: str = "cancelled") -> None:
+        """Stop a generation and free its slot; idempotent; returns once it has stopped.
+
+        Its reader sees the stream end with `event: error` and `code` (`server_shutdown`, say).
+        """
         stream = self.streams.get(request_id)
         if stream is None or stream.finished:
             return
         stream.mark_aborted()
         await self._stop(stream)
-        stream.finish(error=GenerationError("cancelled"))
+        stream.finish(error=GenerationError(code))
 
     @abstractmethod
     async def _stop(self, stream: TokenStream) -> None:
