@@ -16,13 +16,19 @@ import json
 import tempfile
 from pathlib import Path
 
-from streaming.liveserver import start_redis, start_server, start_worker, wait_until
+from streaming.liveserver import (
+    UNLIMITED,
+    start_redis,
+    start_server,
+    start_worker,
+    wait_until,
+)
 from streaming.loadtest import LoadTest, LoadTestConfig, summarize_run
 
 RESULTS = Path(__file__).parent / "results"
-PACED = {"STREAMING_ENGINE": "deterministic", "DETERMINISTIC_TTFT_MS": "0",
+PACED = {**UNLIMITED, "STREAMING_ENGINE": "deterministic", "DETERMINISTIC_TTFT_MS": "0",
          "DETERMINISTIC_TPS": "20"}
-UNPACED = {"STREAMING_ENGINE": "deterministic", "DETERMINISTIC_TTFT_MS": "0",
+UNPACED = {**UNLIMITED, "STREAMING_ENGINE": "deterministic", "DETERMINISTIC_TTFT_MS": "0",
            "DETERMINISTIC_TPS": "0"}
 
 
