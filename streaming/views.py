@@ -8,16 +8,18 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Protocol
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import shared, sse
+from . import resume, shared, sse
 from .engines import Chunk, Engine, GenerationRequest, TokenStream, get_engine
 from .exceptions import (
     AlreadyStreaming,
+    BadRequest,
     GenerationError,
     MethodNotAllowed,
     NotFound,
@@ -26,7 +28,7 @@ from .exceptions import (
 )
 from .lifecycle import ready_engine
 from .models import GenerationLog
-from .registry import PENDING, Generation, registry
+from .registry import PENDING, STREAMING, Generation, registry
 from .validation import parse_generation_body
 
 logger = logging.getLogger(__name__)
@@ -162,8 +164,49 @@ async def stream_generation(request: HttpRequest, generation_id: str) -> HttpRes
         raise NotFound()
     if generation.status == "cancelled" and generation.stream is None:
         return _cancelled_stream()
-    generation.start()
-    return await open_event_stream(generation)
+    last_event_id = request.headers.get("Last-Event-ID")
+    if generation.status == STREAMING and generation.resumable is not None:
+        await generation.resumable.attach(last_event_id)  # 409 while read, 400 for a stray id
+    else:
+        if last_event_id is not None and generation.status == PENDING:
+            raise BadRequest("Last-Event-ID names no event: this stream has not started.")
+        generation.start()
+        generation.resumable = _resumable(generation)
+    return await open_event_stream(generation, preamble=_resume_preamble(generation))
+
+
+def _resumable(generation: Generation) -> resume.Resumable | None:
+    """Its resume history, when STREAM_RESUME_GRACE_S allows one (docs/resume.md)."""
+    grace_s = settings.STREAM_RESUME_GRACE_S
+    if grace_s <= 0 or shared.enabled():
+        # With REDIS_URL a reconnect may reach another process, which cannot see this history.
+        return None
+    assert generation.stream is not None
+    return resume.Resumable(generation.stream, grace_s=grace_s,
+                            max_bytes=settings.STREAM_RESUME_MAX_BYTES,
+                            give_up=functools.partial(_abandon, generation))
+
+
+def _resume_preamble(generation: Generation) -> bytes:
+    # Tells EventSource how soon to reconnect (`retry:`) and the page that it may (the event).
+    resumable = generation.resumable
+    if resumable is None:
+        return b""
+    return sse.resume_event(resumable.grace_s, resume.retry_ms(resumable.grace_s))
+
+
+async def _abandon(generation: Generation, resumable: resume.Resumable) -> None:
+    """Nobody came back within the grace period: abort, and count what nobody read."""
+    stream = resumable.stream
+    # Before the abort (or after a cancel's): from here on, push() counts the waste itself.
+    stream.count_unread(resumable.unread_tokens())
+    stream.mark_aborted()
+    if not stream.finished:
+        await generation.engine.abort(generation.id)
+    if stream.aborted and generation.cancel_requested:
+        registry.finish(generation, "cancelled", "cancelled")
+    else:
+        registry.finish(generation, "client_disconnected")
 
 
 def _cancelled_stream() -> StreamingHttpResponse:
@@ -295,12 +338,21 @@ NATIVE = NativeFramer()
 
 
 async def open_event_stream(
-    generation: Generation, framer: Framer = NATIVE
+    generation: Generation, framer: Framer = NATIVE, preamble: bytes = b""
 ) -> StreamingHttpResponse:
     """The 200 for a started generation, once its engine has taken it."""
     frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, framer)
     await anext(frames)  # raises the engine's refusal while it can still be an HTTP error
-    return _event_stream(frames)
+    return _event_stream(_prefixed(preamble, frames) if preamble else frames)
+
+
+async def _prefixed(first: bytes, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    # aclosing: a reader leaving while this one is suspended must still run event_stream's
+    # finally at once, not whenever the garbage collector gets to it.
+    async with aclosing(frames):
+        yield first
+        async for frame in frames:
+            yield frame
 
 
 def _event_stream(frames: AsyncIterator[bytes]) -> StreamingHttpResponse:
@@ -326,15 +378,19 @@ async def event_stream(
 
     When the client goes away, Django cancels the task running this generator (or closes it
     while it is suspended at a `yield`); either way `finally` aborts the engine at once, so no
-    token is generated for a reader that is gone. Nothing is yielded from `finally`.
+    token is generated for a reader that is gone — unless STREAM_RESUME_GRACE_S lets the reader
+    come back, in which case resume.py keeps it and aborts it when the grace period ends.
+    Nothing is yielded from `finally`.
     """
     stream = generation.stream
     assert stream is not None
+    resumable = generation.resumable  # None unless a dropped reader may come back (resume.py)
+    batches = stream.batches if resumable is None else resumable.batches
     status, error_code = "client_disconnected", ""
     try:
         await stream.accepted()
         yield b""
-        async for batch in stream.batches(heartbeat_s):
+        async for batch in batches(heartbeat_s):
             frame = framer.tokens(batch) if batch else framer.ping()
             if frame:
                 yield frame
@@ -350,9 +406,12 @@ async def event_stream(
     except StreamCut:
         status = "truncated"  # end the response without [DONE]: the client sees a cut stream
     finally:
-        if not stream.finished:
-            await generation.engine.abort(generation.id)
-        registry.finish(generation, status, error_code)
+        # Within STREAM_RESUME_GRACE_S the generation outlives its reader; resume.py ends it.
+        kept = status == "client_disconnected" and resumable is not None and resumable.detach()
+        if not kept:
+            if not stream.finished:
+                await generation.engine.abort(generation.id)
+            registry.finish(generation, status, error_code)
 
 
 @api_view("GET")
