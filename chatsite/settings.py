@@ -123,7 +123,7 @@ STREAM_HEARTBEAT_S = env_float("STREAM_HEARTBEAT_S", 15.0, minimum=0.0, exclusiv
 STREAMING_MAX_BATCH = env_int("STREAMING_MAX_BATCH", 0)
 STREAMING_MAX_QUEUE = env_int("STREAMING_MAX_QUEUE", 64)
 STREAM_RESUME_GRACE_S = env_float("STREAM_RESUME_GRACE_S", 0.0)
-# Memory a generation may hold for a resume (its text plus 20 bytes per event); past it, its
+# Memory a generation may hold for a resume (its text plus 8 bytes per event); past it, its
 # reader leaving aborts it at once, as with no grace (docs/resume.md).
 STREAM_RESUME_MAX_BYTES = env_int("STREAM_RESUME_MAX_BYTES", 256 * 1024, minimum=1024)
 

@@ -24,8 +24,9 @@ from .exceptions import AlreadyStreaming, BadRequest, GenerationError, StreamCut
 
 logger = logging.getLogger(__name__)
 
-# Per kept chunk besides its text: its id (8 bytes), token count (4) and text end offset (8).
-CHUNK_OVERHEAD_BYTES = 20
+# Per kept chunk besides its text: its id and the end offset of its text (4 bytes each); its
+# token count is the next chunk's id minus its own.
+CHUNK_OVERHEAD_BYTES = 8
 # EventSource waits `retry` ms before reconnecting: soon enough to feel like a hiccup, and never
 # more than a quarter of the grace period so that a second or third try still fits in it.
 MAX_RETRY_MS = 1000
@@ -62,15 +63,15 @@ class Resumable:
         self.max_bytes = max_bytes
         self._give_up = give_up  # abort and finish: the view's business, not ours
         self.given_up = False
-        self._ids = array("q")
-        self._counts = array("l")
-        self._ends = array("Q")  # end offset of each chunk's text in _text
-        self._text = bytearray()
+        self._ids = array("I")  # each kept chunk's id: the index of its first token
+        self._ends = array("I")  # the end offset of each chunk's text in _text
+        self._text = bytearray()  # UTF-8: a third to a quarter of a str's memory for CJK
+        self._next_index = 0  # the token after the last kept one
         self.overflowed = False
         self.attached = True
         self.left_at_token: int | None = None  # tokens_generated when the last reader left
         self.ended: _Ended | None = None
-        self._replay_from = 0  # index into the history of the next reader's first chunk
+        self._replay_from: int | None = None  # where attach() said the next reader starts
         self._keeper: asyncio.Task[None] | None = None
 
     # --- bookkeeping ---------------------------------------------------------------------
@@ -101,19 +102,19 @@ class Resumable:
             self._text += chunk.text.encode()
             self._ends.append(len(self._text))
             self._ids.append(chunk.index)
-            self._counts.append(chunk.tokens)
+            self._next_index = chunk.index + chunk.tokens
         if self.kept_bytes > self.max_bytes:
             # Past the cap nothing can be resumed: free it all now rather than hold it uselessly.
             self.overflowed = True
-            self._ids, self._counts, self._ends = array("q"), array("l"), array("Q")
-            self._text = bytearray()
+            self._ids, self._ends, self._text = array("I"), array("I"), bytearray()
 
     def _chunks_from(self, position: int) -> list[Chunk]:
-        ids, counts, ends, text = self._ids, self._counts, self._ends, self._text
+        ids, ends, text = self._ids, self._ends, self._text
         start = ends[position - 1] if position else 0
         chunks = []
         for i in range(position, len(ids)):
-            chunks.append(Chunk(ids[i], text[start : ends[i]].decode(), counts[i]))
+            following = ids[i + 1] if i + 1 < len(ids) else self._next_index
+            chunks.append(Chunk(ids[i], text[start : ends[i]].decode(), following - ids[i]))
             start = ends[i]
         return chunks
 
@@ -149,8 +150,8 @@ class Resumable:
 
     async def batches(self, heartbeat_s: float) -> AsyncIterator[list[Chunk]]:
         """What the attached reader sends: the replay, then the live stream (kept as it goes)."""
-        replay = self._chunks_from(self._replay_from)
-        self._replay_from = len(self._ids)
+        position, self._replay_from = self._replay_from, None
+        replay = [] if position is None else self._chunks_from(position)
         if replay:
             yield replay
         ended = self.ended

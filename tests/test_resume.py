@@ -161,8 +161,8 @@ def test_grace_expiry_aborts_and_counts_what_nobody_read(brief):
 
 
 def test_past_the_memory_cap_a_leaving_reader_aborts_at_once(brief):
-    urls = create(brief, max_tokens=300)  # 20 bytes an event: over 1 KiB within 50 events
-    stream = read_some(brief, urls["stream_url"], 60)
+    urls = create(brief, max_tokens=300)  # 8 bytes an event: over 1 KiB within 200
+    stream = read_some(brief, urls["stream_url"], 120)
     assert brief.state(urls["id"])["resume"]["resumable"] is False
     stream.close()
     final = brief.wait_final(urls["id"])
