@@ -188,3 +188,18 @@ def test_the_cut_notice_shows_when_the_resume_is_refused(
     assert len(proxy.stream_requests()) == 2
     assert page.errors == []
     assert resume_server.state(generation_id)["status"] == "cancelled"
+
+
+def test_a_closed_tab_still_stops_the_model_at_once(
+    proxied_page: tuple[Any, CuttableProxy], resume_server: LiveServer
+) -> None:
+    """The server cannot tell a closed tab from a blip; the page's beacon on pagehide can."""
+    page, proxy = proxied_page
+    answer = send_prompt(page, "タブを閉じる")
+    wait_until(lambda: len(answer.locator(".message-body").inner_text()) > 8, 15)
+    (head,) = proxy.stream_requests()
+    generation_id = head.split("/")[3]
+    page.close(run_before_unload=True)
+    # Kept for a reconnect it would end 20 s from now as client_disconnected; cancelled, now.
+    final = resume_server.wait_final(generation_id, timeout=10)
+    assert final["status"] == "cancelled"
