@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streaming.latency import percentile  # noqa: E402
+from streaming.liveserver import UNLIMITED  # noqa: E402
 from tests.live import LiveServer, start_server  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "Why does streaming change how an answer feels?"}]
@@ -213,12 +214,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("upstream", "front"):
             (Path(tmp) / name).mkdir()
-        upstream_env = {"DETERMINISTIC_TPS": f"{args.tps:g}",
+        upstream_env = {**UNLIMITED, "DETERMINISTIC_TPS": f"{args.tps:g}",
                         "DETERMINISTIC_TTFT_MS": f"{args.ttft_ms:g}"}
         upstream = start_server(Path(tmp) / "upstream", env=upstream_env)
         try:
             front = start_server(Path(tmp) / "front", env={
-                "STREAMING_ENGINE": "openai", "STREAMING_REMOTE_URL": f"{upstream.url}/v1",
+                **UNLIMITED, "STREAMING_ENGINE": "openai",
+                "STREAMING_REMOTE_URL": f"{upstream.url}/v1",
                 "STREAMING_REMOTE_MODEL": upstream.stats()["model"],
             }, ready_path="/readyz")
             try:

@@ -180,8 +180,10 @@ class Resumable:
             async with asyncio.timeout(self.grace_s):
                 if self.ended is None:
                     await self._read_to_end()
-                if not self.overflowed and not self._cancelled():
-                    await asyncio.Event().wait()  # hold the ending for a reader until the deadline
+                if not self.overflowed and not self.stream.aborted:
+                    # Ended by itself (done, an error, a cut): hold it for a reader until the
+                    # deadline. Aborted (Stop, shutdown): nobody is owed anything more.
+                    await asyncio.Event().wait()
         except TimeoutError:
             pass
         # From here on a reader coming back is too late (attach() refuses), so it cannot cancel
@@ -202,9 +204,13 @@ class Resumable:
         except (GenerationError, StreamCut) as error:
             self.ended = _Ended(error)
 
-    def _cancelled(self) -> bool:
+    @property
+    def abort_code(self) -> str | None:
+        """The code it was aborted with while kept (`cancelled`, `server_shutdown`), if so."""
         error = self.ended.error if self.ended is not None else None
-        return isinstance(error, GenerationError) and error.code == "cancelled"
+        if self.stream.aborted and isinstance(error, GenerationError):
+            return error.code
+        return None
 
     def unread_tokens(self) -> int:
         """Tokens produced since the reader left and before any abort: never read by anyone."""
