@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import sqlite3
 
 import httpx
 import pytest
@@ -176,3 +178,20 @@ def test_resume_frame_bytes():
     assert sse.resume_event(10.0, 1000) == (
         b'event: resume\nretry: 1000\ndata: {"grace_s": 10.0}\n\n'
     )
+
+
+def test_sigterm_ends_a_kept_generation_at_once(server_factory):
+    """Draining aborts kept generations with the rest; none holds the shutdown for its grace."""
+    server = server_factory(env={"STREAM_RESUME_GRACE_S": "60", "STREAM_SHUTDOWN_GRACE_S": "5"})
+    urls = create(server, max_tokens=300)
+    read_some(server, urls["stream_url"], 2).close()
+    left(server, urls["id"])
+    server.process.send_signal(signal.SIGTERM)
+    server.process.wait(15)
+    with sqlite3.connect(server.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
+        row = db.execute(
+            "SELECT status, error_code FROM streaming_generationlog WHERE generation_id = ?",
+            (urls["id"],),
+        ).fetchone()
+    # Written within the drain's 5 s, not left for a grace period of 60.
+    assert row == ("error", "server_shutdown")
