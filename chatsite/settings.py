@@ -138,6 +138,9 @@ STREAM_PROXY_READ_TIMEOUT_S = env_float(
 STREAMING_MAX_BATCH = env_int("STREAMING_MAX_BATCH", 0)
 STREAMING_MAX_QUEUE = env_int("STREAMING_MAX_QUEUE", 64)
 STREAM_RESUME_GRACE_S = env_float("STREAM_RESUME_GRACE_S", 0.0)
+# Memory a generation may hold for a resume (its text plus 8 bytes per event); past it, its
+# reader leaving aborts it at once, as with no grace (docs/resume.md).
+STREAM_RESUME_MAX_BYTES = env_int("STREAM_RESUME_MAX_BYTES", 256 * 1024, minimum=1024)
 
 # Input limits, refused before any stream starts.
 STREAM_MAX_BODY_BYTES = env_int("STREAM_MAX_BODY_BYTES", 256 * 1024, minimum=1024)

@@ -311,7 +311,11 @@ function bindEvents() {
   });
   els.scrim.addEventListener("click", closeSidebar);
   // Keep the partial answer if the tab goes away mid-stream (it is marked cut on the next load).
-  window.addEventListener("pagehide", () => { if (active) save(); });
+  window.addEventListener("pagehide", () => {
+    if (!active) return;
+    save();
+    active.generation.abandon();
+  });
 }
 
 translatePage();

@@ -78,6 +78,13 @@ export class Generation {
     this.#finish("stopped");
   }
 
+  /** The page is going away: cancel on the server now. A server that keeps generations for a
+   * reader that may come back (STREAM_RESUME_GRACE_S) cannot tell a closed tab from a blip. */
+  abandon() {
+    if (this.ended || this.cancelUrl === null) return;
+    navigator.sendBeacon?.(this.cancelUrl);
+  }
+
   async #cancelOnServer() {
     try {
       await cancelGeneration(this.cancelUrl);

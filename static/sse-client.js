@@ -1,5 +1,9 @@
 // One generation's event stream through EventSource, closed on every ending: left open, the
 // browser would reconnect after a drop and the server would start the answer all over again.
+// The exception: a server that keeps a generation for a dropped reader says so at the start
+// (`event: resume` with its grace period, and `retry:`). Then a dropped connection is left to
+// EventSource, which reconnects by itself with `Last-Event-ID`, and the server continues after
+// the last token we got; the drop is reported only if that fails or the grace period runs out.
 
 /**
  * Read `url` and call back:
@@ -9,22 +13,35 @@
  * - onError({code, message}) on the server's `event: error` frame;
  * - onDrop({refused}) when the connection fails or ends without either (refused: it never
  *   opened, e.g. a 4xx/5xx status, rather than breaking off mid-way);
- * - onNamedEvent(name, payload) for known extra events such as `summary`.
+ * - onNamedEvent(name, payload) for known extra events such as `summary` and `resume`.
  * Unknown named events are ignored: EventSource only dispatches names we listen for.
  */
 export function readStream(url, { onToken, onDone, onError, onDrop, onNamedEvent }) {
   const source = new EventSource(url);
   let ended = false;
   let opened = false;
+  let graceMs = 0; // > 0 once the server said a dropped connection may resume
+  let resumeTimer = null; // pending while EventSource reconnects
 
   const end = (callback, arg) => {
     if (ended) return;
     ended = true;
+    clearTimeout(resumeTimer);
     source.close();
     callback?.(arg);
   };
 
-  source.addEventListener("open", () => { opened = true; });
+  source.addEventListener("open", () => {
+    opened = true;
+    clearTimeout(resumeTimer); // back within the grace period: the server replays what we missed
+    resumeTimer = null;
+  });
+
+  source.addEventListener("resume", (event) => {
+    const info = parseJson(event.data) ?? {};
+    graceMs = typeof info.grace_s === "number" && info.grace_s > 0 ? info.grace_s * 1000 : 0;
+    if (!ended) onNamedEvent?.("resume", info);
+  });
 
   source.addEventListener("message", (event) => {
     if (ended) return;
@@ -51,6 +68,12 @@ export function readStream(url, { onToken, onDone, onError, onDrop, onNamedEvent
       });
       return;
     }
+    if (graceMs > 0 && source.readyState === EventSource.CONNECTING) {
+      // EventSource is reconnecting with Last-Event-ID; a refusal (409, 400: the server let the
+      // generation go) closes it and lands here again. Give up when the server will have too.
+      resumeTimer ??= setTimeout(() => end(onDrop, { refused: false }), graceMs);
+      return;
+    }
     end(onDrop, { refused: !opened });
   });
 
@@ -62,6 +85,7 @@ export function readStream(url, { onToken, onDone, onError, onDrop, onNamedEvent
     /** Stop reading now (Stop button, leaving the page); no callback fires afterwards. */
     close() {
       ended = true;
+      clearTimeout(resumeTimer);
       source.close();
     },
     get ended() {

@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -21,6 +21,9 @@ from .engines.base import Engine, GenerationRequest, TokenStream
 from .exceptions import AlreadyStreaming, EngineBusy
 from .latency import summarize
 from .limits import Lease, limits
+
+if TYPE_CHECKING:
+    from .resume import Resumable
 
 PENDING, STREAMING = "pending", "streaming"
 RECENT_KEPT = 1024  # finished generations kept in memory for GET until their row is written
@@ -43,6 +46,8 @@ class Generation:
     stream: TokenStream | None = None
     cancel_requested: bool = False
     lease: Lease | None = None  # its stream slot (streaming/limits.py) while it runs
+    # Set when STREAM_RESUME_GRACE_S > 0 and it is read through its stream URL (resume.py).
+    resumable: Resumable | None = None
 
     @property
     def id(self) -> str:
@@ -82,6 +87,8 @@ class Generation:
 
     def state(self) -> dict[str, Any]:
         """The JSON of `GET /api/generations/<id>`."""
+        resume = {} if self.resumable is None or not self.live else {
+            "resume": self.resumable.state()}
         return {
             "id": self.id,
             "status": self.status,
@@ -92,6 +99,7 @@ class Generation:
             "created_at": self.created_at.isoformat(),
             "max_tokens": self.request.max_tokens,
             **self.figures(),
+            **resume,
         }
 
     def log_fields(self) -> dict[str, Any]:

@@ -72,6 +72,14 @@ def json_event(payload: object, *, event: str | None = None, id: int | None = No
     return encode_event(_dumps(payload), event=event, id=id)
 
 
+def resume_event(grace_s: float, retry_ms: int) -> bytes:
+    """Frame the `resume` event: how long a dropped reader may come back, and how soon to try.
+
+    It carries no `id`, so a browser's last event id stays the last token's.
+    """
+    return encode_event(_dumps({"grace_s": grace_s}), event="resume", retry_ms=retry_ms)
+
+
 def error_event(code: str, message: str) -> bytes:
     """Frame the contract's in-stream failure: `event: error` with `{"code", "message"}`."""
     return json_event({"code": code, "message": message}, event="error")

@@ -8,17 +8,19 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Protocol
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import shared, sse
+from . import resume, shared, sse
 from .auth import authenticate, client_address, may_see, owner_required, principal
 from .engines import Chunk, Engine, GenerationRequest, TokenStream, get_engine
 from .exceptions import (
     AlreadyStreaming,
+    BadRequest,
     GenerationError,
     MethodNotAllowed,
     NotFound,
@@ -29,7 +31,7 @@ from .exceptions import (
 from .lifecycle import draining, ready_engine
 from .limits import limits
 from .models import GenerationLog
-from .registry import PENDING, Generation, registry
+from .registry import PENDING, STREAMING, Generation, registry
 from .validation import parse_generation_body
 
 logger = logging.getLogger(__name__)
@@ -212,8 +214,50 @@ async def stream_generation(request: HttpRequest, generation_id: str) -> HttpRes
         raise NotFound()
     if generation.status == "cancelled" and generation.stream is None:
         return _cancelled_stream()
-    await start_admitted(request, generation)
-    return await open_event_stream(generation)
+    last_event_id = request.headers.get("Last-Event-ID")
+    if generation.status == STREAMING and generation.resumable is not None:
+        await generation.resumable.attach(last_event_id)  # 409 while read, 400 for a stray id
+    else:
+        if last_event_id is not None and generation.status == PENDING:
+            raise BadRequest("Last-Event-ID names no event: this stream has not started.")
+        await start_admitted(request, generation)
+        generation.resumable = _resumable(generation)
+    return await open_event_stream(generation, preamble=_resume_preamble(generation))
+
+
+def _resumable(generation: Generation) -> resume.Resumable | None:
+    """Its resume history, when STREAM_RESUME_GRACE_S allows one (docs/resume.md)."""
+    grace_s = settings.STREAM_RESUME_GRACE_S
+    if grace_s <= 0 or shared.enabled():
+        # With REDIS_URL a reconnect may reach another process, which cannot see this history.
+        return None
+    assert generation.stream is not None
+    return resume.Resumable(generation.stream, grace_s=grace_s,
+                            max_bytes=settings.STREAM_RESUME_MAX_BYTES,
+                            give_up=functools.partial(_abandon, generation))
+
+
+def _resume_preamble(generation: Generation) -> bytes:
+    # Tells EventSource how soon to reconnect (`retry:`) and the page that it may (the event).
+    resumable = generation.resumable
+    if resumable is None:
+        return b""
+    return sse.resume_event(resumable.grace_s, resume.retry_ms(resumable.grace_s))
+
+
+async def _abandon(generation: Generation, resumable: resume.Resumable) -> None:
+    """Nobody came back within the grace period (or it was aborted): end it, count the unread."""
+    stream = resumable.stream
+    # Before the abort (or after a cancel's): from here on, push() counts the waste itself.
+    stream.count_unread(resumable.unread_tokens())
+    stream.mark_aborted()
+    if not stream.finished:
+        await generation.engine.abort(generation.id)
+    code = resumable.abort_code  # aborted while kept: logged as its reader would have seen it
+    if code is None:
+        registry.finish(generation, "client_disconnected")
+    else:
+        registry.finish(generation, "cancelled" if code == "cancelled" else "error", code)
 
 
 def _cancelled_stream() -> StreamingHttpResponse:
@@ -347,12 +391,21 @@ NATIVE = NativeFramer()
 
 
 async def open_event_stream(
-    generation: Generation, framer: Framer = NATIVE
+    generation: Generation, framer: Framer = NATIVE, preamble: bytes = b""
 ) -> StreamingHttpResponse:
     """The 200 for a started generation, once its engine has taken it."""
     frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, framer)
     await anext(frames)  # raises the engine's refusal while it can still be an HTTP error
-    return _event_stream(frames)
+    return _event_stream(_prefixed(preamble, frames) if preamble else frames)
+
+
+async def _prefixed(first: bytes, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    # aclosing: a reader leaving while this one is suspended must still run event_stream's
+    # finally at once, not whenever the garbage collector gets to it.
+    async with aclosing(frames):
+        yield first
+        async for frame in frames:
+            yield frame
 
 
 def _event_stream(frames: AsyncIterator[bytes]) -> StreamingHttpResponse:
@@ -378,15 +431,19 @@ async def event_stream(
 
     When the client goes away, Django cancels the task running this generator (or closes it
     while it is suspended at a `yield`); either way `finally` aborts the engine at once, so no
-    token is generated for a reader that is gone. Nothing is yielded from `finally`.
+    token is generated for a reader that is gone — unless STREAM_RESUME_GRACE_S lets the reader
+    come back, in which case resume.py keeps it and aborts it when the grace period ends.
+    Nothing is yielded from `finally`.
     """
     stream = generation.stream
     assert stream is not None
+    resumable = generation.resumable  # None unless a dropped reader may come back (resume.py)
+    batches = stream.batches if resumable is None else resumable.batches
     status, error_code = "client_disconnected", ""
     try:
         await stream.accepted()
         yield b""
-        async for batch in stream.batches(heartbeat_s):
+        async for batch in batches(heartbeat_s):
             frame = framer.tokens(batch) if batch else framer.ping()
             if frame:
                 yield frame
@@ -402,9 +459,12 @@ async def event_stream(
     except StreamCut:
         status = "truncated"  # end the response without [DONE]: the client sees a cut stream
     finally:
-        if not stream.finished:
-            await generation.engine.abort(generation.id)
-        registry.finish(generation, status, error_code)
+        # Within STREAM_RESUME_GRACE_S the generation outlives its reader; resume.py ends it.
+        kept = status == "client_disconnected" and resumable is not None and resumable.detach()
+        if not kept:
+            if not stream.finished:
+                await generation.engine.abort(generation.id)
+            registry.finish(generation, status, error_code)
 
 
 @api_view("GET", public=True)

@@ -268,6 +268,11 @@ class TokenStream:
         if self.aborted_at is None:
             self.aborted_at = time.monotonic()
 
+    def count_unread(self, tokens: int) -> None:
+        """Count `tokens` produced before the abort as wasted too (their reader never came back)."""
+        self.tokens_after_abort += tokens
+        COUNTERS.tokens_after_abort_total += tokens
+
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():

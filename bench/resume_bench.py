@@ -1,0 +1,165 @@
+"""What a resume costs: reconnect-to-first-replayed-byte latency, and memory per kept stream.
+
+Latency: a live server (deterministic engine, STREAM_RESUME_GRACE_S=30); each round reads
+`--read` token events from a fresh generation over a raw socket, drops the connection, waits
+until the server has noticed, then reconnects with `Last-Event-ID` and times the connect to the
+first byte of the first replayed token event (the `resume` preamble before it is not counted).
+Rounds alternate between a short history to replay and a long one.
+
+Memory: streaming.resume.Resumable fed the deterministic engine's own tokens in this process,
+measured with tracemalloc (exact Python allocations) against the cap's estimate (`kept_bytes`).
+
+    .venv/bin/python bench/resume_bench.py [--rounds 200] [--json out.json]
+
+Every process shares this machine's cores: read latencies as orders of magnitude.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
+
+from streaming.latency import percentile  # noqa: E402
+from tests.live import RawStream, start_server, wait_until  # noqa: E402
+
+TOKEN_MARK = b'data: {"token":'
+
+
+def resume_latency(server, history: int) -> float:
+    """One round: seconds from connecting to the first byte of the first replayed event.
+
+    The generation makes `history` tokens, then stalls (the engine's test hook) so that it is
+    still live when we come back; we read one event, so `history - 1` are replayed.
+    """
+    created = server.post(
+        "/api/generations",
+        json={
+            "prompt": "Why does streaming change how an answer feels?",
+            "seed": 1,
+            "fault": {"at": history, "kind": "stall"},
+        },
+    )
+    urls = created.json()
+    first = RawStream(server.port, urls["stream_url"])
+    while (event := first.next_event()) is not None and event.event != "message":
+        pass
+    assert event is not None, "ended early"
+    last_id = event.id  # the first token's; the socket may already hold the others
+    first.close()
+    wait_until(lambda: server.state(urls["id"]).get("resume", {}).get("attached") is False)
+    request = (
+        f"GET {urls['stream_url']} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Accept: text/event-stream\r\nLast-Event-ID: {last_id}\r\n\r\n"
+    ).encode()
+    start = time.perf_counter()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    sock.sendall(request)
+    received = b""
+    while TOKEN_MARK not in received:
+        data = sock.recv(65536)
+        assert data, received
+        received += data
+    elapsed = time.perf_counter() - start
+    sock.close()
+    server.post(urls["cancel_url"])
+    return elapsed
+
+
+def memory_per_kept_stream(tokens: int, script: str) -> dict[str, float]:
+    """Bytes a Resumable holds for a `tokens`-token answer, one event per token."""
+    from streaming.engines.base import Chunk, GenerationRequest, Message, TokenStream
+    from streaming.engines.deterministic import VOCABULARY
+    from streaming.resume import Resumable
+
+    words = VOCABULARY[script]
+    count = 100
+
+    async def build() -> list[Resumable]:
+        async def give_up(_: Resumable) -> None:
+            return None
+
+        request = GenerationRequest(id="m", messages=(Message("user", "x"),), max_tokens=tokens)
+        streams = [TokenStream(request) for _ in range(count)]  # not part of what is kept
+        kept = []
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for stream in streams:
+            resumable = Resumable(stream, grace_s=10, max_bytes=1 << 30, give_up=give_up)
+            for index in range(tokens):
+                resumable._keep([Chunk(index, words[index % len(words)])])
+            kept.append(resumable)
+        used = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        text = sum(len(words[i % len(words)].encode()) for i in range(tokens))
+        return kept, used, text
+
+    kept, used, text = asyncio.run(build())
+    return {
+        "tokens": tokens,
+        "script": script,
+        "utf8_text_bytes": text,
+        "measured_bytes": round(used / count),
+        "kept_bytes_estimate": kept[0].kept_bytes,
+    }
+
+
+def main() -> None:
+    """Run both measurements and print one JSON document."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    memory = [memory_per_kept_stream(n, s) for n in (256, 1024) for s in ("en", "ja")]
+    directory = Path(tempfile.mkdtemp(prefix="resume-bench-"))
+    server = start_server(
+        directory,
+        env={
+            "STREAMING_ENGINE": "deterministic",
+            "DETERMINISTIC_TTFT_MS": "0",
+            "DETERMINISTIC_TPS": "0",
+            "STREAM_RESUME_GRACE_S": "30",
+            "STREAM_HEARTBEAT_S": "15",
+        },
+    )
+    latencies: dict[str, list[float]] = {"replay_10_events": [], "replay_300_events": []}
+    try:
+        for round_ in range(args.rounds):
+            short = round_ % 2 == 0
+            key = "replay_10_events" if short else "replay_300_events"
+            latencies[key].append(resume_latency(server, 11 if short else 301))
+    finally:
+        server.stop()
+    result = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "resume_latency_ms": {
+            key: {
+                "n": len(values),
+                "p50": round(percentile(values, 50) * 1000, 2),
+                "p99": round(percentile(values, 99) * 1000, 2),
+            }
+            for key, values in latencies.items()
+        },
+        "memory_per_kept_stream": memory,
+    }
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""The page across a network blip (issue 10): Chromium reconnects and the answer continues.
+
+Chromium talks to the server through a TCP proxy of the test's own, which can break every open
+connection at once (what a phone changing networks does) and hold new ones back until the test
+lets them through, so the order of events is decided by the test, not by timing.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from tests.live import LiveServer, iter_sse, start_server, tokens_of, wait_until
+
+from .conftest import DESKTOP, PAGE_ENGINE_ENV
+from .helpers import amend_generation_requests, screenshot, send_prompt
+
+CUT_TEXT = "応答が途中で切れました"
+MAX_TOKENS = 48  # about 2 s at the page's pace: room to break it, not long to wait
+
+
+class CuttableProxy:
+    """Forwards 127.0.0.1:port to the server; `cut()` breaks every open connection."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.open = threading.Event()  # cleared: new connections wait before reaching the server
+        self.open.set()
+        self.requests: list[bytes] = []  # what clients sent, one entry per read
+        self.lock = threading.Lock()
+        self.pairs: list[tuple[socket.socket, socket.socket]] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        self.open.wait()
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        with self.lock:
+            self.pairs.append((client, upstream))
+        threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+        self._pipe(client, upstream, True)
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, record: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if record:
+                    with self.lock:
+                        self.requests.append(data)
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        """Break every connection now, both ways."""
+        with self.lock:
+            pairs, self.pairs = self.pairs, []
+        for pair in pairs:
+            for sock in pair:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
+
+    def stream_requests(self) -> list[str]:
+        """Request heads that asked for an event stream."""
+        with self.lock:
+            heads = [r.decode("latin-1") for r in self.requests]
+        return [h for h in heads if h.startswith("GET /api/generations/") and "/stream" in h]
+
+    def close(self) -> None:
+        """Stop accepting and break what is open."""
+        self.listener.close()
+        self.cut()
+
+
+@pytest.fixture(scope="module")
+def resume_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The page's pace, and a generation kept 20 s for a reader that dropped."""
+    server = start_server(
+        tmp_path_factory.mktemp("resume-page"),
+        env={**PAGE_ENGINE_ENV, "STREAM_RESUME_GRACE_S": "20"},
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def proxied_page(browser: Any, resume_server: LiveServer) -> Iterator[tuple[Any, CuttableProxy]]:
+    """The chat page loaded through a fresh CuttableProxy."""
+    proxy = CuttableProxy(resume_server.port)
+    context = browser.new_context(locale="ja-JP", viewport=DESKTOP)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    amend_generation_requests(page, {"max_tokens": MAX_TOKENS})
+    page.goto(f"http://127.0.0.1:{proxy.port}/")
+    page.wait_for_selector("html[lang]")
+    yield page, proxy
+    context.close()
+    proxy.close()
+
+
+def expected_answer(server: LiveServer, prompt: str) -> str:
+    """The same request, uninterrupted, straight from the server."""
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": MAX_TOKENS}
+    with httpx.stream("POST", server.url + "/api/stream", json=body, timeout=30) as response:
+        return "".join(tokens_of(list(iter_sse(response))))
+
+
+def squeeze(text: str) -> str:
+    """Text without whitespace: rendered Markdown and raw tokens differ only in spacing."""
+    return "".join(text.split())
+
+
+def break_mid_answer(page: Any, proxy: CuttableProxy, server: LiveServer) -> str:
+    """Wait for a few tokens, break the connection, and return the generation's id once the
+    server has noticed (new connections are held back until the caller opens the proxy)."""
+    answer = page.locator(".message-assistant").last
+    wait_until(lambda: len(answer.locator(".message-body").inner_text()) > 8, 15)
+    (head,) = proxy.stream_requests()
+    generation_id = head.split("/")[3]
+    proxy.open.clear()
+    proxy.cut()
+    wait_until(lambda: server.state(generation_id).get("resume", {}).get("attached") is False)
+    assert answer.get_attribute("data-state") == "streaming"
+    return generation_id
+
+
+def test_a_dropped_connection_resumes_without_missing_or_repeated_text(
+    proxied_page: tuple[Any, CuttableProxy], resume_server: LiveServer
+) -> None:
+    page, proxy = proxied_page
+    prompt = "ネットワークが一瞬切れても続く回答"
+    answer = send_prompt(page, prompt)
+    break_mid_answer(page, proxy, resume_server)
+    proxy.open.set()  # EventSource's own reconnect goes through now, with Last-Event-ID
+
+    expect(answer).to_have_attribute("data-state", re.compile(r"^(done|length)$"))
+    screenshot(page, "20-resumed-after-drop")
+    first, again = proxy.stream_requests()
+    assert "last-event-id:" not in first.lower()
+    assert "last-event-id:" in again.lower()
+    body = answer.locator(".message-body").inner_text()
+    assert squeeze(body) == squeeze(expected_answer(resume_server, prompt))
+    assert answer.locator(".message-status").inner_text() != CUT_TEXT
+    assert page.errors == []
+
+
+def test_the_cut_notice_shows_when_the_resume_is_refused(
+    proxied_page: tuple[Any, CuttableProxy], resume_server: LiveServer
+) -> None:
+    page, proxy = proxied_page
+    answer = send_prompt(page, "再接続できない回答")
+    generation_id = break_mid_answer(page, proxy, resume_server)
+    kept = answer.locator(".message-body").inner_text()
+    # Cancelled while the page was away (another tab's Stop, say): its reconnect gets a 409.
+    assert resume_server.post(f"/api/generations/{generation_id}/cancel").status_code == 202
+    resume_server.wait_final(generation_id)
+    proxy.open.set()
+
+    expect(answer).to_have_attribute("data-state", "cut")
+    screenshot(page, "21-resume-refused")
+    assert answer.locator(".message-status").inner_text() == CUT_TEXT
+    assert answer.locator(".message-body").inner_text().startswith(kept.rstrip())
+    assert len(proxy.stream_requests()) == 2
+    assert page.errors == []
+    assert resume_server.state(generation_id)["status"] == "cancelled"
+
+
+def test_a_closed_tab_still_stops_the_model_at_once(
+    proxied_page: tuple[Any, CuttableProxy], resume_server: LiveServer
+) -> None:
+    """The server cannot tell a closed tab from a blip; the page's beacon on pagehide can."""
+    page, proxy = proxied_page
+    answer = send_prompt(page, "タブを閉じる")
+    wait_until(lambda: len(answer.locator(".message-body").inner_text()) > 8, 15)
+    (head,) = proxy.stream_requests()
+    generation_id = head.split("/")[3]
+    page.close(run_before_unload=True)
+    # Kept for a reconnect it would end 20 s from now as client_disconnected; cancelled, now.
+    final = resume_server.wait_final(generation_id, timeout=10)
+    assert final["status"] == "cancelled"

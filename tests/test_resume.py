@@ -1,0 +1,197 @@
+"""Resume after a dropped connection (issue 10): real uvicorn, real sockets, `Last-Event-ID`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+
+import httpx
+import pytest
+
+from streaming import sse
+from tests.live import RawStream, tokens_of, wait_until
+
+pytestmark = pytest.mark.live
+
+PROMPT = {"prompt": "재접속해도 이어지는 답", "seed": 14}  # 371 tokens if max_tokens allows
+
+
+@pytest.fixture(scope="module")
+def resuming(tmp_path_factory):
+    """A server that keeps a left generation 30 s (long: a loaded machine must not lose it)."""
+    from tests.live import start_server
+
+    server = start_server(tmp_path_factory.mktemp("resume"), env={"STREAM_RESUME_GRACE_S": "30"})
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def brief(tmp_path_factory):
+    """A server with a 0.5 s grace and the smallest history cap, for expiry and overflow."""
+    from tests.live import start_server
+
+    server = start_server(
+        tmp_path_factory.mktemp("resume-brief"),
+        env={"STREAM_RESUME_GRACE_S": "0.5", "STREAM_RESUME_MAX_BYTES": "1024"},
+    )
+    yield server
+    server.stop()
+
+
+def create(server, **fields) -> dict:
+    response = server.post("/api/generations", json={**PROMPT, **fields})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def read_some(server, url: str, count: int, **headers: str) -> RawStream:
+    """Open the stream and read until `count` token events have arrived."""
+    stream = RawStream(server.port, url, headers=headers)
+    assert stream.status == 200, stream.raw
+    while len(tokens_of(stream.events)) < count:
+        assert stream.next_event() is not None, "the stream ended early"
+    return stream
+
+
+def left(server, generation_id: str) -> dict:
+    """Wait until the server has noticed that the reader went away."""
+    return wait_until(
+        lambda: (s := server.state(generation_id)).get("resume", {}).get("attached") is False and s
+    )
+
+
+def refusal(server, url: str, **headers: str) -> tuple[int, str | None]:
+    """Open the stream expecting a refusal: its status and error code (None for a 200)."""
+    with httpx.stream("GET", server.url + url, headers=headers, timeout=10) as response:
+        if response.status_code == 200:
+            return 200, None
+        response.read()
+        return response.status_code, response.json()["error"]["code"]
+
+
+def uninterrupted(server, max_tokens: int) -> list[str]:
+    body = json.dumps({**PROMPT, "max_tokens": max_tokens}).encode()
+    return tokens_of(RawStream(server.port, "/api/stream", method="POST", body=body).read_all())
+
+
+def test_reconnect_with_last_event_id_continues_without_gap_or_repeat(resuming):
+    urls = create(resuming, max_tokens=60)
+    first = read_some(resuming, urls["stream_url"], 5)
+    # The stream starts by saying the reader may come back, and how soon to try.
+    assert first.payload.startswith(b'event: resume\nretry: 1000\ndata: {"grace_s": 30.0}\n\n')
+    first.close()
+    state = left(resuming, urls["id"])
+    assert state["status"] == "streaming"
+
+    last_id = first.parser.last_event_id
+    second = RawStream(resuming.port, urls["stream_url"], headers={"Last-Event-ID": last_id})
+    assert second.status == 200
+    events = second.read_all()
+    resumed = [e for e in events if e.event == "message" and e.data != "[DONE]"]
+    assert resumed[0].id == str(int(last_id) + 1)  # exactly the event after the last one read
+    assert events[-1].data == "[DONE]"
+
+    text = tokens_of(first.events) + tokens_of(events)
+    assert "".join(text) == "".join(uninterrupted(resuming, 60))
+    final = resuming.wait_final(urls["id"])
+    assert final["status"] == "completed"
+    assert final["tokens_generated"] == 60 and final["tokens_after_abort"] == 0
+
+
+def test_reconnect_without_last_event_id_replays_from_the_start(resuming):
+    urls = create(resuming, max_tokens=20)
+    read_some(resuming, urls["stream_url"], 3).close()
+    left(resuming, urls["id"])
+    events = RawStream(resuming.port, urls["stream_url"]).read_all()
+    assert tokens_of(events) == uninterrupted(resuming, 20)
+
+
+def test_a_second_reader_is_refused_while_one_reads(resuming):
+    urls = create(resuming, max_tokens=200)
+    first = read_some(resuming, urls["stream_url"], 2)
+    last_id = first.parser.last_event_id
+    for headers in ({}, {"Last-Event-ID": last_id}):
+        assert refusal(resuming, urls["stream_url"], **headers) == (409, "already_streaming")
+    first.close()
+    left(resuming, urls["id"])
+    assert resuming.post(urls["cancel_url"]).status_code == 202
+    assert resuming.wait_final(urls["id"])["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("bad_id", ["999999", "abc", "-1", "1e3", ""])
+def test_ids_this_stream_never_sent_are_refused(resuming, bad_id):
+    urls = create(resuming, max_tokens=40)
+    first = read_some(resuming, urls["stream_url"], 1)
+    first.close()
+    left(resuming, urls["id"])
+    assert refusal(resuming, urls["stream_url"], **{"Last-Event-ID": bad_id}) == (
+        400,
+        "invalid_request",
+    )
+    # A refused resume leaves the generation kept: the right id still works.
+    again = RawStream(
+        resuming.port, urls["stream_url"], headers={"Last-Event-ID": first.parser.last_event_id}
+    )
+    assert again.status == 200
+    assert "".join(tokens_of(first.events) + tokens_of(again.read_all())) == "".join(
+        uninterrupted(resuming, 40)
+    )
+
+
+def test_last_event_id_on_a_stream_never_started_is_refused(resuming):
+    urls = create(resuming, max_tokens=5)
+    assert refusal(resuming, urls["stream_url"], **{"Last-Event-ID": "0"}) == (
+        400,
+        "invalid_request",
+    )
+    assert resuming.state(urls["id"])["status"] == "pending"
+
+
+def test_grace_expiry_aborts_and_counts_what_nobody_read(brief):
+    urls = create(brief, max_tokens=40)
+    stream = read_some(brief, urls["stream_url"], 3)
+    stream.close()
+    final = brief.wait_final(urls["id"])
+    assert final["status"] == "client_disconnected"
+    # Produced after the reader left: never read by anyone, so wasted, as after an abort.
+    assert final["tokens_after_abort"] > 0
+    assert final["tokens_generated"] >= 3 + final["tokens_after_abort"]
+    late = refusal(brief, urls["stream_url"], **{"Last-Event-ID": stream.parser.last_event_id})
+    assert late == (409, "already_streaming")
+
+
+def test_past_the_memory_cap_a_leaving_reader_aborts_at_once(brief):
+    urls = create(brief, max_tokens=300)  # 8 bytes an event: over 1 KiB within 200
+    stream = read_some(brief, urls["stream_url"], 120)
+    assert brief.state(urls["id"])["resume"]["resumable"] is False
+    stream.close()
+    final = brief.wait_final(urls["id"])
+    assert final["status"] == "client_disconnected"
+    # Aborted when the reader left, not after the grace period: nothing counted as unread.
+    assert final["tokens_after_abort"] == 0
+    assert final["tokens_generated"] < 300
+
+
+def test_resume_frame_bytes():
+    assert sse.resume_event(10.0, 1000) == (
+        b'event: resume\nretry: 1000\ndata: {"grace_s": 10.0}\n\n'
+    )
+
+
+def test_sigterm_ends_a_kept_generation_at_once(server_factory):
+    """Draining aborts kept generations with the rest; none holds the shutdown for its grace."""
+    server = server_factory(env={"STREAM_RESUME_GRACE_S": "60", "STREAM_SHUTDOWN_GRACE_S": "5"})
+    urls = create(server, max_tokens=300)
+    read_some(server, urls["stream_url"], 2).close()
+    left(server, urls["id"])
+    server.process.send_signal(signal.SIGTERM)
+    server.process.wait(15)
+    with sqlite3.connect(server.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
+        row = db.execute(
+            "SELECT status, error_code FROM streaming_generationlog WHERE generation_id = ?",
+            (urls["id"],),
+        ).fetchone()
+    # Written within the drain's 5 s, not left for a grace period of 60.
+    assert row == ("error", "server_shutdown")
