@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 
@@ -115,13 +116,26 @@ def test_client_disconnect_aborts_in_the_worker(fleet):
     assert stats["tokens_after_abort_total"] == 0
 
 
-def test_a_full_worker_says_so(tmp_path):
+@contextlib.contextmanager
+def one_of_each(tmp_path, **settings: str):
+    """Redis, one worker and one web process of this test's own (it may kill or stop them)."""
     redis = start_redis(tmp_path)
-    env = {"REDIS_URL": redis.url, "STREAMING_MAX_BATCH": "1", "STREAMING_MAX_QUEUE": "0",
-           "WORKER_HEARTBEAT_S": "0.2"}
+    env = {"REDIS_URL": redis.url, "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5",
+           **settings}
     worker = start_worker(tmp_path, env)
-    web = start_server(tmp_path, env=env, ready_path="/readyz")
     try:
+        web = start_server(tmp_path, env=env, ready_path="/readyz")
+        try:
+            yield redis, worker, web
+        finally:
+            web.stop()
+    finally:
+        worker.stop()
+        redis.stop()
+
+
+def test_a_full_worker_says_so(tmp_path):
+    with one_of_each(tmp_path, STREAMING_MAX_BATCH="1", STREAMING_MAX_QUEUE="0") as (_, _, web):
         first = stream(web, prompt="hold", max_tokens=400)
         first.next_event()
         response = web.post("/api/stream", json={"prompt": "more"})
@@ -129,18 +143,10 @@ def test_a_full_worker_says_so(tmp_path):
         assert response.json()["error"]["code"] == "no_capacity"
         assert response.headers["retry-after"]
         first.close()
-    finally:
-        web.stop()
-        worker.stop()
-        redis.stop()
 
 
 def test_killed_worker_ends_streams_with_worker_unavailable(tmp_path):
-    redis = start_redis(tmp_path)
-    env = {"REDIS_URL": redis.url, "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5"}
-    worker = start_worker(tmp_path, env)
-    web = start_server(tmp_path, env=env, ready_path="/readyz")
-    try:
+    with one_of_each(tmp_path) as (_, worker, web):
         urls = web.post("/api/generations", json={"prompt": "doomed", "max_tokens": 400}).json()
         reader = RawStream(web.port, urls["stream_url"])
         reader.next_event()
@@ -153,18 +159,10 @@ def test_killed_worker_ends_streams_with_worker_unavailable(tmp_path):
         response = web.post("/api/stream", json={"prompt": "anyone?"})
         assert response.status_code == 503
         assert response.json()["error"]["code"] == "worker_unavailable"
-    finally:
-        web.stop()
-        worker.stop()
-        redis.stop()
 
 
 def test_redis_restart_gives_503_then_recovers_without_restarts(tmp_path):
-    redis = start_redis(tmp_path)
-    env = {"REDIS_URL": redis.url, "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5"}
-    worker = start_worker(tmp_path, env)
-    web = start_server(tmp_path, env=env, ready_path="/readyz")
-    try:
+    with one_of_each(tmp_path) as (redis, _, web):
         redis.stop()
         response = wait_until(lambda: (r := web.post("/api/generations", json={"prompt": "x"}))
                               .status_code == 503 and r)
@@ -176,7 +174,3 @@ def test_redis_restart_gives_503_then_recovers_without_restarts(tmp_path):
         # while pub/sub subscriptions come back; it never hangs.)
         wait_until(lambda: stream(web, prompt="back", max_tokens=4).read_all()[-1].data
                    == "[DONE]", 20, interval=0.5)
-    finally:
-        web.stop()
-        worker.stop()
-        redis.stop()
