@@ -110,4 +110,9 @@ STREAM_MAX_TOKENS_LIMIT = env_int("STREAM_MAX_TOKENS_LIMIT", 4096, minimum=1)
 STREAM_UNCLAIMED_TTL_S = env_float("STREAM_UNCLAIMED_TTL_S", 300.0, minimum=1.0)
 STREAM_MAX_PENDING = env_int("STREAM_MAX_PENDING", 10_000, minimum=1)
 
+# --- Metrics (docs/metrics.md) -----------------------------------------------------------
+# Several server processes: a shared, emptied-at-start directory where each process writes its
+# values and /metrics sums them. prometheus-client reads the variable itself; this is for us.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+
 DATA_UPLOAD_MAX_MEMORY_SIZE = STREAM_MAX_BODY_BYTES

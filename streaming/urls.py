@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import metrics, views
 
 urlpatterns = [
     path("api/generations", views.create_generation, name="create-generation"),
@@ -11,4 +11,5 @@ urlpatterns = [
     path("api/stats", views.stats, name="stats"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
 ]

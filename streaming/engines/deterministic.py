@@ -90,6 +90,11 @@ class DeterministicEngine(Engine):
         """The configured pace (0: unpaced)."""
         return 1.0 / self.interval_s if self.interval_s else 0.0
 
+    @property
+    def queue_depth(self) -> int:
+        """Generations waiting for one of the `max_batch` slots."""
+        return self._waiting
+
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start the producer task; refuse when both the batch and its queue are full."""
         if self._slots is not None and self._slots.locked() and self._waiting >= self.max_queue:
