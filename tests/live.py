@@ -157,9 +157,10 @@ class RawStream:
     def __init__(self, port: int, path: str, *, method: str = "GET", body: bytes = b"",
                  headers: dict[str, str] | None = None) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        headers = {"Content-Length": str(len(body)), **(headers or {})}
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         request = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
-                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}\r\n")
+                   f"Content-Type: application/json\r\n{extra}\r\n")
         self.sock.sendall(request.encode() + body)
         self.parser = EventParser()
         self.raw = b""
@@ -212,6 +213,15 @@ class RawStream:
             self._pending.extend(new)
 
     ended = False
+
+    def pump(self) -> bool:
+        """Read what the socket has once; False when it closed."""
+        data = self.sock.recv(65536)
+        if not data:
+            self.ended = True
+            return False
+        self._feed(data)
+        return True
 
     def next_event(self) -> Event | None:
         """The next event, blocking; None when the stream ended."""

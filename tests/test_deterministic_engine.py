@@ -1,0 +1,127 @@
+"""The lab's generator: deterministic, paced, faulty on request, and stoppable."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from streaming.engines.base import COUNTERS, Fault, GenerationRequest, Message
+from streaming.engines.deterministic import DeterministicEngine, tokens_for
+from streaming.exceptions import EngineBusy, GenerationError, StreamCut
+
+
+def request(prompt="hello", *, max_tokens=40, seed=1, fault=None, id="g1"):
+    return GenerationRequest(id=id, messages=(Message("user", prompt),), max_tokens=max_tokens,
+                             seed=seed, fault=fault)
+
+
+async def collect(engine, req):
+    stream = engine.generate(req)
+    text = []
+    async for batch in stream.batches(5.0):
+        text += [c.text for c in batch]
+    return stream, text
+
+
+def test_same_request_same_tokens_and_seed_changes_them():
+    assert tokens_for(request(seed=1)) == tokens_for(request(seed=1))
+    assert tokens_for(request(seed=1))[0] != tokens_for(request(seed=2))[0]
+
+
+@pytest.mark.parametrize(("prompt", "script"), [("안녕하세요", "ko"), ("こんにちは", "ja")])
+def test_multibyte_answers(prompt, script):
+    tokens, _ = tokens_for(request(prompt))
+    assert all(any(ord(ch) > 0x3000 for ch in t) or not t.strip(" .,、。") for t in tokens)
+
+
+def test_every_answer_holds_multibyte_text():
+    for seed in range(20):
+        tokens, _ = tokens_for(request(seed=seed, max_tokens=4096))
+        assert any(len(t.encode()) > len(t) for t in tokens)
+
+
+def test_max_tokens_gives_length_and_natural_end_gives_stop():
+    tokens, reason = tokens_for(request(max_tokens=5))
+    assert (len(tokens), reason) == (5, "length")
+    tokens, reason = tokens_for(request(max_tokens=4096))
+    assert reason == "stop" and 48 <= len(tokens) <= 400
+
+
+async def test_stream_delivers_every_token_in_order():
+    engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
+    stream, text = await collect(engine, request(max_tokens=30))
+    assert text == tokens_for(request(max_tokens=30))[0]
+    assert stream.tokens_generated == 30 and stream.finish_reason == "length"
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [(Fault(at=3, code="context_length"), GenerationError), (Fault(at=3, kind="cut"), StreamCut)],
+)
+async def test_fault_after_n_tokens(fault, error):
+    engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
+    stream = engine.generate(request(fault=fault))
+    seen = []
+    with pytest.raises(error):
+        async for batch in stream.batches(5.0):
+            seen += batch
+    assert len(seen) == 3
+
+
+async def test_stall_goes_silent_until_aborted():
+    engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
+    stream = engine.generate(request(fault=Fault(at=2, kind="stall")))
+    batches = stream.batches(0.05)
+    got = []
+    while sum(len(b) for b in got) < 2:
+        got.append(await anext(batches))
+    assert await anext(batches) == []  # idle: the view would send a ping here
+    await engine.abort("g1")
+    with pytest.raises(GenerationError, match="cancelled"):
+        await anext(batches)
+
+
+async def test_abort_stops_the_producer_and_counts_nothing_after():
+    engine = DeterministicEngine(ttft_s=0, tokens_per_s=200)
+    before = COUNTERS.generations_in_flight
+    stream = engine.generate(request(max_tokens=400))
+    batches = stream.batches(5.0)
+    while stream.tokens_generated < 3:
+        await anext(batches)
+    await engine.abort("g1")
+    stopped_at = stream.tokens_generated
+    # Let a second generation produce tokens: the clock is the engine's own pace.
+    clock = engine.generate(request(id="clock", max_tokens=10))
+    async for _ in clock.batches(5.0):
+        pass
+    assert stream.tokens_generated == stopped_at < 400
+    assert stream.tokens_after_abort == 0
+    assert COUNTERS.generations_in_flight == before
+
+
+async def test_batch_cap_queues_then_refuses():
+    engine = DeterministicEngine(ttft_s=0, tokens_per_s=50, max_batch=1, max_queue=1)
+    first = engine.generate(request(id="a", max_tokens=400))
+    engine.generate(request(id="b", max_tokens=5))  # waits in the queue
+    await asyncio.sleep(0)  # let both tasks reach the semaphore
+    async for _ in first.batches(5.0):
+        break  # the first generation holds the only slot now
+    with pytest.raises(EngineBusy):
+        engine.generate(request(id="c"))
+    await engine.abort("a")
+    await engine.abort("b")
+
+
+async def test_slow_reader_makes_the_unpaced_producer_wait():
+    engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
+    stream = engine.generate(request(max_tokens=4096, seed=5))
+    stream.max_buffered = 8
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert not stream.has_room
+    produced = stream.tokens_generated
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert stream.tokens_generated == produced  # waiting for the reader, not piling up
+    await engine.abort("g1")
