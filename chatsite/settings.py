@@ -94,6 +94,8 @@ STREAMING_REMOTE_MODEL = env_str("STREAMING_REMOTE_MODEL", "")
 STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
 DETERMINISTIC_TTFT_MS = env_float("DETERMINISTIC_TTFT_MS", 200.0)
 DETERMINISTIC_TPS = env_float("DETERMINISTIC_TPS", 20.0)  # 0 = unpaced (benchmarks)
+# Length of every answer before max_tokens cuts it (0 = 48–400 tokens, drawn from the seed).
+DETERMINISTIC_ANSWER_TOKENS = env_int("DETERMINISTIC_ANSWER_TOKENS", 0)
 STREAM_HEARTBEAT_S = env_float("STREAM_HEARTBEAT_S", 15.0, minimum=0.0, exclusive=True)
 # Sequences batched together (0 = the engine's own default) and how many more may wait.
 STREAMING_MAX_BATCH = env_int("STREAMING_MAX_BATCH", 0)

@@ -20,6 +20,7 @@ import httpx
 from streaming.sse import Event, EventParser
 
 ROOT = Path(__file__).resolve().parent.parent
+APP = "chatsite.asgi:application"
 BIN = Path(sys.executable).parent
 # Fast but still paced: tests see real gaps between tokens without waiting long.
 DEFAULT_ENV = {
@@ -114,9 +115,12 @@ class LiveServer:
 
 def start_server(
     tmp_dir: Path, *, server: str = "uvicorn", env: dict[str, str] | None = None,
-    ready_path: str = "/healthz", timeout: float = 60.0,
+    ready_path: str = "/healthz", timeout: float = 60.0, app: str = APP,
 ) -> LiveServer:
-    """Migrate a fresh SQLite log and start `server` serving chatsite.asgi on a free port."""
+    """Migrate a fresh SQLite log and start `server` serving `app` on a free port.
+
+    `app` is chatsite's by default; the benchmarks pass their comparison apps (bench/apps.py).
+    """
     full_env = {**os.environ, **DEFAULT_ENV, **(env or {})}
     full_env.setdefault("DATABASE_URL", f"sqlite:///{tmp_dir / 'live.sqlite3'}")
     subprocess.run(
@@ -125,11 +129,10 @@ def start_server(
     )
     port = free_port()
     if server == "uvicorn":
-        command = [str(BIN / "uvicorn"), "chatsite.asgi:application", "--host", "127.0.0.1",
+        command = [str(BIN / "uvicorn"), app, "--host", "127.0.0.1",
                    "--port", str(port), "--no-access-log"]
     elif server == "daphne":
-        command = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-                   "chatsite.asgi:application"]
+        command = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), app]
     else:
         raise ValueError(server)
     log_path = tmp_dir / f"{server}-{port}.log"
