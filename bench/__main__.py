@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import cancellation, many_streams, model, throughput
+from . import cancellation, diagnose, many_streams, model, throughput
 from .servers import raise_open_files
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = {
     1: throughput.Settings(streams=4, tokens=20_000, warmup_s=0.5, window_s=2.0, rounds=1),
-    2: many_streams.Settings(streams=200, arrivals_per_s=50, plateau_s=2.0),
+    2: many_streams.Settings(streams=200, arrivals_per_s=25, plateau_s=2.0),
     3: cancellation.Settings(streams=40, concurrency=20),
     4: model.Settings(caps=(1, 4), max_tokens=32, warmup_s=3.0, window_s=10.0),
 }
@@ -155,7 +155,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short runs (about two minutes)")
     parser.add_argument("--parts", default="1,2,3,4", help="comma-separated parts to run")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="only measure what a request costs the server, piece by piece",
+    )
     args = parser.parse_args(argv)
+    if args.diagnose:
+        raise_open_files(8192)
+        found = diagnose.run(diagnose.Settings())
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "diagnose.json").write_text(json.dumps(found, indent=2))
+        print("\n".join(_table(found["rows"], list(found["rows"][0]))))
+        return 0
     parts = [int(p) for p in args.parts.split(",") if p.strip()]
     if any(p not in RUNNERS for p in parts):
         parser.error("parts are 1, 2, 3 and 4")

@@ -239,9 +239,26 @@ def _fields(request: GenerationRequest) -> dict[str, Any]:
     return {name: getattr(request, name) for name in GenerationRequest.__dataclass_fields__}
 
 
+_patched = False
+
+
+def _diagnostic_patches() -> None:
+    """`BENCH_SKIP_LOG=1` (--diagnose only): generations write no log row."""
+    global _patched
+    if _patched:
+        return
+    _patched = True
+    if os.environ.get("BENCH_SKIP_LOG") == "1":
+        from streaming import recording
+
+        recording.schedule_log = lambda generation: None
+
+
 async def instrumented(scope, receive, send) -> None:
     """chatsite's application, plus `/bench/timings` and `/bench/naive`."""
     from chatsite.asgi import application
+
+    _diagnostic_patches()
 
     if scope["type"] == "http" and scope["path"] == "/bench/timings":
         return await _bench_timings(scope, send)

@@ -31,7 +31,7 @@ class Settings:
     streams: int = 1000
     tokens_per_s: float = 20.0
     ttft_ms: float = 200.0
-    arrivals_per_s: float = 50.0  # new streams per second while ramping up
+    arrivals_per_s: float = 25.0  # new streams per second while ramping up
     plateau_s: float = 5.0  # how long all of them are open together, at least
     warmup_streams: int = 20
 
