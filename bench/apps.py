@@ -30,8 +30,8 @@ HEADERS = [
 ]
 
 
-def answer(body: bytes) -> list[str]:
-    """The tokens our server would stream for this `POST /api/stream` body."""
+def answer(body: bytes) -> tuple[list[str], str]:
+    """The tokens our server would stream for this `POST /api/stream` body, and why it ends."""
     data = json.loads(body or b"{}")
     request = GenerationRequest(
         id="bench",
@@ -40,7 +40,13 @@ def answer(body: bytes) -> list[str]:
         seed=data.get("seed"),
     )
     answer_tokens = int(os.environ.get("DETERMINISTIC_ANSWER_TOKENS", "0"))
-    return tokens_for(request, answer_tokens)[0]
+    return tokens_for(request, answer_tokens)
+
+
+def ending(tokens: list[str], finish_reason: str) -> bytes:
+    """What our view writes after the last token: the summary event, then `[DONE]`."""
+    summary = {"finish_reason": finish_reason, "tokens": len(tokens)}
+    return sse.json_event(summary, event="summary") + sse.DONE
 
 
 async def _read_body(receive) -> bytes:
@@ -81,7 +87,7 @@ async def bare(scope, receive, send) -> None:
         return await _lifespan(receive, send)
     if scope["path"] == "/healthz":
         return await _ok(send)
-    tokens = answer(await _read_body(receive))
+    tokens, finish_reason = answer(await _read_body(receive))
     await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
     token_event = sse.token_event
     for index, token in enumerate(tokens):
@@ -90,7 +96,8 @@ async def bare(scope, receive, send) -> None:
         )
         if index % YIELD_EVERY == YIELD_EVERY - 1:
             await asyncio.sleep(0)
-    await send({"type": "http.response.body", "body": sse.DONE, "more_body": False})
+    await send({"type": "http.response.body", "body": ending(tokens, finish_reason),
+                "more_body": False})
 
 
 async def bare_batched(scope, receive, send) -> None:
@@ -103,7 +110,7 @@ async def bare_batched(scope, receive, send) -> None:
         return await _lifespan(receive, send)
     if scope["path"] == "/healthz":
         return await _ok(send)
-    tokens = answer(await _read_body(receive))
+    tokens, finish_reason = answer(await _read_body(receive))
     await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
     token_event = sse.token_event
     for start in range(0, len(tokens), YIELD_EVERY):
@@ -115,7 +122,8 @@ async def bare_batched(scope, receive, send) -> None:
         )
         await send({"type": "http.response.body", "body": frames, "more_body": True})
         await asyncio.sleep(0)
-    await send({"type": "http.response.body", "body": sse.DONE, "more_body": False})
+    await send({"type": "http.response.body", "body": ending(tokens, finish_reason),
+                "more_body": False})
 
 
 def _build_starlette():
@@ -126,7 +134,7 @@ def _build_starlette():
     from starlette.routing import Route
 
     async def stream(request: Request):
-        tokens = answer(await request.body())
+        tokens, finish_reason = answer(await request.body())
 
         async def events():
             for index, token in enumerate(tokens):
@@ -135,6 +143,9 @@ def _build_starlette():
                 )
                 if index % YIELD_EVERY == YIELD_EVERY - 1:
                     await asyncio.sleep(0)
+            summary = {"finish_reason": finish_reason, "tokens": len(tokens)}
+            yield ServerSentEvent(json.dumps(summary, ensure_ascii=False), event="summary",
+                                  sep="\n")
             yield ServerSentEvent("[DONE]", sep="\n")
 
         # "\n" line ends, like ours, so both write the same bytes per frame.

@@ -7,10 +7,11 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 django_asgi_app = get_asgi_application()  # sets Django up before anything imports models
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.routing import ChannelNameRouter, ProtocolTypeRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from streaming.asgi import BodySizeLimit, Lifespan  # noqa: E402
+from streaming.worker import WORKER_CHANNEL, ModelWorkerConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -19,5 +20,7 @@ application = ProtocolTypeRouter(
         # with DEBUG off, so the page is the same under uvicorn, daphne and runserver.
         "http": BodySizeLimit(ASGIStaticFilesHandler(django_asgi_app)),
         "lifespan": Lifespan(),
+        # `manage.py runworker model-worker`: generations handed over by web processes.
+        "channel": ChannelNameRouter({WORKER_CHANNEL: ModelWorkerConsumer.as_asgi()}),
     }
 )

@@ -17,6 +17,7 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::
 
 INSTALLED_APPS = [
     "daphne",  # first, so that `manage.py runserver` serves ASGI
+    "streaming",  # before channels: our `runworker` starts the model worker at once
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -24,7 +25,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
-    "streaming",
     "frontend",
 ]
 
@@ -82,8 +82,25 @@ LOGGING = {
 }
 
 # --- Channels ---------------------------------------------------------------------------
+# Set: web processes hand generations to `runworker model-worker` processes over Redis.
+# Unset: the engine runs inside the web process (the embedded default).
 REDIS_URL = env_str("REDIS_URL", "")
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            # Lists, not pub/sub: a message waits in Redis for a slow reader (capacity and
+            # expiry apply) instead of being dropped or piling up in the reader's memory.
+            # bench/channel_layers.py measured both for this traffic (README, "Scale out").
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# A worker announces itself this often; silent for WORKER_TIMEOUT_S, it is presumed dead and
+# its streams end with `worker_unavailable`.
+WORKER_HEARTBEAT_S = env_float("WORKER_HEARTBEAT_S", 1.0, minimum=0.05)
+WORKER_TIMEOUT_S = env_float("WORKER_TIMEOUT_S", 3.0, minimum=0.1)
 
 # --- Streaming (CONTRACT.md, "Running it") ----------------------------------------------
 ENGINES = ("deterministic", "transformers", "openai")

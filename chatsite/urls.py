@@ -4,6 +4,7 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("streaming.urls")),
+    path("", include("frontend.urls")),
 ]
 
 handler404 = "streaming.views.handler404"

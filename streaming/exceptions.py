@@ -89,6 +89,13 @@ class EngineUnavailable(StreamingError):
     default_message = "The model is not available."
 
 
+class WorkerUnavailable(EngineUnavailable):
+    """No model worker answers (or Redis, which carries their messages, is down)."""
+
+    code = "worker_unavailable"
+    default_message = "No model worker is available."
+
+
 # --- During the stream: sent as `event: error` --------------------------------------------
 
 

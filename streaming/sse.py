@@ -56,9 +56,15 @@ def encode_comment(text: str) -> bytes:
     return "".join(f": {line}\n" for line in _LINE_END.split(text)).encode() + b"\n"
 
 
-def token_event(index: int, text: str) -> bytes:
-    """Frame one token: the hot path, so a single format call rather than encode_event."""
-    return f'id: {index}\ndata: {{"token": {_dumps(text)}}}\n\n'.encode()
+def token_event(index: int, text: str, tokens: int = 1) -> bytes:
+    """Frame one chunk: the hot path, so a single format call rather than encode_event.
+
+    A chunk that merges several tokens (its reader fell behind) says how many, so a client's
+    count stays exact; the id is always the index of its first token.
+    """
+    if tokens == 1:
+        return f'id: {index}\ndata: {{"token": {_dumps(text)}}}\n\n'.encode()
+    return f'id: {index}\ndata: {{"token": {_dumps(text)}, "tokens": {tokens}}}\n\n'.encode()
 
 
 def json_event(payload: object, *, event: str | None = None, id: int | None = None) -> bytes:

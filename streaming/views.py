@@ -13,12 +13,19 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import sse
-from .engines import COUNTERS, get_engine
-from .exceptions import GenerationError, MethodNotAllowed, NotFound, StreamCut, StreamingError
+from . import shared, sse
+from .engines import get_engine
+from .exceptions import (
+    AlreadyStreaming,
+    GenerationError,
+    MethodNotAllowed,
+    NotFound,
+    StreamCut,
+    StreamingError,
+)
 from .lifecycle import ready_engine
 from .models import GenerationLog
-from .registry import Generation, registry
+from .registry import PENDING, Generation, registry
 from .validation import parse_generation_body
 
 logger = logging.getLogger(__name__)
@@ -77,10 +84,33 @@ async def _new_generation(request: HttpRequest) -> Generation:
     return registry.add(Generation(generation_request, engine, client=client_of(request)))
 
 
+async def _claim(generation_id: str) -> Generation | None:
+    """With REDIS_URL: take a generation created by any web process, exactly once."""
+    record = await shared.claim_pending(generation_id)
+    if record is None:
+        return None
+    engine = await ready_engine()
+    return registry.add(Generation(record["request"], engine, api=record["api"],
+                                   client=record["client"], created_at=record["created_at"]))
+
+
+async def _elsewhere(generation_id: str) -> dict | None:
+    """With REDIS_URL: a generation another web process is streaming (its worker answers)."""
+    engine = await ready_engine()
+    query = getattr(engine, "query", None)
+    return None if query is None else await query(generation_id)
+
+
 @api_view("POST")
 async def create_generation(request: HttpRequest) -> HttpResponse:
     """`POST /api/generations` → 201 with the stream and cancel URLs."""
     generation = await _new_generation(request)
+    if shared.enabled():
+        # Redis is the only home of a created generation: whichever process gets the stream
+        # claims it from there, so no process keeps a copy that could go stale.
+        registry.discard(generation)
+        await shared.put_pending(generation.request, api=generation.api,
+                                 client=generation.client, created_at=generation.created_at)
     base = f"/api/generations/{generation.id}"
     return JsonResponse(
         {"id": generation.id, "stream_url": f"{base}/stream", "cancel_url": f"{base}/cancel"},
@@ -103,26 +133,51 @@ async def stream_direct(request: HttpRequest) -> HttpResponse:
 @api_view("GET")
 async def stream_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
     """`GET /api/generations/<id>/stream`: start the generation and stream it."""
-    generation = _get_live_or_recent(generation_id)
+    generation = registry.get(generation_id)
+    if shared.enabled() and generation is None:
+        generation = await _claim(generation_id)
+        if generation is None:
+            if await shared.was_cancelled(generation_id):
+                return _cancelled_stream()
+            if await _elsewhere(generation_id) is not None or await _logged(generation_id):
+                raise AlreadyStreaming()
+    if generation is None:
+        raise NotFound()
     if generation.status == "cancelled" and generation.stream is None:
-        # Cancelled before anyone read it: the reader learns why instead of waiting forever.
-        return _event_stream(_only(sse.error_event("cancelled", "The generation was cancelled.")))
+        return _cancelled_stream()
     generation.start()
     return event_stream_response(generation)
+
+
+def _cancelled_stream() -> StreamingHttpResponse:
+    # Cancelled before anyone read it: the reader learns why instead of waiting forever.
+    return _event_stream(_only(sse.error_event("cancelled", "The generation was cancelled.")))
+
+
+async def _logged(generation_id: str) -> GenerationLog | None:
+    return await GenerationLog.objects.filter(generation_id=generation_id).afirst()
 
 
 @api_view("POST")
 async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
     """`POST /api/generations/<id>/cancel`: abort it on the engine; idempotent."""
     generation = registry.get(generation_id)
+    if shared.enabled() and generation is None:
+        generation = await _claim(generation_id)
+        if generation is None and await _elsewhere(generation_id) is not None:
+            # Streamed by another web process: its worker aborts, its reader hears why.
+            await (await ready_engine()).broadcast_abort(generation_id)
+            return JsonResponse({"status": "cancelled"}, status=202)
     if generation is None:
-        row = await GenerationLog.objects.filter(generation_id=generation_id).afirst()
+        row = await _logged(generation_id)
         if row is None:
             raise NotFound()
         return JsonResponse({"status": row.status}, status=202)
     if generation.live:
         generation.cancel_requested = True
         if generation.stream is None:
+            if shared.enabled():
+                await shared.mark_cancelled(generation_id)
             registry.finish(generation, "cancelled", "cancelled")
         else:
             # The reader sees the stream end with `event: error` (cancelled) and finishes it.
@@ -137,7 +192,19 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
     generation = registry.get(generation_id)
     if generation is not None:
         return JsonResponse(generation.state())
-    row = await GenerationLog.objects.filter(generation_id=generation_id).afirst()
+    if shared.enabled():
+        pending = await shared.peek_pending(generation_id)
+        if pending is not None:
+            return JsonResponse({"id": generation_id, "status": PENDING, "tokens_generated": 0,
+                                 "tokens_after_abort": 0, "ttft_ms": None})
+        remote = await _elsewhere(generation_id)
+        if remote is not None:
+            return JsonResponse({
+                "id": generation_id, "status": "streaming", "ttft_ms": None,
+                "tokens_generated": remote["tokens_generated"],
+                "tokens_after_abort": remote["tokens_after_abort"],
+            })
+    row = await _logged(generation_id)
     if row is None:
         raise NotFound()
     return JsonResponse(
@@ -156,16 +223,9 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
 
 @api_view("GET")
 async def stats(request: HttpRequest) -> HttpResponse:
-    """`GET /api/stats`: this process's counters."""
+    """`GET /api/stats`: the engine's counters (with workers: the whole fleet's)."""
     engine = get_engine()
-    return JsonResponse({**COUNTERS.as_dict(), "engine": engine.name, "model": engine.model})
-
-
-def _get_live_or_recent(generation_id: str) -> Generation:
-    generation = registry.get(generation_id)
-    if generation is None:
-        raise NotFound()
-    return generation
+    return JsonResponse({**engine.totals(), "engine": engine.name, "model": engine.model})
 
 
 def event_stream_response(generation: Generation) -> StreamingHttpResponse:
@@ -200,11 +260,13 @@ async def event_stream(generation: Generation, heartbeat_s: float) -> AsyncItera
         async for batch in stream.batches(heartbeat_s):
             if batch:
                 # Every chunk ready now goes out in one write: fewer syscalls, same frames.
-                yield b"".join([token_event(chunk.index, chunk.text) for chunk in batch])
+                yield b"".join([token_event(c.index, c.text, c.tokens) for c in batch])
             else:
                 yield sse.PING
         status = "completed"
-        yield sse.DONE
+        # A named event before [DONE]: clients that read only unnamed messages never see it.
+        summary = {"finish_reason": stream.finish_reason, "tokens": stream.tokens_generated}
+        yield sse.json_event(summary, event="summary") + sse.DONE
     except GenerationError as error:
         status = "cancelled" if error.code == "cancelled" else "error"
         error_code = error.code

@@ -39,7 +39,8 @@ def test_headers_and_bytes_on_the_wire(server):
     frames = stream.payload.decode("utf-8").split("\n\n")
     assert [f.split("\n")[0] for f in frames[:4]] == ["id: 0", "id: 1", "id: 2", "id: 3"]
     assert all(f.split("\n")[1].startswith('data: {"token": "') for f in frames[:4])
-    assert frames[4:] == ["data: [DONE]", ""]
+    assert frames[4] == 'event: summary\ndata: {"finish_reason": "length", "tokens": 4}'
+    assert frames[5:] == ["data: [DONE]", ""]
     # Korean in, Korean out, as raw UTF-8 rather than \u escapes.
     assert any("\uac00" <= ch <= "\ud7a3" for ch in stream.payload.decode())
 

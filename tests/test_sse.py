@@ -40,6 +40,10 @@ def test_no_injection_through_id_or_event(kwargs):
         sse.encode_event(**kwargs)
 
 
+def test_merged_chunk_says_how_many_tokens():
+    assert sse.token_event(4, "ab", 2) == b'id: 4\ndata: {"token": "ab", "tokens": 2}\n\n'
+
+
 def test_token_event_is_the_contract_bytes():
     assert sse.token_event(0, "안녕") == 'id: 0\ndata: {"token": "안녕"}\n\n'.encode()
     assert sse.token_event(1, "하세요") == 'id: 1\ndata: {"token": "하세요"}\n\n'.encode()

@@ -9,8 +9,16 @@ from .base import COUNTERS, Chunk, Engine, GenerationRequest, Message, TokenStre
 _engine: Engine | None = None
 
 
-def build_engine(name: str | None = None) -> Engine:
-    """A new engine of the configured (or named) kind; imports heavy modules only when chosen."""
+def build_engine(name: str | None = None, *, local: bool = False) -> Engine:
+    """A new engine of the configured (or named) kind; imports heavy modules only when chosen.
+
+    With REDIS_URL set, a web process gets the channel-layer engine, which hands generations
+    to `runworker model-worker` processes; those build theirs with `local=True`.
+    """
+    if settings.REDIS_URL and not local and name is None:
+        from .channel_layer import ChannelLayerEngine
+
+        return ChannelLayerEngine()
     name = name or settings.STREAMING_ENGINE
     if name == "deterministic":
         from .deterministic import DeterministicEngine

@@ -51,6 +51,33 @@ class GenerationRequest:
     seed: int | None = None
     fault: Fault | None = None
 
+    def to_message(self) -> dict:
+        """A plain dict for the channel layer (msgpack)."""
+        fault = self.fault
+        return {
+            "id": self.id,
+            "messages": [[m.role, m.content] for m in self.messages],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "fault": None if fault is None else [fault.at, fault.code, fault.kind],
+        }
+
+    @classmethod
+    def from_message(cls, data: dict) -> GenerationRequest:
+        """The inverse of to_message."""
+        fault = data.get("fault")
+        return cls(
+            id=data["id"],
+            messages=tuple(Message(role, content) for role, content in data["messages"]),
+            max_tokens=data["max_tokens"],
+            temperature=data["temperature"],
+            top_p=data["top_p"],
+            seed=data["seed"],
+            fault=None if fault is None else Fault(at=fault[0], code=fault[1], kind=fault[2]),
+        )
+
     @property
     def prompt_chars(self) -> int:
         """Characters across all messages (the log's prompt size)."""
@@ -292,6 +319,15 @@ class Engine(ABC):
 
     async def check_health(self) -> None:  # noqa: B027 - optional hook
         """Raise EngineUnavailable when the engine cannot serve."""
+
+    @property
+    def free_slots(self) -> int | None:
+        """Generations it can still take before refusing (None: no fixed limit)."""
+        return None
+
+    def totals(self) -> dict[str, int]:
+        """Counters for `/api/stats` (an engine in another process reports its fleet's)."""
+        return COUNTERS.as_dict()
 
     def release(self, request_id: str) -> None:
         """Forget a finished stream (called once its reader is done with it)."""

@@ -101,6 +101,14 @@ class DeterministicEngine(Engine):
         """Generations waiting for one of the `max_batch` slots."""
         return self._waiting
 
+    @property
+    def free_slots(self) -> int | None:
+        """Batch plus queue room left; None when the batch is unbounded."""
+        if self._slots is None:
+            return None
+        running = self.max_batch - self._slots._value
+        return max(0, self.max_batch + self.max_queue - running - self._waiting)
+
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start the producer task; refuse when both the batch and its queue are full."""
         if self._slots is not None and self._slots.locked() and self._waiting >= self.max_queue:

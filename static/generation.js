@@ -1,0 +1,133 @@
+// One answer's life: start it on the server, read its stream, time each arrival, stop on demand.
+// The answer's message is updated in place, so the view and the saved history read one object.
+
+import { cancelGeneration, createGeneration, fetchGeneration } from "./api.js";
+import { readStream } from "./sse-client.js";
+
+const MAX_RECORDED_TIMES = 5000; // arrival ticks per answer; tokens past it still count
+
+/** A fresh assistant message for an answer about to start. */
+export function pendingAnswer() {
+  return { role: "assistant", content: "", meta: { state: "waiting", tokens: 0, times: [] } };
+}
+
+export class Generation {
+  /** `message` is mutated as tokens arrive; onChange after each change, onEnd at the end (and
+   * once more with {refined: true} when the server's final state adds details). */
+  constructor(message, { onChange, onEnd }) {
+    this.message = message;
+    this.meta = message.meta;
+    this.onChange = onChange;
+    this.onEnd = onEnd;
+    this.startedAt = 0;
+    this.cancelUrl = null;
+    this.stream = null;
+    this.stopRequested = false;
+    this.ended = false;
+  }
+
+  /** Milliseconds since Send: what the person waiting actually experiences. */
+  elapsedMs() {
+    return Math.round(performance.now() - this.startedAt);
+  }
+
+  /** POST the request, then read its stream until it ends one way or another. */
+  async start(body) {
+    this.startedAt = performance.now();
+    this.meta.startedAt = this.startedAt; // lets the view tick the clock while nothing arrives
+    let created;
+    try {
+      created = await createGeneration(body);
+    } catch (err) {
+      this.#finish("error", { code: err.code ?? "network_error", message: err.message });
+      return;
+    }
+    this.meta.generationId = created.id;
+    this.cancelUrl = created.cancel_url;
+    if (this.stopRequested) {
+      // Stop was pressed while the POST was in flight: nothing to read, only to cancel.
+      await this.#cancelOnServer();
+      this.#finish("stopped");
+      return;
+    }
+    this.stream = readStream(created.stream_url, {
+      onToken: (text, count, id) => this.#token(text, count, id),
+      onDone: () => this.#finish(this.meta.finishReason === "length" ? "length" : "done"),
+      onError: (error) => {
+        // `cancelled` is the server confirming a Stop (ours or from elsewhere), not a failure.
+        if (error.code === "cancelled") this.#finish("stopped");
+        else this.#finish("error", error);
+      },
+      onDrop: ({ refused }) => this.#finish(refused && this.meta.tokens === 0 ? "refused" : "cut"),
+      onNamedEvent: (name, payload) => {
+        if (name === "summary" && typeof payload.finish_reason === "string") {
+          this.meta.finishReason = payload.finish_reason;
+        }
+      },
+    });
+  }
+
+  /** Abort on the server (not just in the page); what arrived stays. */
+  async stop() {
+    if (this.ended || this.stopRequested) return;
+    this.stopRequested = true;
+    this.meta.state = "stopping";
+    this.onChange();
+    if (this.cancelUrl === null) return; // start() cancels as soon as the POST answers
+    await this.#cancelOnServer();
+    this.#finish("stopped");
+  }
+
+  async #cancelOnServer() {
+    try {
+      await cancelGeneration(this.cancelUrl);
+    } catch {
+      // Closing the stream (in #finish) makes the server abort it all the same.
+    }
+  }
+
+  #token(text, count, id) {
+    const ms = this.elapsedMs();
+    const meta = this.meta;
+    if (meta.ttftMs == null) meta.ttftMs = ms;
+    meta.lastMs = ms;
+    // The event id is the index of the chunk's first token, so merged chunks still count right.
+    const index = Number.parseInt(id, 10);
+    meta.tokens = Number.isFinite(index) ? Math.max(meta.tokens + count, index + count) : meta.tokens + count;
+    if (meta.times.length < MAX_RECORDED_TIMES) meta.times.push(ms);
+    if (meta.state === "waiting") meta.state = "streaming";
+    this.message.content += text;
+    this.onChange();
+  }
+
+  #finish(state, error) {
+    if (this.ended) return;
+    this.ended = true;
+    this.stream?.close();
+    this.meta.state = state;
+    this.meta.endMs = this.elapsedMs();
+    if (error) this.meta.error = { code: error.code, message: error.message };
+    this.onEnd();
+    if (state === "done" && !this.meta.finishReason && this.meta.generationId) {
+      this.#fetchFinalState();
+    }
+  }
+
+  // [DONE] does not say why the answer ended, nor its exact count; the generation's state does.
+  async #fetchFinalState() {
+    try {
+      const state = await fetchGeneration(this.meta.generationId);
+      if (typeof state?.finish_reason === "string") {
+        this.meta.finishReason = state.finish_reason;
+        if (state.finish_reason === "length") this.meta.state = "length";
+      }
+      // The server's count is exact even where the last chunk merged several tokens.
+      if (Number.isInteger(state?.tokens_generated)) {
+        this.meta.tokens = Math.max(this.meta.tokens, state.tokens_generated);
+      }
+      this.onEnd({ refined: true });
+    } catch {
+      // Only a detail of the footer; the answer itself is complete.
+    }
+  }
+}

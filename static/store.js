@@ -1,0 +1,72 @@
+// Conversations are kept in this browser's localStorage: the embedded default has no login, so
+// there is no user on the server to own them, and a chat stays on the machine it was typed on.
+
+const STORAGE_KEY = "chat.conversations.v1";
+const CURRENT_KEY = "chat.current.v1";
+const MAX_CONVERSATIONS = 50; // oldest dropped first, so storage never fills up
+const MAX_STORED_TIMES = 2000; // token arrival ticks kept per answer for the timeline
+
+/** A fresh, empty conversation. */
+export function newConversation() {
+  const now = Date.now();
+  return { id: crypto.randomUUID?.() ?? `${now}-${Math.random().toString(36).slice(2)}`, title: "", createdAt: now, updatedAt: now, messages: [] };
+}
+
+/** Every saved conversation, newest first; answers that were streaming when the page went away are marked cut. */
+export function loadConversations() {
+  let list;
+  try {
+    list = JSON.parse(localStorage.getItem(STORAGE_KEY) ?? "[]");
+  } catch {
+    list = [];
+  }
+  if (!Array.isArray(list)) list = [];
+  for (const conversation of list) {
+    for (const message of conversation.messages ?? []) {
+      // The page was closed mid-answer: the server aborted it; say so rather than spin forever.
+      if (message.meta && ["waiting", "streaming", "stopping"].includes(message.meta.state)) {
+        message.meta.state = "cut";
+      }
+    }
+  }
+  return list.sort((a, b) => b.updatedAt - a.updatedAt);
+}
+
+/** Save `conversations` (newest first), dropping the oldest when storage is full. */
+export function saveConversations(conversations) {
+  let kept = conversations.filter((c) => c.messages.length > 0).slice(0, MAX_CONVERSATIONS);
+  for (const conversation of kept) {
+    for (const message of conversation.messages) {
+      const times = message.meta?.times;
+      if (times && times.length > MAX_STORED_TIMES) message.meta.times = times.slice(0, MAX_STORED_TIMES);
+    }
+  }
+  while (true) {
+    try {
+      localStorage.setItem(STORAGE_KEY, JSON.stringify(kept));
+      return;
+    } catch {
+      // Quota exceeded (or storage disabled): give up the oldest conversation and try again.
+      if (kept.length <= 1) return;
+      kept = kept.slice(0, -1);
+    }
+  }
+}
+
+/** The id of the conversation open when the page was last used. */
+export function loadCurrentId() {
+  try {
+    return localStorage.getItem(CURRENT_KEY);
+  } catch {
+    return null;
+  }
+}
+
+/** Remember which conversation is open. */
+export function saveCurrentId(id) {
+  try {
+    localStorage.setItem(CURRENT_KEY, id);
+  } catch {
+    // Storage disabled: the page still works, it just forgets on reload.
+  }
+}

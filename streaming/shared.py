@@ -1,0 +1,81 @@
+"""What web processes share when REDIS_URL is set: generations created but not yet streamed.
+
+`POST /api/generations` and the `GET …/stream` that follows are two connections, and behind a
+load balancer they often reach two different processes. The created request therefore waits in
+Redis, and whichever process gets the stream claims it (GETDEL: exactly one wins).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from .engines.base import GenerationRequest
+from .exceptions import EngineUnavailable
+
+_client = None
+PREFIX = "llm-streaming:generation:"
+
+
+def enabled() -> bool:
+    """True when web processes share state through Redis."""
+    return bool(settings.REDIS_URL)
+
+
+def _redis():
+    global _client
+    if _client is None:
+        import redis.asyncio
+
+        _client = redis.asyncio.from_url(settings.REDIS_URL, socket_timeout=2,
+                                         socket_connect_timeout=2)
+    return _client
+
+
+async def _call(method: str, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return await getattr(_redis(), method)(*args, **kwargs)
+    except Exception as error:
+        raise EngineUnavailable(f"Redis is unreachable: {error}") from None
+
+
+async def put_pending(request: GenerationRequest, *, api: str, client: str,
+                      created_at: datetime) -> None:
+    """Publish a created generation so that any web process may stream it."""
+    record = {"request": request.to_message(), "api": api, "client": client,
+              "created_at": created_at.isoformat()}
+    await _call("set", PREFIX + request.id, json.dumps(record),
+                ex=int(settings.STREAM_UNCLAIMED_TTL_S))
+
+
+async def claim_pending(generation_id: str) -> dict[str, Any] | None:
+    """Take a created generation for this process; None if unknown or already taken."""
+    raw = await _call("getdel", PREFIX + generation_id)
+    return None if raw is None else _decode(raw)
+
+
+async def peek_pending(generation_id: str) -> dict[str, Any] | None:
+    """A created generation nobody has claimed yet, without claiming it."""
+    raw = await _call("get", PREFIX + generation_id)
+    return None if raw is None else _decode(raw)
+
+
+async def mark_cancelled(generation_id: str) -> None:
+    """Leave a note, so that a reader arriving later learns it was cancelled."""
+    await _call("set", PREFIX + generation_id + ":cancelled", "1",
+                ex=int(settings.STREAM_UNCLAIMED_TTL_S))
+
+
+async def was_cancelled(generation_id: str) -> bool:
+    """Whether a generation was cancelled before anyone streamed it."""
+    return bool(await _call("exists", PREFIX + generation_id + ":cancelled"))
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    record = json.loads(raw)
+    record["request"] = GenerationRequest.from_message(record["request"])
+    record["created_at"] = datetime.fromisoformat(record["created_at"])
+    return record

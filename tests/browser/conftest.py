@@ -1,0 +1,80 @@
+"""Browser fixtures: Debian's Chromium driven by Playwright against a live uvicorn server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.live import LiveServer, start_server
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Headless flags for a container: no sandbox (we run as root), no GPU, and no background calls
+# home that would wait on a network this machine does not have.
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Slow enough that a person (and a test) sees the answer grow; fast enough to keep tests short.
+PAGE_ENGINE_ENV = {"DETERMINISTIC_TTFT_MS": "150", "DETERMINISTIC_TPS": "25"}
+DESKTOP = {"width": 1100, "height": 760}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything here is a live browser test."""
+    for item in items:
+        if "tests/browser/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.live)
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def chat_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One uvicorn process (DEBUG off, deterministic engine at a readable pace)."""
+    server = start_server(tmp_path_factory.mktemp("browser-server"), env=PAGE_ENGINE_ENV)
+    yield server
+    server.stop()
+
+
+# Module scope, not session: Playwright's sync API marks an event loop as running in this thread
+# while it is open, and tests elsewhere that call asyncio.run() would fail after it.
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium (Playwright's own download does not work here)."""
+    if not CHROMIUM.exists():
+        pytest.fail("No /usr/bin/chromium: `make test` installs it (apt-get install chromium).")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def open_page(browser: Any, chat_server: LiveServer) -> Iterator[Callable[..., Any]]:
+    """Open the chat page in a fresh browser context (own storage), Japanese by default."""
+    contexts: list[Any] = []
+
+    def open_(locale: str = "ja-JP", viewport: dict[str, int] | None = None) -> Any:
+        context = browser.new_context(locale=locale, viewport=viewport or DESKTOP)
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        page = context.new_page()
+        page.errors = []  # uncaught page errors, checked by tests
+        page.on("pageerror", lambda error: page.errors.append(str(error)))
+        page.goto(chat_server.url + "/")
+        page.wait_for_selector("html[lang]")
+        return page
+
+    yield open_
+    for context in contexts:
+        context.close()

@@ -1,0 +1,421 @@
+"""The chat page in a real Chromium, as a person uses it, against a live server (issue 9).
+
+Each test leaves a screenshot under test-artifacts/browser/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import httpx
+from playwright.sync_api import expect
+
+from tests.live import LiveServer, iter_sse, tokens_of
+
+from .helpers import (
+    amend_generation_requests,
+    screenshot,
+    send_prompt,
+    serve_crafted_stream,
+    token_event,
+)
+
+CUT_TEXT = "応答が途中で切れました"
+# Finished normally: `length` when max_tokens ended it (the page reads the finish reason).
+FINISHED = re.compile(r"^(done|length)$")
+
+
+def squeeze(text: str) -> str:
+    """Text without whitespace: rendered Markdown and raw tokens differ only in spacing."""
+    return "".join(text.split())
+
+
+def ticks(page: Any, nth: int = 0) -> int:
+    """Token arrivals drawn on the nth answer's timeline."""
+    return page.evaluate(
+        "n => (document.querySelectorAll('.message-assistant .timeline-ticks')[n]"
+        "?.getAttribute('d') ?? '').split('M').length - 1",
+        nth,
+    )
+
+
+def wait_for_ticks(page: Any, count: int, nth: int = 0) -> None:
+    """Wait until the nth answer has drawn at least `count` token arrivals."""
+    page.wait_for_function(
+        "([n, c]) => (document.querySelectorAll('.message-assistant .timeline-ticks')[n]"
+        "?.getAttribute('d') ?? '').split('M').length - 1 >= c",
+        arg=[nth, count],
+    )
+
+
+def server_stream(server: LiveServer, body: dict[str, Any]) -> tuple[list[str], dict | None]:
+    """The same request through `POST /api/stream`: its tokens and its error payload, if any."""
+    with httpx.stream("POST", server.url + "/api/stream", json=body, timeout=30) as response:
+        events = list(iter_sse(response))
+    errors = [json.loads(e.data) for e in events if e.event == "error"]
+    return tokens_of(events), errors[0] if errors else None
+
+
+def stays(read: Any, value: Any, seconds: float) -> bool:
+    """True if `read()` keeps returning `value` for `seconds` (a window to watch, not a wait)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if read() != value:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_tokens_appear_progressively(open_page, chat_server: LiveServer) -> None:
+    """Partial text is on screen while the answer is still streaming, then the rest follows."""
+    page = open_page()
+    amend_generation_requests(page, {"max_tokens": 40})
+    answer = send_prompt(page, "ストリーミングについて教えて")
+    body = answer.locator(".message-body")
+
+    wait_for_ticks(page, 4)
+    partial = body.inner_text()
+    state_while_partial = answer.get_attribute("data-state")
+    screenshot(page, "01-progressive-partial")
+
+    expect(answer).to_have_attribute("data-state", FINISHED, timeout=20_000)
+    final = body.inner_text()
+    screenshot(page, "01-progressive-done")
+
+    assert state_while_partial == "streaming"
+    assert squeeze(partial) and squeeze(final).startswith(squeeze(partial))
+    assert len(squeeze(final)) > len(squeeze(partial))
+    generation_id = answer.get_attribute("data-generation-id")
+    assert chat_server.wait_final(generation_id)["tokens_generated"] == 40
+    stats = answer.locator(".message-stats").inner_text()
+    assert "TTFT" in stats and "トークン/秒" in stats and "40 トークン" in stats
+    assert 1 < ticks(page) <= 40
+    assert page.errors == []
+
+
+def test_stop_aborts_on_the_server_and_keeps_the_partial_answer(
+    open_page, chat_server: LiveServer
+) -> None:
+    """Stop cancels the generation on the server (its counter stops); the text stays."""
+    page = open_page()
+    answer = send_prompt(page, "長い説明をお願いします")
+    wait_for_ticks(page, 5)
+    page.click("#stop-button")
+    expect(answer).to_have_attribute("data-state", "stopped")
+    kept = answer.locator(".message-body").inner_text()
+    screenshot(page, "02-stopped")
+
+    generation_id = answer.get_attribute("data-generation-id")
+    state = chat_server.wait_final(generation_id)
+    assert state["status"] == "cancelled"
+    assert state["tokens_generated"] < 48  # the shortest natural answer: it really stopped early
+    assert state["tokens_after_abort"] <= 1
+    assert stays(
+        lambda: chat_server.state(generation_id)["tokens_generated"],
+        state["tokens_generated"],
+        seconds=0.5,
+    )
+    assert squeeze(kept)
+    assert answer.locator(".message-body").inner_text() == kept
+    assert answer.locator(".message-status").inner_text() == "停止しました"
+    expect(page.locator("#send-button")).to_be_visible()
+    assert page.errors == []
+
+
+def test_stream_cut_by_the_server_keeps_the_text_and_says_so(
+    open_page, chat_server: LiveServer
+) -> None:
+    """No [DONE] and no error event: keep what arrived and show 「応答が途中で切れました」."""
+    prompt = "途中で切れる回答"
+    fault = {"fault": {"at": 5, "kind": "cut"}}
+    page = open_page()
+    amend_generation_requests(page, fault)
+    answer = send_prompt(page, prompt)
+    expect(answer).to_have_attribute("data-state", "cut")
+    screenshot(page, "03-cut")
+
+    expected, _ = server_stream(
+        chat_server, {"messages": [{"role": "user", "content": prompt}], **fault}
+    )
+    assert len(expected) == 5
+    assert answer.locator(".message-status").inner_text() == CUT_TEXT
+    assert squeeze(answer.locator(".message-body").inner_text()) == squeeze("".join(expected))
+    assert "5 トークン" in answer.locator(".message-stats").inner_text()
+    assert page.errors == []
+
+
+def test_error_event_shows_its_message(open_page, chat_server: LiveServer) -> None:
+    """`event: error` is told apart from a dropped connection and its message is shown."""
+    prompt = "長すぎる入力"
+    fault = {"fault": {"at": 3, "code": "context_length"}}
+    page = open_page()
+    amend_generation_requests(page, fault)
+    answer = send_prompt(page, prompt)
+    expect(answer).to_have_attribute("data-state", "error")
+    screenshot(page, "04-error-event")
+
+    expected, error = server_stream(
+        chat_server, {"messages": [{"role": "user", "content": prompt}], **fault}
+    )
+    assert error is not None and error["code"] == "context_length"
+    assert answer.locator(".message-status").inner_text() == f"エラー: {error['message']}"
+    assert squeeze(answer.locator(".message-body").inner_text()) == squeeze("".join(expected))
+    assert page.errors == []
+
+
+def test_dropped_connection_does_not_restart_the_answer(open_page) -> None:
+    """A stream that just ends is closed by the page: EventSource never reconnects.
+
+    The crafted stream asks for a 10 ms reconnection delay, so a page that left EventSource
+    open would request the stream again (and show the answer twice) well within the window.
+    """
+    page = open_page()
+    tokens = ["最初", "の", "三つ"]
+    body = "retry: 10\n\n" + "".join(token_event(t, i) for i, t in enumerate(tokens))
+    stream_requests = serve_crafted_stream(page, body)
+    answer = send_prompt(page, "接続が切れる")
+    expect(answer).to_have_attribute("data-state", "cut")
+
+    assert stays(lambda: len(stream_requests), 1, seconds=1.0)
+    screenshot(page, "05-dropped-no-restart")
+    assert answer.locator(".message-body").inner_text().strip() == "".join(tokens)
+    assert answer.locator(".message-status").inner_text() == CUT_TEXT
+    assert page.errors == []
+
+
+def test_html_and_script_in_model_output_show_as_text(open_page) -> None:
+    """Model output is never executed or parsed as HTML, only shown."""
+    page = open_page()
+    pieces = [
+        "Markdown **works**. Raw HTML: ",
+        "<script>window.__pwned = 1</script>",
+        " and ",
+        '<img src="/x" onerror="window.__pwned = 2">',
+        "\n\n<b>not bold</b>\n\n",
+        "```html\n<script>alert(1)</script>\n```\n",
+    ]
+    body = "".join(token_event(t, i) for i, t in enumerate(pieces)) + "data: [DONE]\n\n"
+    serve_crafted_stream(page, body)
+    answer = send_prompt(page, "HTML を出力して")
+    expect(answer).to_have_attribute("data-state", FINISHED)
+    screenshot(page, "06-html-as-text")
+
+    rendered = answer.locator(".message-body")
+    text = rendered.inner_text()
+    assert page.evaluate("window.__pwned") is None
+    assert rendered.locator("script, img, b").count() == 0
+    assert "<script>window.__pwned = 1</script>" in text
+    assert '<img src="/x" onerror="window.__pwned = 2">' in text
+    assert "<b>not bold</b>" in text
+    assert rendered.locator("strong").inner_text() == "works"
+    assert rendered.locator("pre code").inner_text().strip() == "<script>alert(1)</script>"
+    assert page.errors == []
+
+
+def test_summary_and_unknown_named_events_are_harmless(open_page) -> None:
+    """A summary before [DONE] is read; an event the page does not know is ignored."""
+    page = open_page()
+    body = (
+        token_event("要約", 0)
+        + token_event("つき", 1)
+        + 'event: surprise\ndata: {"token": "ignored"}\n\n'
+        + ": ping\n\n"
+        + 'event: summary\ndata: {"finish_reason": "length", "tokens": 2}\n\n'
+        + "data: [DONE]\n\n"
+    )
+    serve_crafted_stream(page, body)
+    answer = send_prompt(page, "要約イベント")
+    expect(answer).to_have_attribute("data-state", "length")
+    # expect() retries: the page may render the final status a frame after its state changes.
+    expect(answer.locator(".message-body")).to_have_text("要約つき")
+    expect(answer.locator(".message-status")).to_have_text("長さの上限で終了")
+    assert page.errors == []
+
+
+def test_a_stall_is_visible_and_stop_ends_it(open_page, chat_server: LiveServer) -> None:
+    """Tokens stop coming without the stream closing: the page says so and marks the gap."""
+    page = open_page()
+    amend_generation_requests(page, {"fault": {"at": 3, "kind": "stall"}})
+    answer = send_prompt(page, "止まる回答")
+    status = answer.locator(".message-status")
+    expect(status).to_have_text(re.compile(r"^\d+ 秒間トークンが届いていません…$"), timeout=10_000)
+    expect(answer.locator(".timeline-gap")).not_to_have_count(0)
+    screenshot(page, "12-stalled")
+
+    page.click("#stop-button")
+    expect(answer).to_have_attribute("data-state", "stopped")
+    state = chat_server.wait_final(answer.get_attribute("data-generation-id"))
+    assert state["status"] == "cancelled" and state["tokens_generated"] == 3
+
+
+def test_keyboard_shift_enter_newline_enter_sends_esc_stops(
+    open_page, chat_server: LiveServer
+) -> None:
+    """Shift+Enter adds a line, Enter sends, Esc stops the answer on the server."""
+    page = open_page()
+    page.click("#prompt")
+    page.keyboard.type("一行目")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.type("二行目")
+    assert page.input_value("#prompt") == "一行目\n二行目"
+    assert page.locator(".message").count() == 0
+
+    page.keyboard.press("Enter")
+    expect(page.locator(".message-user .message-body")).to_have_text("一行目\n二行目")
+    assert page.input_value("#prompt") == ""
+    wait_for_ticks(page, 3)
+    page.keyboard.press("Escape")
+    answer = page.locator(".message-assistant").first
+    expect(answer).to_have_attribute("data-state", "stopped")
+    screenshot(page, "07-keyboard-esc-stopped")
+    assert chat_server.wait_final(answer.get_attribute("data-generation-id"))["status"] == (
+        "cancelled"
+    )
+
+
+def test_multi_turn_history_survives_reload_and_new_chat(open_page) -> None:
+    """Earlier turns go to the model; conversations come back after a reload."""
+    page = open_page()
+    sent: list[dict] = []
+    amend_generation_requests(page, {"max_tokens": 12}, sent)
+    first = send_prompt(page, "一つ目の質問")
+    expect(first).to_have_attribute("data-state", FINISHED)
+    first_text = first.locator(".message-body").inner_text()
+    second = send_prompt(page, "二つ目の質問")
+    expect(second).to_have_attribute("data-state", FINISHED)
+
+    history = sent[1]["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user"]
+    assert history[0]["content"] == "一つ目の質問"
+    assert squeeze(history[1]["content"]) == squeeze(first_text)
+    assert history[2]["content"] == "二つ目の質問"
+
+    page.reload()
+    answers = page.locator(".message-assistant")
+    expect(answers).to_have_count(2)
+    expect(answers.nth(0)).to_have_attribute("data-state", FINISHED)
+    assert answers.nth(0).locator(".message-body").inner_text() == first_text
+    expect(page.locator(".conversation-open")).to_have_text(["一つ目の質問"])
+    screenshot(page, "08-history-after-reload")
+
+    page.click("#new-chat")
+    expect(page.locator(".message")).to_have_count(0)
+    expect(page.locator("#empty-state")).to_be_visible()
+    third = send_prompt(page, "別の会話")
+    expect(third).to_have_attribute("data-state", FINISHED)
+    expect(page.locator(".conversation-open")).to_have_text(["別の会話", "一つ目の質問"])
+    assert sent[-1]["messages"] == [{"role": "user", "content": "別の会話"}]
+
+    page.locator(".conversation-open", has_text="一つ目の質問").click()
+    expect(page.locator(".message-assistant")).to_have_count(2)
+
+
+def test_copy_and_regenerate(open_page, chat_server: LiveServer) -> None:
+    """Copy puts the answer's text on the clipboard; Regenerate asks again with a new seed."""
+    page = open_page()
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=chat_server.url)
+    sent: list[dict] = []
+    amend_generation_requests(page, {"max_tokens": 15}, sent)
+    answer = send_prompt(page, "コピーと再生成")
+    expect(answer).to_have_attribute("data-state", FINISHED)
+    original = answer.locator(".message-body").inner_text()
+
+    answer.locator(".copy-button").click()
+    expect(answer.locator(".copy-button")).to_have_text("コピーしました")
+    assert squeeze(page.evaluate("navigator.clipboard.readText()")) == squeeze(original)
+
+    answer.locator(".regenerate-button").click()
+    regenerated = page.locator(".message-assistant")
+    expect(regenerated).to_have_count(1)
+    expect(regenerated.first).to_have_attribute("data-state", FINISHED)
+    screenshot(page, "09-regenerated")
+    assert (
+        sent[1]["messages"]
+        == sent[0]["messages"]
+        == [{"role": "user", "content": "コピーと再生成"}]
+    )
+    assert isinstance(sent[1].get("seed"), int)
+    assert regenerated.first.locator(".message-body").inner_text() != original
+
+
+def test_phone_width(open_page) -> None:
+    """At 375 px the page fits, streams, and keeps its conversations in a drawer."""
+    page = open_page(viewport={"width": 375, "height": 740})
+    amend_generation_requests(page, {"max_tokens": 30})
+    answer = send_prompt(page, "スマートフォンでの表示を確認します。長い質問文も折り返されるはず")
+    expect(answer).to_have_attribute("data-state", FINISHED)
+    screenshot(page, "10-phone")
+
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    expect(page.locator("#sidebar")).to_be_hidden()
+    expect(page.locator("#prompt")).to_be_visible()
+    expect(page.locator("#send-button")).to_be_visible()
+    box = page.locator("#composer").bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375
+
+    page.click("#menu-button")
+    expect(page.locator("#sidebar")).to_be_visible()
+    # The drawer slides in; photograph it once it is all on screen.
+    page.wait_for_function(
+        "() => document.querySelector('#sidebar').getBoundingClientRect().x >= 0"
+    )
+    expect(page.locator(".conversation-open")).to_have_count(1)
+    screenshot(page, "10-phone-drawer")
+    page.keyboard.press("Escape")
+    expect(page.locator("#sidebar")).to_be_hidden()
+
+
+def test_interface_follows_the_browser_language(open_page) -> None:
+    """English for an English browser, Japanese for a Japanese one."""
+    english = open_page(locale="en-US")
+    assert english.get_attribute("html", "lang") == "en"
+    expect(english.locator("#send-button")).to_have_text("Send")
+    expect(english.locator("#new-chat")).to_have_text("New chat")
+    screenshot(english, "11-english")
+
+    japanese = open_page(locale="ja-JP")
+    assert japanese.get_attribute("html", "lang") == "ja"
+    expect(japanese.locator("#send-button")).to_have_text("送信")
+    expect(japanese.locator("#new-chat")).to_have_text("新しいチャット")
+
+
+def test_page_is_served_with_debug_off(chat_server: LiveServer) -> None:
+    """The page, its modules and the vendored libraries come from this server, strict CSP on."""
+    response = chat_server.get("/")
+    assert response.status_code == 200
+    assert "csrftoken" in response.cookies
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    for path in ("/static/chat.js", "/static/vendor/marked.esm.js", "/static/vendor/purify.es.mjs"):
+        assert chat_server.get(path).status_code == 200, path
+
+
+def test_pure_modules(open_page) -> None:
+    """The page's small pure functions, run in the browser as the page loads them."""
+    page = open_page()
+    result = page.evaluate(
+        """async () => {
+            const i18n = await import('/static/i18n.js');
+            const stats = await import('/static/stats.js');
+            const md = await import('/static/markdown.js');
+            const link = md.renderMarkdown('[x](javascript:alert(1)) [y](https://example.com)');
+            const holder = document.createElement('div');
+            holder.append(link);
+            return {
+                ja: i18n.pickLanguage(['ja-JP', 'en']),
+                en: i18n.pickLanguage(['fr-FR', 'en-GB', 'ja']),
+                fallback: i18n.pickLanguage(['fr']),
+                gaps: stats.slowGaps([0, 40, 80, 120, 2120, 2160]),
+                tps: stats.answerStats({ttftMs: 100, lastMs: 1100, tokens: 11, times: []}),
+                hrefs: [...holder.querySelectorAll('a')].map(a => a.getAttribute('href')),
+                rel: holder.querySelector('a[href]')?.getAttribute('rel'),
+            };
+        }"""
+    )
+    assert (result["ja"], result["en"], result["fallback"]) == ("ja", "en", "en")
+    assert result["gaps"] == [[120, 2120]]
+    assert result["tps"]["tokensPerS"] == 10
+    assert result["hrefs"] == [None, "https://example.com"]
+    assert result["rel"] == "noopener noreferrer nofollow"

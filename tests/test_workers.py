@@ -1,0 +1,179 @@
+"""Model workers as separate processes over Channels' Redis layer (real Redis, real processes)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from streaming.engines.base import GenerationRequest, Message
+from streaming.engines.deterministic import tokens_for
+from tests.live import RawStream, start_redis, start_server, start_worker, tokens_of, wait_until
+
+pytestmark = pytest.mark.live
+
+
+def expected_tokens(prompt: str, max_tokens: int, seed: int) -> list[str]:
+    request = GenerationRequest(id="-", messages=(Message("user", prompt),),
+                                max_tokens=max_tokens, seed=seed)
+    return tokens_for(request)[0]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """Redis, 2 workers and 2 web processes sharing one log database."""
+    directory = tmp_path_factory.mktemp("fleet")
+    redis = start_redis(directory)
+    env = {"REDIS_URL": redis.url, "DATABASE_URL": f"sqlite:///{directory / 'log.sqlite3'}",
+           "WORKER_HEARTBEAT_S": "0.2", "WORKER_TIMEOUT_S": "1.5"}
+    workers = [start_worker(directory, env) for _ in range(2)]
+    webs = []
+    try:
+        for index in range(2):
+            web_dir = directory / f"web{index}"
+            web_dir.mkdir()
+            webs.append(start_server(web_dir, env=env, ready_path="/readyz"))
+        wait_until(lambda: all(len(w.stats()["workers"]) == 2 for w in webs), 15)
+        yield {"redis": redis, "workers": workers, "webs": webs, "env": env, "dir": directory}
+    finally:
+        for web in webs:
+            web.stop()
+        for worker in workers:
+            worker.stop()
+        redis.stop()
+
+
+def stream(server, **fields) -> RawStream:
+    return RawStream(server.port, "/api/stream", method="POST", body=json.dumps(fields).encode())
+
+
+def test_two_web_processes_two_workers_stream_concurrently(fleet):
+    results: dict[int, list[str]] = {}
+
+    def run(index: int) -> None:
+        web = fleet["webs"][index % 2]
+        results[index] = tokens_of(stream(web, prompt=f"p{index}", max_tokens=30,
+                                          seed=index).read_all())
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for index in range(8):
+        assert results[index] == expected_tokens(f"p{index}", 30, index)
+    # Both workers took a share: each reports generations of its own.
+    workers = wait_until(lambda: (w := fleet["webs"][0].stats()["workers"]) and
+                         all(x["generations_total"] > 0 for x in w) and w)
+    assert sum(x["generations_total"] for x in workers) >= 8
+
+
+def test_created_on_one_web_process_streamed_on_another(fleet):
+    web_a, web_b = fleet["webs"]
+    urls = web_a.post("/api/generations", json={"prompt": "hop", "max_tokens": 6,
+                                                "seed": 2}).json()
+    events = RawStream(web_b.port, urls["stream_url"]).read_all()
+    assert tokens_of(events) == expected_tokens("hop", 6, 2)
+    assert events[-1].data == "[DONE]"
+    assert RawStream(web_a.port, urls["stream_url"]).status == 409  # claimed exactly once
+    assert web_a.wait_final(urls["id"])["status"] == "completed"  # from the shared log
+
+
+def test_cancel_from_another_web_process_stops_the_worker(fleet):
+    web_a, web_b = fleet["webs"]
+    urls = web_a.post("/api/generations", json={"prompt": "long", "max_tokens": 400}).json()
+    reader = RawStream(web_b.port, urls["stream_url"])
+    for _ in range(3):
+        reader.next_event()
+    assert web_a.state(urls["id"])["status"] == "streaming"  # asked of the owning worker
+    response = web_a.post(urls["cancel_url"])
+    assert (response.status_code, response.json()) == (202, {"status": "cancelled"})
+    events = reader.read_all()
+    assert events[-1].event == "error"
+    assert json.loads(events[-1].data)["code"] == "cancelled"
+    final = web_b.wait_final(urls["id"])
+    assert final["status"] == "cancelled"
+    assert final["tokens_after_abort"] == 0
+    assert final["tokens_generated"] < 400
+
+
+def test_client_disconnect_aborts_in_the_worker(fleet):
+    web = fleet["webs"][0]
+    urls = web.post("/api/generations", json={"prompt": "bye", "max_tokens": 400}).json()
+    reader = RawStream(web.port, urls["stream_url"])
+    for _ in range(3):
+        reader.next_event()
+    reader.close()
+    final = web.wait_final(urls["id"])
+    assert final["status"] == "client_disconnected"
+    assert final["tokens_after_abort"] == 0
+    stopped_at = final["tokens_generated"]
+    tokens_of(stream(web, prompt="clock", max_tokens=20).read_all())  # time passes, paced
+    assert web.state(urls["id"])["tokens_generated"] == stopped_at
+    stats = wait_until(lambda: (s := web.stats())["generations_in_flight"] == 0 and s)
+    assert stats["tokens_after_abort_total"] == 0
+
+
+def test_a_full_worker_says_so(tmp_path):
+    redis = start_redis(tmp_path)
+    env = {"REDIS_URL": redis.url, "STREAMING_MAX_BATCH": "1", "STREAMING_MAX_QUEUE": "0",
+           "WORKER_HEARTBEAT_S": "0.2"}
+    worker = start_worker(tmp_path, env)
+    web = start_server(tmp_path, env=env, ready_path="/readyz")
+    try:
+        first = stream(web, prompt="hold", max_tokens=400)
+        first.next_event()
+        response = web.post("/api/stream", json={"prompt": "more"})
+        assert response.status_code == 503
+        assert response.json()["error"]["code"] == "no_capacity"
+        assert response.headers["retry-after"]
+        first.close()
+    finally:
+        web.stop()
+        worker.stop()
+        redis.stop()
+
+
+def test_killed_worker_ends_streams_with_worker_unavailable(tmp_path):
+    redis = start_redis(tmp_path)
+    env = {"REDIS_URL": redis.url, "WORKER_HEARTBEAT_S": "0.2", "WORKER_TIMEOUT_S": "1.0"}
+    worker = start_worker(tmp_path, env)
+    web = start_server(tmp_path, env=env, ready_path="/readyz")
+    try:
+        urls = web.post("/api/generations", json={"prompt": "doomed", "max_tokens": 400}).json()
+        reader = RawStream(web.port, urls["stream_url"])
+        reader.next_event()
+        worker.kill()
+        events = reader.read_all()  # ends by itself: never a hanging stream
+        assert events[-1].event == "error"
+        assert json.loads(events[-1].data)["code"] == "worker_unavailable"
+        final = web.wait_final(urls["id"])
+        assert (final["status"], final["error_code"]) == ("error", "worker_unavailable")
+        response = web.post("/api/stream", json={"prompt": "anyone?"})
+        assert response.status_code == 503
+        assert response.json()["error"]["code"] == "worker_unavailable"
+    finally:
+        web.stop()
+        worker.stop()
+        redis.stop()
+
+
+def test_redis_restart_gives_503_then_recovers_without_restarts(tmp_path):
+    redis = start_redis(tmp_path)
+    env = {"REDIS_URL": redis.url, "WORKER_HEARTBEAT_S": "0.2", "WORKER_TIMEOUT_S": "1.0"}
+    worker = start_worker(tmp_path, env)
+    web = start_server(tmp_path, env=env, ready_path="/readyz")
+    try:
+        redis.stop()
+        response = wait_until(lambda: (r := web.post("/api/generations", json={"prompt": "x"}))
+                              .status_code == 503 and r)
+        assert "Redis" in response.json()["error"]["message"]
+        redis.start()
+        wait_until(lambda: web.get("/readyz").status_code == 200, 20)
+        events = stream(web, prompt="back", max_tokens=4).read_all()
+        assert events[-1].data == "[DONE]"
+    finally:
+        web.stop()
+        worker.stop()
+        redis.stop()
