@@ -100,9 +100,11 @@ def markdown(results: dict[str, Any]) -> str:
             )
             out += [
                 "",
-                f"Streams open together: {f['streams_open_together']:,}; server RSS "
-                f"{f['server_rss_mb']['before']} MB before, {f['server_rss_mb']['all_open']} "
-                f"MB with all open: {f['memory_per_stream_kb']} KB per stream.",
+                f"Streams open together at most: {f['streams_open_together']:,}; server RSS "
+                f"{f['server_rss_mb']['before']} MB before, {f['server_rss_mb']['most_open']} "
+                f"MB then: {f['memory_per_stream_kb']} KB per stream. Server CPU per frame "
+                f"with all open: {f['server_cpu_us_per_frame_all_open']} µs; its busiest "
+                f"second: {f['server_cpu_busiest_second']} of a core (near 1: saturated).",
             ]
         elif part["part"] == 3:
             rows = []

@@ -96,8 +96,9 @@ async def bare(scope, receive, send) -> None:
         )
         if index % YIELD_EVERY == YIELD_EVERY - 1:
             await asyncio.sleep(0)
-    await send({"type": "http.response.body", "body": ending(tokens, finish_reason),
-                "more_body": False})
+    await send(
+        {"type": "http.response.body", "body": ending(tokens, finish_reason), "more_body": False}
+    )
 
 
 async def bare_batched(scope, receive, send) -> None:
@@ -122,8 +123,9 @@ async def bare_batched(scope, receive, send) -> None:
         )
         await send({"type": "http.response.body", "body": frames, "more_body": True})
         await asyncio.sleep(0)
-    await send({"type": "http.response.body", "body": ending(tokens, finish_reason),
-                "more_body": False})
+    await send(
+        {"type": "http.response.body", "body": ending(tokens, finish_reason), "more_body": False}
+    )
 
 
 def _build_starlette():
@@ -144,8 +146,9 @@ def _build_starlette():
                 if index % YIELD_EVERY == YIELD_EVERY - 1:
                     await asyncio.sleep(0)
             summary = {"finish_reason": finish_reason, "tokens": len(tokens)}
-            yield ServerSentEvent(json.dumps(summary, ensure_ascii=False), event="summary",
-                                  sep="\n")
+            yield ServerSentEvent(
+                json.dumps(summary, ensure_ascii=False), event="summary", sep="\n"
+            )
             yield ServerSentEvent("[DONE]", sep="\n")
 
         # "\n" line ends, like ours, so both write the same bytes per frame.

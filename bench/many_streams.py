@@ -4,8 +4,9 @@ Streams are opened at an even rate (a burst of 1,000 requests in one instant mea
 handling, not streaming) and each lasts long enough that all are open together for a while.
 Measured at the client, per vLLM's definitions: TTFT from just before the connection is made to
 the first token frame; ITL as every gap between consecutive frames. The server's part of TTFT
-is measured TTFT − the engine's configured TTFT. Memory: the server's RSS
-while every stream is open (the highest of several readings) − its RSS before, per stream.
+is measured TTFT − the engine's configured TTFT. Memory: the server's RSS when the most streams
+were open − its RSS before, per stream open then. The server's CPU time is sampled too: CPU per
+frame while all are open, and its busiest second (near 1.0, one process is saturated).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from streaming.latency import percentile
 
 from .client import StreamProtocol, http_request, open_stream
 from .client import run as run_async
-from .servers import OURS, rss_bytes, running
+from .servers import OURS, cpu_seconds, rss_bytes, running
 
 PROMPT = "Many slow readers"
 
@@ -93,21 +94,32 @@ async def _run(port: int, pid: int, settings: Settings) -> dict[str, Any]:
         await stream.done
 
     tasks = [asyncio.create_task(one(i)) for i in range(settings.streams)]
-    # While every stream is open and has begun, read the server's memory a few times.
-    plateau: list[int] = []
-    open_together = 0
-    deadline = time.monotonic() + settings.ramp_s + settings.tokens / settings.tokens_per_s + 30
-    while time.monotonic() < deadline:
-        started = sum(1 for s in streams if s.frames and not s.done.done())
-        open_together = max(open_together, started)
-        if started == settings.streams:
-            plateau.append(rss_bytes(pid))
-            if len(plateau) >= 5:
-                break
-        elif streams and len(streams) == settings.streams and all(s.done.done() for s in streams):
-            break
-        await asyncio.sleep(0.2)
-    await asyncio.gather(*tasks)
+    # Every 0.2 s: streams open (and begun), the server's RSS and CPU time, frames so far.
+    samples: list[tuple[float, int, int, float, int]] = []
+    all_tasks = asyncio.gather(*tasks)
+    while not all_tasks.done():
+        open_now = sum(1 for s in streams if s.frames and not s.done.done())
+        samples.append(
+            (
+                time.monotonic(),
+                open_now,
+                rss_bytes(pid),
+                cpu_seconds(pid),
+                sum(s.frames for s in streams),
+            )
+        )
+        await asyncio.wait([all_tasks], timeout=0.2)
+    await all_tasks
+    most_open = max(samples, key=lambda sample: (sample[1], sample[2]))
+    # Server CPU while every stream was open and nothing new arrived: the cost of streaming.
+    full = [sample for sample in samples if sample[1] == settings.streams]
+    cpu_per_frame_us = None
+    if len(full) >= 2 and full[-1][4] > full[0][4]:
+        cpu_per_frame_us = (full[-1][3] - full[0][3]) / (full[-1][4] - full[0][4]) * 1e6
+    busiest = max(
+        ((b[3] - a[3]) / (b[0] - a[0]) for a, b in zip(samples, samples[5:], strict=False)),
+        default=None,
+    )
 
     bad = [s for s in streams if s.status != 200 or not s.completed or s.frames != settings.tokens]
     failures += [f"status {s.status}, {s.frames} frames" for s in bad[:5]]
@@ -115,11 +127,12 @@ async def _run(port: int, pid: int, settings: Settings) -> dict[str, Any]:
     added = [t - settings.ttft_ms / 1000 for t in ttfts]
     gaps = [gap for s in streams for gap in s.gaps()]
     nominal_s = 1 / settings.tokens_per_s
-    memory_per_stream = (max(plateau) - rss_before) / settings.streams if plateau else None
+    open_most, rss_most = most_open[1], most_open[2]
+    memory_per_stream = (rss_most - rss_before) / open_most if open_most else None
     return {
         "settle_s": round(settle_s, 2),
         "streams_opened": len(streams),
-        "streams_open_together": open_together,
+        "streams_open_together": open_most,
         "bad_streams": len(bad),
         "failures": failures[:5],
         "ttft_ms": {"p50": _ms(ttfts, 50), "p99": _ms(ttfts, 99), "max": _ms(ttfts, 100)},
@@ -139,8 +152,13 @@ async def _run(port: int, pid: int, settings: Settings) -> dict[str, Any]:
         },
         "server_rss_mb": {
             "before": round(rss_before / 2**20, 1),
-            "all_open": round(max(plateau) / 2**20, 1) if plateau else None,
+            "most_open": round(rss_most / 2**20, 1),
         },
+        "server_cpu_us_per_frame_all_open": None
+        if cpu_per_frame_us is None
+        else round(cpu_per_frame_us, 1),
+        # Near 1.0 the one process was saturated: latencies then measure its queue.
+        "server_cpu_busiest_second": None if busiest is None else round(busiest, 2),
         "memory_per_stream_kb": None
         if memory_per_stream is None
         else round(memory_per_stream / 1024, 1),
