@@ -21,6 +21,7 @@ from .client import StreamProtocol, http_request, open_stream
 from .client import run as run_async
 from .servers import OURS, running
 
+TITLE = "Real model: batch cap vs total throughput and TTFT p99"
 PROMPT = "Explain in two sentences why streaming changes how an answer feels."
 
 
@@ -96,7 +97,7 @@ def run(settings: Settings) -> dict[str, Any]:
     if reason is not None:
         return {
             "part": 4,
-            "title": "Real model: batch cap vs throughput and TTFT p99",
+            "title": TITLE,
             "skipped": reason,
         }
     rows = []
@@ -112,7 +113,7 @@ def run(settings: Settings) -> dict[str, Any]:
             rows.append(run_async(_load(server.port, settings, cap)))
     return {
         "part": 4,
-        "title": "Real model: batch cap vs total throughput and TTFT p99",
+        "title": TITLE,
         "settings": asdict(settings),
         "rows": rows,
         "plot": "model-batching.svg",

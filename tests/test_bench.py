@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from bench import apps
+from bench import apps, model
 from bench.client import StreamProtocol
 from streaming import sse
 from tests.live import RawStream
@@ -90,3 +90,26 @@ async def test_rivals_write_the_same_bytes_as_our_server(asgi_server):
     assert await asgi_body(apps.bare_batched, BODY) == expected
     pytest.importorskip("sse_starlette")
     assert await asgi_body(apps.starlette, BODY) == expected
+
+
+def test_model_plot_is_an_svg_with_a_point_per_cap():
+    from xml.etree import ElementTree
+
+    rows = [
+        {"cap": cap, "throughput_tokens_per_s": 40.0 * cap, "ttft_p99_ms": 300.0 + 90 * cap}
+        for cap in (1, 4, 8, 16)
+    ]
+    svg = ElementTree.fromstring(model.plot(rows, "Batch cap: throughput vs TTFT p99"))
+    namespace = "{http://www.w3.org/2000/svg}"
+    assert len(svg.findall(f"{namespace}circle")) == 4
+    labels = [text.text for text in svg.findall(f"{namespace}text")]
+    assert "batch 16" in labels and "TTFT p99 (ms)" in labels
+
+
+def test_model_part_says_why_it_is_skipped(monkeypatch):
+    monkeypatch.setattr(model, "unavailable", lambda: "no torch here")
+    assert model.run(model.Settings()) == {
+        "part": 4,
+        "title": model.TITLE,
+        "skipped": "no torch here",
+    }
