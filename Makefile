@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup browser-deps run test lint bench clean
+.PHONY: setup browser-deps nginx run test lint bench clean
 
 setup: $(STAMP)
 
@@ -30,10 +30,15 @@ run: setup
 # The suite runs on SQLite; the tests that touch the database run once more on PostgreSQL.
 POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 
-test: setup browser-deps
+test: setup browser-deps nginx
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 	DATABASE_URL=$(POSTGRES_URL) $(BIN)/python -m pytest -m django_db -q
+
+# The proxy tests run a real nginx (Debian's package); installed only when it is missing.
+nginx:
+	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light; }
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,4 +1,4 @@
-"""Servers under test, started with the tests' own launcher, and what the bench reads of them."""
+"""Servers under test, started with the project's launcher, and what the bench reads of them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.live import LiveServer, start_server
+from streaming.liveserver import LiveServer, start_server
 
 OURS = "bench.apps:instrumented"  # chatsite's application plus the bench-only routes
 BARE = "bench.apps:bare"
@@ -35,7 +35,8 @@ def running(
     """A uvicorn process serving `app` with `env`, stopped afterwards."""
     with tempfile.TemporaryDirectory(prefix="bench-") as directory:
         server = start_server(
-            Path(directory), env=env, app=app, ready_path=ready_path, timeout=timeout
+            Path(directory), env=env, app=app, ready_path=ready_path, timeout=timeout,
+            migrate=app == OURS,  # only ours has a log to write
         )
         try:
             yield server

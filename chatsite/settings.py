@@ -29,6 +29,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost, so it sees the response exactly as the server will send it.
+    "streaming.middleware.EventStreamGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Compresses pages but never an event stream: gzip would hold tokens back in its buffer.
     "streaming.middleware.StreamSafeGZipMiddleware",
@@ -88,17 +90,20 @@ REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            # Lists, not pub/sub: a message waits in Redis for a slow reader (capacity and
-            # expiry apply) instead of being dropped or piling up in the reader's memory.
-            # bench/channel_layers.py measured both for this traffic (README, "Scale out").
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+            # Pub/sub, not lists: bench/channel_layers.py measured it about 10x faster for this
+            # traffic. Every message goes to a process-specific channel (a worker's own, or a
+            # web process's reply channel), so pub/sub's fan-out never duplicates work; what
+            # lists would add (capacity, expiry) the worker does itself: one send in flight per
+            # web process, text merged while it waits (streaming/worker.py, Outbox).
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
         }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 # A worker announces itself this often; silent for WORKER_TIMEOUT_S, it is presumed dead and
-# its streams end with `worker_unavailable`.
+# its streams end with `worker_unavailable`. Keep the timeout well above 1 s: channels_redis'
+# pub/sub reader pauses a second after any connection error.
 WORKER_HEARTBEAT_S = env_float("WORKER_HEARTBEAT_S", 1.0, minimum=0.05)
 WORKER_TIMEOUT_S = env_float("WORKER_TIMEOUT_S", 3.0, minimum=0.1)
 
@@ -109,11 +114,20 @@ STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-13
 STREAMING_REMOTE_URL = env_str("STREAMING_REMOTE_URL", "")
 STREAMING_REMOTE_MODEL = env_str("STREAMING_REMOTE_MODEL", "")
 STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
+# Connecting to the upstream fails fast; a read waits this long for its next byte (0 = forever).
+STREAMING_REMOTE_CONNECT_TIMEOUT_S = env_float("STREAMING_REMOTE_CONNECT_TIMEOUT_S", 5.0,
+                                               minimum=0.0, exclusive=True)
+STREAMING_REMOTE_READ_TIMEOUT_S = env_float("STREAMING_REMOTE_READ_TIMEOUT_S", 300.0)
 DETERMINISTIC_TTFT_MS = env_float("DETERMINISTIC_TTFT_MS", 200.0)
 DETERMINISTIC_TPS = env_float("DETERMINISTIC_TPS", 20.0)  # 0 = unpaced (benchmarks)
 # Length of every answer before max_tokens cuts it (0 = 48–400 tokens, drawn from the seed).
 DETERMINISTIC_ANSWER_TOKENS = env_int("DETERMINISTIC_ANSWER_TOKENS", 0)
 STREAM_HEARTBEAT_S = env_float("STREAM_HEARTBEAT_S", 15.0, minimum=0.0, exclusive=True)
+# The read timeout of the proxy in front (nginx's proxy_read_timeout, 60 s by default): an idle
+# stream needs a ping before it, and `check --deploy` compares the two (docs/proxies.md).
+STREAM_PROXY_READ_TIMEOUT_S = env_float(
+    "STREAM_PROXY_READ_TIMEOUT_S", 60.0, minimum=0.0, exclusive=True
+)
 # Sequences batched together (0 = the engine's own default) and how many more may wait.
 STREAMING_MAX_BATCH = env_int("STREAMING_MAX_BATCH", 0)
 STREAMING_MAX_QUEUE = env_int("STREAMING_MAX_QUEUE", 64)

@@ -1,7 +1,8 @@
-"""The admin's latency dashboard: `reports.build_report` over a window of the log, drawn as SVG.
+"""The admin's latency dashboard: `reports.latency_figures` over a window of the log, as SVG.
 
-Every figure links to the changelist filtered to the rows behind it, so a spike is one click
-from the generations that made it.
+The figures are the ones `manage.py latency_report` prints (streaming/reports.py computes both);
+this page adds histograms and even time slices, and links every figure to the changelist
+filtered to the rows behind it, so a spike is one click from the generations that made it.
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from . import charts, reports
+from .models import GenerationLog
 
-PERIODS = ("1h", "6h", "24h", "7d", "30d")  # offered in the form; any `parse_period` text works
+PERIODS = ("1h", "6h", "24h", "7d", "30d")  # offered in the form; any `parse_span` text works
 DEFAULT_PERIOD = "24h"
 SLICES = 24  # points on the over-time lines
+LATENCIES = (
+    ("ttft", "ttft_ms", "Time to first token"),
+    ("tpot", "tpot_ms", "Time per output token"),
+)
 
 
 class Window:
@@ -28,17 +34,24 @@ class Window:
     def __init__(self, request: HttpRequest, now: datetime | None = None) -> None:
         self.period = request.GET.get("period", DEFAULT_PERIOD)
         try:
-            length = reports.parse_period(self.period)
+            length = reports.parse_span(self.period)
         except ValueError:
-            self.period, length = DEFAULT_PERIOD, reports.parse_period(DEFAULT_PERIOD)
+            self.period, length = DEFAULT_PERIOD, reports.parse_span(DEFAULT_PERIOD)
         self.end = now or timezone.now()
         self.start = self.end - length
         self.engine = request.GET.get("engine", "")
         self.model = request.GET.get("model", "")
         self.changelist = reverse("admin:streaming_generationlog_changelist")
 
-    def filters(self, start: datetime | None = None, end: datetime | None = None) -> dict:
-        """The changelist's query for this window (or a part of it)."""
+    @property
+    def log_filter(self) -> reports.LogFilter:
+        """The same window as the reports' filter."""
+        return reports.LogFilter(
+            since=self.start, until=self.end, engine=self.engine or None, model=self.model or None
+        )
+
+    def link(self, start: datetime | None = None, end: datetime | None = None, **extra) -> str:
+        """The changelist filtered to this window (or a stretch of it) plus `extra` lookups."""
         query = {
             "created_at__gte": (start or self.start).isoformat(),
             "created_at__lt": (end or self.end).isoformat(),
@@ -47,11 +60,7 @@ class Window:
             query["engine__exact"] = self.engine
         if self.model:
             query["model__exact"] = self.model
-        return query
-
-    def link(self, start: datetime | None = None, end: datetime | None = None, **extra) -> str:
-        """The changelist filtered to this window plus `extra` lookups."""
-        return f"{self.changelist}?{urlencode({**self.filters(start, end), **extra})}"
+        return f"{self.changelist}?{urlencode({**query, **extra})}"
 
 
 def _time_label(moment: datetime, span: timedelta) -> str:
@@ -59,29 +68,26 @@ def _time_label(moment: datetime, span: timedelta) -> str:
     return local.strftime("%H:%M" if span <= timedelta(days=1) else "%b %d %H:%M")
 
 
-def _latency_over_time(report: reports.Report, window: Window, name: str) -> str:
-    span = report.end - report.start
+def _over_time_chart(slices: list[dict[str, Any]], window: Window, column: str, name: str) -> str:
+    span = window.end - window.start
     series = {
-        f"p{q}": [getattr(getattr(s, name), f"p{q}") for s in report.over_time]
-        for q in reports.PERCENTILES
+        f"p{q:g}": [s["latency_ms"][column][f"p{q:g}"] for s in slices] for q in reports.QUANTILES
     }
-    labels = [_time_label(s.start, span) for s in report.over_time]
-    hrefs = [window.link(s.start, s.end) for s in report.over_time]
-    return charts.line_chart(series, labels, hrefs, f"{name.upper()} p50, p90 and p99 over time")
+    labels = [_time_label(s["start"], span) for s in slices]
+    hrefs = [window.link(s["start"], s["end"]) for s in slices]
+    return charts.line_chart(series, labels, hrefs, f"{name}: p50, p90 and p99 over time")
 
 
-def _latency_histogram(report: reports.Report, window: Window, name: str) -> str:
-    bins = getattr(report, f"{name}_histogram")
+def _histogram_chart(rows: list[dict[str, Any]], window: Window, column: str, name: str) -> str:
+    values = [row[column] for row in rows if row[column] is not None]
     bars = []
-    for b in bins:
-        lookups = {f"{name}_ms__gte": b.low_ms}
+    for b in reports.histogram(values):
+        lookups = {f"{column}__gte": b.low_ms}
         if b.high_ms is not None:
-            lookups[f"{name}_ms__lt"] = b.high_ms
-        span = (
-            f"{charts.format_ms(b.low_ms)}–{charts.format_ms(b.high_ms)}"
-            if b.high_ms is not None
-            else f"≥ {charts.format_ms(b.low_ms)}"
-        )
+            lookups[f"{column}__lt"] = b.high_ms
+            span = f"{charts.format_ms(b.low_ms)}–{charts.format_ms(b.high_ms)}"
+        else:
+            span = f"≥ {charts.format_ms(b.low_ms)}"
         bars.append(
             charts.Bar(
                 label=charts.format_ms(b.low_ms).replace(" ", ""),
@@ -90,31 +96,43 @@ def _latency_histogram(report: reports.Report, window: Window, name: str) -> str
                 href=window.link(**lookups),
             )
         )
-    return charts.bar_chart(bars, f"{name.upper()} histogram")
+    return charts.bar_chart(bars, f"{name} histogram")
 
 
-def _status_shares(report: reports.Report, window: Window) -> str:
+def _status_chart(figures: dict[str, Any], window: Window) -> str:
     bars = [
         charts.Bar(
-            label=s.status.replace("_", " "),
-            value=s.share,
-            title=f"{s.share:.1%} ({s.count})",
-            href=window.link(status__exact=s.status),
+            label=status.replace("_", " "),
+            value=share or 0.0,
+            title=f"{share or 0:.1%} ({figures['statuses'].get(status, 0)})",
+            href=window.link(status__exact=status),
         )
-        for s in report.statuses
+        for status, share in figures["shares"].items()
     ]
     return charts.share_bars(bars, "How generations ended")
 
 
+def _group(window: Window, engine: str, model: str, rows: list[dict[str, Any]]) -> dict:
+    figures = reports.latency_figures(rows)
+    return {
+        "engine": engine,
+        "model": model,
+        "count": len(rows),
+        "ttft": figures["latency_ms"]["ttft_ms"],
+        "tpot": figures["latency_ms"]["tpot_ms"],
+        "link": window.link(engine__exact=engine, model__exact=model),
+    }
+
+
 def context(request: HttpRequest, now: datetime | None = None) -> dict[str, Any]:
     """Everything the dashboard template shows."""
-    from .models import GenerationLog
-
     window = Window(request, now)
-    rows, capped = reports.fetch_rows(
-        window.start, window.end, engine=window.engine, model=window.model
-    )
-    report = reports.build_report(rows, start=window.start, end=window.end, slices=SLICES)
+    rows, capped = reports.fetch_recent(window.log_filter)
+    figures = reports.latency_figures(rows)
+    slices = reports.over_time(rows, window.start, window.end, SLICES)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["engine"], row["model"]), []).append(row)
     choices = (
         GenerationLog.objects.filter(created_at__gte=window.start, created_at__lt=window.end)
         .values_list("engine", "model")
@@ -122,22 +140,27 @@ def context(request: HttpRequest, now: datetime | None = None) -> dict[str, Any]
         .order_by("engine", "model")[:100]
     )
     # mark_safe: charts.py escapes every text it writes into the SVG.
+    charts_by_name = {}
+    for key, column, name in LATENCIES:
+        charts_by_name[f"{key}_over_time"] = mark_safe(
+            _over_time_chart(slices, window, column, name)
+        )
+        charts_by_name[f"{key}_histogram"] = mark_safe(_histogram_chart(rows, window, column, name))
     return {
-        "report": report,
         "window": window,
+        "figures": figures,
+        "ttft": figures["latency_ms"]["ttft_ms"],
+        "tpot": figures["latency_ms"]["tpot_ms"],
         "capped": capped,
         "max_rows": reports.MAX_ROWS,
         "periods": PERIODS,
         "choices": list(choices),
         "window_link": window.link(),
         "waste_link": window.link(tokens_after_abort__gt=0),
-        "ttft_over_time": mark_safe(_latency_over_time(report, window, "ttft")),
-        "tpot_over_time": mark_safe(_latency_over_time(report, window, "tpot")),
-        "ttft_histogram": mark_safe(_latency_histogram(report, window, "ttft")),
-        "tpot_histogram": mark_safe(_latency_histogram(report, window, "tpot")),
-        "status_shares": mark_safe(_status_shares(report, window)),
+        "status_shares": mark_safe(_status_chart(figures, window)),
+        **charts_by_name,
         "groups": [
-            {"group": g, "link": window.link(engine__exact=g.engine, model__exact=g.model)}
-            for g in report.by_model
+            _group(window, engine, model, members)
+            for (engine, model), members in sorted(groups.items(), key=lambda kv: -len(kv[1]))
         ],
     }

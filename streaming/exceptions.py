@@ -102,10 +102,10 @@ class WorkerUnavailable(EngineUnavailable):
 class GenerationError(StreamingError):
     """A failure after the 200; its code is what the client receives."""
 
-    http_status = 500  # only used if it escapes before the stream starts
-
     def __init__(self, code: str, message: str | None = None):
         self.code = code
+        # Only used when no stream was started (a non-streaming OpenAI request, say).
+        self.http_status = STREAM_ERROR_STATUS.get(code, 500)
         super().__init__(message or STREAM_ERROR_MESSAGES.get(code, "Generation failed."))
 
 
@@ -122,4 +122,14 @@ STREAM_ERROR_MESSAGES = {
     "timeout": "The generation took too long.",
     "server_shutdown": "The server is shutting down.",
     "cancelled": "The generation was cancelled.",
+}
+
+# The same codes as HTTP statuses, for a reply that had not started yet when they happened.
+STREAM_ERROR_STATUS = {
+    "context_length": 400,
+    "engine_error": 500,
+    "worker_unavailable": 503,
+    "timeout": 504,
+    "server_shutdown": 503,
+    "cancelled": 409,  # someone else's cancel made the request end without an answer
 }

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
+
+# The quantiles every report shows, as the article asks: the tail, not only the middle.
+REPORT_QUANTILES = (50.0, 90.0, 99.0, 99.9)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The q-th percentile (0-100) with linear interpolation, like numpy's default."""
     if not values:
         return None
-    ordered = sorted(values)
+    return _percentile_of_sorted(sorted(values), q)
+
+
+def _percentile_of_sorted(ordered: Sequence[float], q: float) -> float:
     rank = (len(ordered) - 1) * q / 100
     low = int(rank)
     high = min(low + 1, len(ordered) - 1)
@@ -39,3 +46,18 @@ def summarize(
         "itl_max_ms": ms(max(gaps) if gaps else None),
         "total_ms": ms(ended - started),
     }
+
+
+def describe(
+    values: Iterable[float], quantiles: Sequence[float] = REPORT_QUANTILES
+) -> dict[str, float | int | None]:
+    """Count, mean, the given percentiles (keys `p50`, `p99.9`…) and max, sorting only once."""
+    ordered = sorted(values)
+    figures: dict[str, float | int | None] = {
+        "count": len(ordered),
+        "mean": math.fsum(ordered) / len(ordered) if ordered else None,
+    }
+    for q in quantiles:
+        figures[f"p{q:g}"] = _percentile_of_sorted(ordered, q) if ordered else None
+    figures["max"] = ordered[-1] if ordered else None
+    return figures

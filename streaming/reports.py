@@ -1,74 +1,231 @@
-"""Latency figures over many generations: what the admin dashboard draws and `latency_report`
-prints, computed once, here.
+"""Figures from the request log (GenerationLog), and keeping it bounded.
 
-Pure functions over log rows (mappings with GenerationLog's field names, `ROW_FIELDS`): no
-ORM, so the caller decides the bounded window it fetches (`fetch_rows`) and tests need no
-database. Percentiles are `latency.percentile`'s, the same as every other figure in the project.
+The log holds one row per generation with its own TTFT, TPOT and gap percentiles, so figures
+across generations are percentiles of those: TTFT and TPOT exactly as the load test reports
+them, the gaps as "each generation's median (or p99) gap" — the pooled gaps are not stored.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .latency import percentile
+from django.db.models import QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
 
-ROW_FIELDS = (
-    "created_at",
-    "engine",
-    "model",
-    "status",
-    "ttft_ms",
-    "tpot_ms",
-    "tokens_generated",
-    "tokens_after_abort",
-)
-PERCENTILES = (50, 90, 99)
-# Histogram bin edges in ms, roughly 1-2-5 per decade from 1 ms to 30 s; the last bin is open.
-HISTOGRAM_EDGES_MS = (
-    0,
-    1,
-    2,
-    5,
-    10,
-    20,
-    50,
-    100,
-    200,
-    300,
-    500,
-    1000,
-    2000,
-    5000,
-    10_000,
-    30_000,
-)
-# Every way a generation ends (models.GenerationStatus), in the order the figures show them.
-STATUSES = ("completed", "cancelled", "client_disconnected", "error", "truncated")
-MAX_ROWS = 50_000  # the most rows one report reads: percentiles are computed in Python
+from .latency import describe
+from .models import GenerationLog, GenerationStatus
 
-Row = Mapping[str, Any]
+SPAN_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}  # seconds per unit
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+QUANTILES = (50.0, 90.0, 99.0)
+ABORTED = (GenerationStatus.CANCELLED, GenerationStatus.CLIENT_DISCONNECTED)
+PRUNE_BATCH = 500  # rows per DELETE: short transactions, and under SQLite's variable limit
+# Latencies a report shows: (label, log column).
+LATENCIES = (
+    ("TTFT", "ttft_ms"),
+    ("TPOT", "tpot_ms"),
+    ("ITL p50 (per generation)", "itl_p50_ms"),
+    ("ITL p99 (per generation)", "itl_p99_ms"),
+    ("E2E", "total_ms"),
+)
+_COLUMNS = ("created_at", "engine", "model", "status", "error_code", "tokens_generated",
+            "tokens_after_abort", *(column for _, column in LATENCIES))
+
+
+def parse_span(text: str) -> timedelta:
+    """`90s`, `15m`, `12h`, `30d` (a positive number and a unit), or ValueError."""
+    match = _SPAN.fullmatch(text.strip().lower())
+    if match is None:
+        raise ValueError(f"{text!r} is not a span: write a number and s, m, h or d, as in 30d "
+                         "or 12h")
+    span = timedelta(seconds=float(match[1]) * SPAN_UNITS[match[2]])
+    if span <= timedelta(0):
+        raise ValueError(f"{text!r}: the span must be longer than zero")
+    return span
+
+
+def parse_moment(text: str, now: datetime | None = None) -> datetime:
+    """An ISO date or date-time (naive means the server's time zone), or a span ago (`24h`)."""
+    now = now or timezone.now()
+    try:
+        return now - parse_span(text)
+    except ValueError:
+        pass
+    try:
+        moment = parse_datetime(text.strip())
+        if moment is None:
+            day = parse_date(text.strip())
+            moment = None if day is None else datetime(day.year, day.month, day.day)
+    except ValueError:
+        moment = None  # well formed but impossible, like 2025-02-30
+    if moment is None:
+        raise ValueError(f"{text!r} is neither a date (2025-01-31), a date-time "
+                         "(2025-01-31T14:00) nor a span ago (24h)")
+    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
 
 
 @dataclass(frozen=True)
-class Quantiles:
-    """How many values, and their p50/p90/p99 (None when there are none)."""
+class LogFilter:
+    """Which rows a report covers."""
 
-    count: int
-    p50: float | None
-    p90: float | None
-    p99: float | None
+    since: datetime | None = None
+    until: datetime | None = None
+    engine: str | None = None
+    model: str | None = None
+    api: str | None = None
 
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Quantiles:
-        """The quantiles of `values`."""
-        ordered = sorted(values)
-        p50, p90, p99 = (percentile(ordered, q) for q in PERCENTILES)
-        return cls(len(ordered), p50, p90, p99)
+    def queryset(self) -> QuerySet[GenerationLog]:
+        """The matching rows."""
+        rows = GenerationLog.objects.all()
+        if self.since is not None:
+            rows = rows.filter(created_at__gte=self.since)
+        if self.until is not None:
+            rows = rows.filter(created_at__lt=self.until)
+        for column in ("engine", "model", "api"):
+            if getattr(self, column):
+                rows = rows.filter(**{column: getattr(self, column)})
+        return rows
+
+    def describe(self) -> str:
+        """The filter in words."""
+        def when(moment: datetime | None, otherwise: str) -> str:
+            return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else otherwise
+
+        chosen = [f"{c} {getattr(self, c)}" for c in ("engine", "model", "api") if getattr(self, c)]
+        return (f"from {when(self.since, 'the first row')} to {when(self.until, 'now')} "
+                f"({timezone.get_current_timezone_name()})"
+                + (f", {', '.join(chosen)}" if chosen else ""))
+
+
+def latency_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Counts, shares by how generations ended, latency percentiles, tokens wasted."""
+    statuses = Counter(row["status"] for row in rows)
+    total = len(rows)
+    aborted = [row for row in rows if row["status"] in ABORTED]
+    return {
+        "generations": total,
+        "statuses": dict(statuses),
+        "shares": {status: statuses.get(status, 0) / total if total else None
+                   for status in GenerationStatus.values},
+        "failures": dict(Counter(row["error_code"] or "unknown" for row in rows
+                                 if row["status"] == GenerationStatus.ERROR).most_common()),
+        "latency_ms": {
+            column: describe((row[column] for row in rows if row[column] is not None),
+                             QUANTILES)
+            for _, column in LATENCIES
+        },
+        "tokens_generated": sum(row["tokens_generated"] for row in rows),
+        "aborted": len(aborted),
+        "tokens_after_abort": sum(row["tokens_after_abort"] for row in aborted),
+        "aborted_with_waste": sum(1 for row in aborted if row["tokens_after_abort"]),
+    }
+
+
+def fetch_rows(log_filter: LogFilter) -> list[dict[str, Any]]:
+    """The columns a report needs, in one query."""
+    return list(log_filter.queryset().order_by("created_at").values(*_COLUMNS))
+
+
+def report(log_filter: LogFilter, *, by_time: str | None = None) -> dict[str, Any]:
+    """Everything `latency_report` prints: overall, by engine and model, and over time."""
+    rows = fetch_rows(log_filter)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[(row["engine"], row["model"])].append(row)
+    document: dict[str, Any] = {
+        "filter": log_filter.describe(),
+        "overall": latency_figures(rows),
+        "by_engine_model": [
+            {"engine": engine, "model": model, **latency_figures(group)}
+            for (engine, model), group in sorted(groups.items())
+        ],
+    }
+    if by_time is not None:
+        buckets: dict[datetime, list[dict[str, Any]]] = defaultdict(list)
+        for row in rows:
+            buckets[_truncate(row["created_at"], by_time)].append(row)
+        document["by_time"] = [{"start": start, **latency_figures(bucket)}
+                               for start, bucket in sorted(buckets.items())]
+    return document
+
+
+def _truncate(moment: datetime, unit: str) -> datetime:
+    moment = timezone.localtime(moment)
+    if unit == "day":
+        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def format_report(document: dict[str, Any]) -> str:
+    """The report as a person reads it in a terminal."""
+    overall = document["overall"]
+    lines = [f"Generations {document['filter']}: {overall['generations']:,}"]
+    if not overall["generations"]:
+        return lines[0] + "\n(nothing to report)"
+    lines += ["", f"{'ms':<26}" + "".join(f"{h:>10}" for h in ("p50", "p90", "p99"))
+              + f"{'count':>9}"]
+    for label, column in LATENCIES:
+        figures = overall["latency_ms"][column]
+        lines.append(f"{label:<26}" + "".join(
+            f"{_ms(figures[f'p{q:g}']):>10}" for q in QUANTILES) + f"{figures['count']:>9,}")
+    lines += ["", "ended: " + " · ".join(
+        f"{status.replace('_', ' ')} {_share(share)} ({overall['statuses'].get(status, 0):,})"
+        for status, share in overall["shares"].items() if overall["statuses"].get(status))]
+    if overall["failures"]:
+        lines.append("failures by code: " + ", ".join(
+            f"{code} × {count}" for code, count in overall["failures"].items()))
+    lines.append(_waste_line(overall))
+    if len(document["by_engine_model"]) > 1 or document.get("by_time"):
+        lines += ["", *_table("engine / model", (
+            (f"{g['engine']} / {g['model']}", g) for g in document["by_engine_model"]))]
+    if document.get("by_time"):
+        lines += ["", *_table("period starting", (
+            (b["start"].strftime("%Y-%m-%d %H:%M"), b) for b in document["by_time"]))]
+    return "\n".join(lines)
+
+
+def _waste_line(figures: dict[str, Any]) -> str:
+    return (f"tokens: {figures['tokens_generated']:,} generated; "
+            f"{figures['tokens_after_abort']:,} after an abort (wasted), in "
+            f"{figures['aborted_with_waste']:,} of {figures['aborted']:,} aborted generations")
+
+
+def _table(title: str, groups: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
+    head = ("count", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "aborted", "failed",
+            "truncated", "wasted")
+    groups = list(groups)
+    width = min(60, max(len(title), *(len(name) for name, _ in groups))) + 1
+    lines = [f"{title:<{width}}" + "".join(f"{h:>10}" for h in head)]
+    for name, g in groups:
+        ttft, tpot = g["latency_ms"]["ttft_ms"], g["latency_ms"]["tpot_ms"]
+        aborted = sum(g["statuses"].get(s, 0) for s in ABORTED) / g["generations"]
+        cells = (f"{g['generations']:,}", _ms(ttft["p50"]), _ms(ttft["p99"]), _ms(tpot["p50"]),
+                 _ms(tpot["p99"]), _share(aborted), _share(g["shares"][GenerationStatus.ERROR]),
+                 _share(g["shares"][GenerationStatus.TRUNCATED]), f"{g['tokens_after_abort']:,}")
+        lines.append(f"{name[:width - 1]:<{width}}" + "".join(f"{c:>10}" for c in cells))
+    return lines
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+# --- the admin dashboard's figures: histograms, even time slices, a bounded fetch --------------
+
+# Histogram bin edges in ms, roughly 1-2-5 per decade from 1 ms to 30 s; the last bin is open.
+HISTOGRAM_EDGES_MS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 300, 500, 1000, 2000, 5000, 10_000, 30_000)
+MAX_ROWS = 50_000  # the most rows a dashboard reads: its percentiles are computed in Python
 
 
 @dataclass(frozen=True)
@@ -80,74 +237,6 @@ class Bin:
     count: int
 
 
-@dataclass(frozen=True)
-class Group:
-    """The figures of one engine and model."""
-
-    engine: str
-    model: str
-    count: int
-    ttft: Quantiles
-    tpot: Quantiles
-
-
-@dataclass(frozen=True)
-class Slice:
-    """The figures of one stretch of the window."""
-
-    start: datetime
-    end: datetime
-    count: int
-    ttft: Quantiles
-    tpot: Quantiles
-
-
-@dataclass(frozen=True)
-class StatusShare:
-    """How many generations ended one way, and their share of all."""
-
-    status: str
-    count: int
-    share: float
-
-
-@dataclass
-class Report:
-    """Every figure of one window of the log."""
-
-    start: datetime
-    end: datetime
-    generations: int
-    ttft: Quantiles
-    tpot: Quantiles
-    over_time: list[Slice] = field(default_factory=list)
-    by_model: list[Group] = field(default_factory=list)
-    ttft_histogram: list[Bin] = field(default_factory=list)
-    tpot_histogram: list[Bin] = field(default_factory=list)
-    statuses: list[StatusShare] = field(default_factory=list)
-    tokens_generated: int = 0
-    tokens_after_abort: int = 0
-    generations_with_waste: int = 0  # generations that produced tokens after their abort
-
-    def share(self, status: str) -> float:
-        """The share of generations that ended with `status`."""
-        return next((s.share for s in self.statuses if s.status == status), 0.0)
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready figures (datetimes as ISO 8601)."""
-        return _jsonable(asdict(self))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return value
-
-
 def histogram(values: Iterable[float], edges: Sequence[float] = HISTOGRAM_EDGES_MS) -> list[Bin]:
     """Counts per bin; values below the first edge fall in the first bin."""
     counts = [0] * len(edges)
@@ -157,86 +246,53 @@ def histogram(values: Iterable[float], edges: Sequence[float] = HISTOGRAM_EDGES_
     return [Bin(low, high, n) for low, high, n in zip(edges, highs, counts, strict=True)]
 
 
-def _latencies(rows: Iterable[Row], name: str) -> list[float]:
-    return [row[name] for row in rows if row[name] is not None]
-
-
-def build_report(
-    rows: Sequence[Row], *, start: datetime, end: datetime, slices: int = 24
-) -> Report:
-    """All the figures of `rows`, generations created in [start, end)."""
-    ttfts, tpots = _latencies(rows, "ttft_ms"), _latencies(rows, "tpot_ms")
-    total = len(rows)
-    by_status = Counter(row["status"] for row in rows)
-    statuses = [*STATUSES, *sorted(set(by_status) - set(STATUSES))]
-
-    step = (end - start) / max(slices, 1)
-    buckets: list[list[Row]] = [[] for _ in range(max(slices, 1))]
+def over_time(
+    rows: Sequence[dict[str, Any]], start: datetime, end: datetime, slices: int
+) -> list[dict[str, Any]]:
+    """`latency_figures` of `slices` equal stretches of [start, end), empty ones included."""
+    step = (end - start) / slices
+    buckets: list[list[dict[str, Any]]] = [[] for _ in range(slices)]
     for row in rows:
-        index = int((row["created_at"] - start) / step) if step else 0
-        buckets[min(max(index, 0), len(buckets) - 1)].append(row)
-
-    groups: dict[tuple[str, str], list[Row]] = {}
-    for row in rows:
-        groups.setdefault((row["engine"], row["model"]), []).append(row)
-
-    return Report(
-        start=start,
-        end=end,
-        generations=total,
-        ttft=Quantiles.of(ttfts),
-        tpot=Quantiles.of(tpots),
-        over_time=[
-            Slice(
-                start + step * i,
-                start + step * (i + 1),
-                len(bucket),
-                Quantiles.of(_latencies(bucket, "ttft_ms")),
-                Quantiles.of(_latencies(bucket, "tpot_ms")),
-            )
-            for i, bucket in enumerate(buckets)
-        ],
-        by_model=[
-            Group(
-                engine,
-                model,
-                len(members),
-                Quantiles.of(_latencies(members, "ttft_ms")),
-                Quantiles.of(_latencies(members, "tpot_ms")),
-            )
-            for (engine, model), members in sorted(groups.items(), key=lambda kv: -len(kv[1]))
-        ],
-        ttft_histogram=histogram(ttfts),
-        tpot_histogram=histogram(tpots),
-        statuses=[
-            StatusShare(status, by_status[status], by_status[status] / total if total else 0.0)
-            for status in statuses
-        ],
-        tokens_generated=sum(row["tokens_generated"] or 0 for row in rows),
-        tokens_after_abort=sum(row["tokens_after_abort"] or 0 for row in rows),
-        generations_with_waste=sum(1 for row in rows if row["tokens_after_abort"]),
-    )
+        index = int((row["created_at"] - start) / step)
+        buckets[min(max(index, 0), slices - 1)].append(row)
+    return [
+        {"start": start + step * i, "end": start + step * (i + 1), **latency_figures(bucket)}
+        for i, bucket in enumerate(buckets)
+    ]
 
 
-def parse_period(text: str) -> timedelta:
-    """`90m`, `24h`, `7d`, `2w` → a timedelta (ValueError otherwise)."""
-    units = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-    number, unit = text[:-1], text[-1:].lower()
-    if unit not in units or not number.isdigit() or int(number) == 0:
-        raise ValueError(f"a period is a positive number and m, h, d or w, like 24h; got {text!r}")
-    return timedelta(**{units[unit]: int(number)})
-
-
-def fetch_rows(
-    start: datetime, end: datetime, *, engine: str = "", model: str = "", limit: int = MAX_ROWS
-) -> tuple[list[dict[str, Any]], bool]:
-    """The newest `limit` log rows created in [start, end), and whether more were left out."""
-    from .models import GenerationLog
-
-    query = GenerationLog.objects.filter(created_at__gte=start, created_at__lt=end)
-    if engine:
-        query = query.filter(engine=engine)
-    if model:
-        query = query.filter(model=model)
-    rows = list(query.order_by("-created_at").values(*ROW_FIELDS)[: limit + 1])
+def fetch_recent(log_filter: LogFilter, limit: int = MAX_ROWS) -> tuple[list[dict[str, Any]], bool]:
+    """The newest `limit` matching rows, and whether older ones were left out."""
+    rows = list(log_filter.queryset().order_by("-created_at").values(*_COLUMNS)[: limit + 1])
     return rows[:limit], len(rows) > limit
+
+
+# --- retention ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What pruning found (and deleted, unless it was a dry run)."""
+
+    cutoff: datetime
+    rows: int
+    oldest: datetime | None
+    deleted: bool
+
+
+def prune(older_than: timedelta, *, dry_run: bool = False,
+          now: datetime | None = None) -> PruneResult:
+    """Delete log rows created before now − `older_than`, in small batches."""
+    cutoff = (now or timezone.now()) - older_than
+    old = GenerationLog.objects.filter(created_at__lt=cutoff)
+    oldest = old.order_by("created_at").values_list("created_at", flat=True).first()
+    if dry_run:
+        return PruneResult(cutoff, old.count(), oldest, deleted=False)
+    deleted = 0
+    while True:
+        # Batches keep each transaction short, so the server's log writes never wait long.
+        ids = list(old.values_list("pk", flat=True)[:PRUNE_BATCH])
+        if not ids:
+            break
+        deleted += GenerationLog.objects.filter(pk__in=ids).delete()[0]
+    return PruneResult(cutoff, deleted, oldest, deleted=True)

@@ -100,30 +100,33 @@ class EventParser:
 
     def feed(self, chunk: bytes) -> list[Event]:
         """Consume bytes, return the events they complete."""
-        self._buffer += self._decoder.decode(chunk)
+        text = self._buffer + self._decoder.decode(chunk)
+        # A load test parses thousands of streams at once: with `\n` line ends only (what every
+        # server we know sends), a plain split does the regex's work at a fraction of the cost.
+        lines = text.split("\n") if "\r" not in text else _split_keep_tail(text)
+        self._buffer = lines.pop()
         events: list[Event] = []
-        *lines, self._buffer = _split_keep_tail(self._buffer)
         for line in lines:
-            event = self._line(line)
-            if event is not None:
-                events.append(event)
+            if not line:
+                event = self._dispatch()
+                if event is not None:
+                    events.append(event)
+            elif line[0] == ":":
+                self.comments.append(line[1:].lstrip(" "))
+            else:
+                self._field(line)
         return events
 
-    def _line(self, line: str) -> Event | None:
-        if line == "":
-            return self._dispatch()
-        if line.startswith(":"):
-            self.comments.append(line[1:].lstrip(" "))
-            return None
+    def _field(self, line: str) -> None:
         name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
+        if value[:1] == " ":
+            value = value[1:]
         if name == "data":
             self._data.append(value)
         elif name == "event":
             self._event = value
         elif name == "id" and "\0" not in value:
             self._id = value
-        return None
 
     def _dispatch(self) -> Event | None:
         if self._id is not None:

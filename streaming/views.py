@@ -8,13 +8,14 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from . import shared, sse
-from .engines import get_engine
+from .engines import Chunk, Engine, GenerationRequest, TokenStream, get_engine
 from .exceptions import (
     AlreadyStreaming,
     GenerationError,
@@ -49,14 +50,16 @@ def error_response(error: StreamingError) -> JsonResponse:
     return response
 
 
-def api_view(*methods: str) -> Callable[[View], View]:
-    """An async JSON endpoint: method check, and every StreamingError as a JSON error."""
+def api_view(
+    *methods: str, errors: Callable[[StreamingError], HttpResponse] = error_response
+) -> Callable[[View], View]:
+    """An async JSON endpoint: method check, and every StreamingError as `errors` writes it."""
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
         async def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             if request.method not in methods:
-                response = error_response(
+                response = errors(
                     MethodNotAllowed(f"Use {' or '.join(methods)} on this endpoint.")
                 )
                 response["Allow"] = ", ".join(methods)
@@ -64,7 +67,7 @@ def api_view(*methods: str) -> Callable[[View], View]:
             try:
                 return await view(request, *args, **kwargs)
             except StreamingError as error:
-                return error_response(error)
+                return errors(error)
 
         # The API authenticates no cookie, so a cross-site form cannot act as a user through it.
         return csrf_exempt(wrapper)
@@ -79,9 +82,27 @@ def client_of(request: HttpRequest) -> str:
 
 async def _new_generation(request: HttpRequest) -> Generation:
     engine = await ready_engine()
-    generation_request = parse_generation_body(request.body)
+    return register(request, parse_generation_body(request.body), engine)
+
+
+def register(
+    request: HttpRequest, generation_request: GenerationRequest, engine: Engine,
+    api: str = "native",
+) -> Generation:
+    """A new generation in the registry, once the engine agrees it can serve the request."""
     engine.check_request(generation_request)
-    return registry.add(Generation(generation_request, engine, client=client_of(request)))
+    return registry.add(
+        Generation(generation_request, engine, api=api, client=client_of(request))
+    )
+
+
+def start_new(generation: Generation) -> None:
+    """Start the engine on a generation that has only just been created (no reader yet)."""
+    try:
+        generation.start()
+    except StreamingError:
+        registry.discard(generation)  # refused before it began: nothing to log
+        raise
 
 
 async def _claim(generation_id: str) -> Generation | None:
@@ -122,12 +143,8 @@ async def create_generation(request: HttpRequest) -> HttpResponse:
 async def stream_direct(request: HttpRequest) -> HttpResponse:
     """`POST /api/stream`: create and stream in one request (for `curl -N` and `fetch`)."""
     generation = await _new_generation(request)
-    try:
-        generation.start()
-    except StreamingError:
-        registry.discard(generation)  # refused before it began: nothing to log
-        raise
-    return event_stream_response(generation)
+    start_new(generation)
+    return await open_event_stream(generation)
 
 
 @api_view("GET")
@@ -146,7 +163,7 @@ async def stream_generation(request: HttpRequest, generation_id: str) -> HttpRes
     if generation.status == "cancelled" and generation.stream is None:
         return _cancelled_stream()
     generation.start()
-    return event_stream_response(generation)
+    return await open_event_stream(generation)
 
 
 def _cancelled_stream() -> StreamingHttpResponse:
@@ -197,6 +214,8 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
         if pending is not None:
             return JsonResponse({"id": generation_id, "status": PENDING, "tokens_generated": 0,
                                  "tokens_after_abort": 0, "ttft_ms": None})
+    row = await _logged(generation_id)
+    if row is None and shared.enabled():
         remote = await _elsewhere(generation_id)
         if remote is not None:
             return JsonResponse({
@@ -204,7 +223,6 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
                 "tokens_generated": remote["tokens_generated"],
                 "tokens_after_abort": remote["tokens_after_abort"],
             })
-    row = await _logged(generation_id)
     if row is None:
         raise NotFound()
     return JsonResponse(
@@ -228,9 +246,61 @@ async def stats(request: HttpRequest) -> HttpResponse:
     return JsonResponse({**engine.totals(), "engine": engine.name, "model": engine.model})
 
 
-def event_stream_response(generation: Generation) -> StreamingHttpResponse:
-    """The 200 for a started generation."""
-    return _event_stream(event_stream(generation, settings.STREAM_HEARTBEAT_S))
+class Framer(Protocol):
+    """How one API writes a stream's frames; `event_stream` decides when, the framer how."""
+
+    def tokens(self, batch: list[Chunk]) -> bytes:
+        """Every chunk ready now, as one write."""
+
+    def ping(self) -> bytes:
+        """The idle keep-alive."""
+
+    def done(self, stream: TokenStream) -> bytes:
+        """The end of a completed generation."""
+
+    def error(self, error: GenerationError) -> bytes:
+        """A failure after the 200."""
+
+
+class NativeFramer:
+    """The native API's frames (CONTRACT.md, "Stream bytes")."""
+
+    @staticmethod
+    def tokens(batch: list[Chunk]) -> bytes:
+        """One `id: <index>` + `{"token"}` event per chunk, in one write (fewer syscalls)."""
+        token_event = sse.token_event
+        return b"".join([token_event(c.index, c.text, c.tokens) for c in batch])
+
+    @staticmethod
+    def ping() -> bytes:
+        """`: ping`."""
+        return sse.PING
+
+    @staticmethod
+    def done(stream: TokenStream) -> bytes:
+        """A `summary` event, then `data: [DONE]`.
+
+        The summary is a named event: clients that read only unnamed messages never see it.
+        """
+        summary = {"finish_reason": stream.finish_reason, "tokens": stream.tokens_generated}
+        return sse.json_event(summary, event="summary") + sse.DONE
+
+    @staticmethod
+    def error(error: GenerationError) -> bytes:
+        """`event: error` with `{"code", "message"}`."""
+        return sse.error_event(error.code, error.message)
+
+
+NATIVE = NativeFramer()
+
+
+async def open_event_stream(
+    generation: Generation, framer: Framer = NATIVE
+) -> StreamingHttpResponse:
+    """The 200 for a started generation, once its engine has taken it."""
+    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, framer)
+    await anext(frames)  # raises the engine's refusal while it can still be an HTTP error
+    return _event_stream(frames)
 
 
 def _event_stream(frames: AsyncIterator[bytes]) -> StreamingHttpResponse:
@@ -245,8 +315,14 @@ async def _only(frame: bytes) -> AsyncIterator[bytes]:
     yield frame
 
 
-async def event_stream(generation: Generation, heartbeat_s: float) -> AsyncIterator[bytes]:
+async def event_stream(
+    generation: Generation, heartbeat_s: float, framer: Framer = NATIVE
+) -> AsyncIterator[bytes]:
     """Frames of one generation; the single place where cancellation is handled.
+
+    The first item is an empty marker yielded once the engine has taken the request (a remote
+    engine's upstream has answered); its refusal is raised instead, before any byte is sent,
+    so that the view can still answer with an HTTP error. `open_event_stream` consumes it.
 
     When the client goes away, Django cancels the task running this generator (or closes it
     while it is suspended at a `yield`); either way `finally` aborts the engine at once, so no
@@ -255,22 +331,22 @@ async def event_stream(generation: Generation, heartbeat_s: float) -> AsyncItera
     stream = generation.stream
     assert stream is not None
     status, error_code = "client_disconnected", ""
-    token_event = sse.token_event
     try:
+        await stream.accepted()
+        yield b""
         async for batch in stream.batches(heartbeat_s):
-            if batch:
-                # Every chunk ready now goes out in one write: fewer syscalls, same frames.
-                yield b"".join([token_event(c.index, c.text, c.tokens) for c in batch])
-            else:
-                yield sse.PING
+            frame = framer.tokens(batch) if batch else framer.ping()
+            if frame:
+                yield frame
         status = "completed"
-        # A named event before [DONE]: clients that read only unnamed messages never see it.
-        summary = {"finish_reason": stream.finish_reason, "tokens": stream.tokens_generated}
-        yield sse.json_event(summary, event="summary") + sse.DONE
+        yield framer.done(stream)
     except GenerationError as error:
         status = "cancelled" if error.code == "cancelled" else "error"
         error_code = error.code
-        yield sse.error_event(error.code, error.message)
+        yield framer.error(error)
+    except StreamingError as refusal:
+        status, error_code = "error", refusal.code  # refused before the 200: the view says so
+        raise
     except StreamCut:
         status = "truncated"  # end the response without [DONE]: the client sees a cut stream
     finally:
@@ -295,6 +371,10 @@ async def readyz(request: HttpRequest) -> HttpResponse:
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """JSON for API paths, Django's page for the rest."""
+    if request.path.startswith("/v1/"):
+        from .openai_api import openai_error_response
+
+        return openai_error_response(NotFound("No such endpoint."))
     if _is_api(request):
         return error_response(NotFound("No such endpoint."))
     from django.views.defaults import page_not_found

@@ -150,6 +150,10 @@ class ModelWorkerConsumer(AsyncConsumer):
         if message["id"] in self.generations:
             await self.engine.abort(message["id"])
 
+    async def worker_ping(self, message: dict[str, Any]) -> None:
+        """Our own ping came back: we can receive, so we may say we are ready."""
+        self.pings_seen = max(self.pings_seen, message["seq"])
+
     async def query(self, message: dict[str, Any]) -> None:
         """Report a live generation's counters, if it is ours."""
         entry = self.generations.get(message["id"])
@@ -237,18 +241,29 @@ class ModelWorkerConsumer(AsyncConsumer):
     # --- presence --------------------------------------------------------------------------
 
     async def _heartbeats(self) -> None:
+        # A heartbeat claims "send me work", so it must prove we can receive: with pub/sub a
+        # publish can succeed while our subscription is still down (e.g. just after Redis
+        # restarted), and work sent then would be lost. Each beat pings our own channel; we
+        # say we are ready only while the previous ping came back.
+        seq = 0
+        self.pings_seen = 0
         while True:
             try:
                 await self.channel_layer.group_add(WORKERS_GROUP, self.channel_name)
+                receiving = self.pings_seen >= seq
+                seq += 1
+                await self.channel_layer.send(self.channel_name,
+                                              {"type": "worker.ping", "seq": seq})
                 await self.channel_layer.group_send(HEARTBEATS_GROUP, {
                     "type": "worker.heartbeat", "worker": self.channel_name,
-                    "free": self.engine.free_slots, "ready": self.engine.ready,
+                    "free": self.engine.free_slots, "ready": self.engine.ready and receiving,
                     "engine": self.engine.name, "model": self.engine.model,
                     "in_flight": len(self.generations), "totals": self.engine.totals(),
                     "ids": sorted(self.known),
                 })
             except Exception as error:
                 logger.warning("heartbeat failed: %s", error)
+                self.pings_seen = 0  # a ping from before the outage proves nothing after it
             await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.live import LiveServer, start_server
+from tests.nginx import Nginx, start_nginx
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +53,41 @@ def engine():
     set_engine(engine)
     yield engine
     set_engine(None)
+
+
+@pytest.fixture(scope="session")
+def naive_server(tmp_path_factory) -> Iterator[LiveServer]:
+    """A server built wrong (tests/stub_servers.py): generations run on after their reader left."""
+    server = start_server(tmp_path_factory.mktemp("naive"), app="tests.stub_servers:naive",
+                          migrate=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def paced_server(tmp_path_factory) -> Iterator[LiveServer]:
+    """20 tokens/s (a model's pace, so a hiccup of the test machine cannot pass for a buffer),
+    pings every 0.2 s, and the culprit endpoints of tests.culprits beside the real API."""
+    server = start_server(tmp_path_factory.mktemp("paced"), env={
+        "DETERMINISTIC_TPS": "20",
+        "STREAM_HEARTBEAT_S": "0.2",
+        "DJANGO_SETTINGS_MODULE": "tests.culprit_settings",
+    })
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def nginx_factory(tmp_path) -> Iterator[Callable[..., Nginx]]:
+    """Start nginx in front of a live server (`start(server, **start_nginx kwargs)`); every one
+    is stopped after the test."""
+    started: list[Nginx] = []
+
+    def start(upstream: LiveServer, **kwargs) -> Nginx:
+        proxy = start_nginx(tmp_path / f"nginx{len(started)}", upstream.port, **kwargs)
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        proxy.stop()

@@ -1,6 +1,7 @@
 """Real servers for live tests: a uvicorn or daphne process on a free port, and clients for it.
 
-No fixed ports (the OS picks one) and no bare sleeps (readiness is polled with a deadline).
+The process handling lives in streaming/liveserver.py (the lab and benchmarks start servers too);
+this module adds the tests' fast pace and a raw-socket client.
 """
 
 from __future__ import annotations
@@ -10,148 +11,34 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from streaming import liveserver
+from streaming.diagnosis import ContentDecoder
+from streaming.liveserver import ROOT, LiveServer, free_port, wait_until
 from streaming.sse import Event, EventParser
 
-ROOT = Path(__file__).resolve().parent.parent
-APP = "chatsite.asgi:application"
-BIN = Path(sys.executable).parent
+__all__ = ["DEFAULT_ENV", "ROOT", "LiveServer", "RawStream", "RedisServer", "WorkerProcess",
+           "free_port", "iter_sse", "start_redis", "start_server", "start_worker", "tokens_of",
+           "wait_until"]
+
 # Fast but still paced: tests see real gaps between tokens without waiting long.
 DEFAULT_ENV = {
     "STREAMING_ENGINE": "deterministic",
     "DETERMINISTIC_TTFT_MS": "20",
     "DETERMINISTIC_TPS": "100",
     "STREAM_HEARTBEAT_S": "15",
-    "PYTHONUNBUFFERED": "1",
 }
 
 
-def free_port() -> int:
-    """A port nobody listens on right now (the OS chooses)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
-    """Poll `check` until it returns something truthy, or fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last_error: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-        except Exception as error:
-            last_error = error
-        else:
-            if result:
-                return result
-        time.sleep(interval)
-    raise TimeoutError(f"condition not met within {timeout}s (last error: {last_error!r})")
-
-
-@dataclass
-class LiveServer:
-    """A server process and what a test needs to talk to it."""
-
-    url: str
-    port: int
-    process: subprocess.Popen
-    env: dict[str, str]
-    log_path: Path
-    clients: list[httpx.Client] = field(default_factory=list)
-
-    def client(self, **kwargs: Any) -> httpx.Client:
-        """An HTTP client bound to this server (closed with the server)."""
-        client = httpx.Client(base_url=self.url, timeout=kwargs.pop("timeout", 10.0), **kwargs)
-        self.clients.append(client)
-        return client
-
-    def get(self, path: str) -> httpx.Response:
-        """One GET."""
-        return httpx.get(self.url + path, timeout=10.0)
-
-    def post(self, path: str, json: Any = None, **kwargs: Any) -> httpx.Response:
-        """One POST."""
-        return httpx.post(self.url + path, json=json, timeout=10.0, **kwargs)
-
-    def stats(self) -> dict[str, Any]:
-        """`GET /api/stats`."""
-        return self.get("/api/stats").json()
-
-    def state(self, generation_id: str) -> dict[str, Any]:
-        """`GET /api/generations/<id>`."""
-        return self.get(f"/api/generations/{generation_id}").json()
-
-    def wait_final(self, generation_id: str, timeout: float = 10.0) -> dict[str, Any]:
-        """Poll the generation's state until it has ended."""
-        return wait_until(
-            lambda: (s := self.state(generation_id))["status"] not in ("pending", "streaming")
-            and s,
-            timeout,
-        )
-
-    def log(self) -> str:
-        """What the server printed so far."""
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        """Terminate the process (SIGTERM, then SIGKILL)."""
-        for client in self.clients:
-            client.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-
-
-def start_server(
-    tmp_dir: Path, *, server: str = "uvicorn", env: dict[str, str] | None = None,
-    ready_path: str = "/healthz", timeout: float = 60.0, app: str = APP,
-) -> LiveServer:
-    """Migrate a fresh SQLite log and start `server` serving `app` on a free port.
-
-    `app` is chatsite's by default; the benchmarks pass their comparison apps (bench/apps.py).
-    """
-    full_env = {**os.environ, **DEFAULT_ENV, **(env or {})}
-    full_env.setdefault("DATABASE_URL", f"sqlite:///{tmp_dir / 'live.sqlite3'}")
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT, env=full_env, check=True,
-    )
-    port = free_port()
-    if server == "uvicorn":
-        command = [str(BIN / "uvicorn"), app, "--host", "127.0.0.1",
-                   "--port", str(port), "--no-access-log"]
-    elif server == "daphne":
-        command = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), app]
-    else:
-        raise ValueError(server)
-    log_path = tmp_dir / f"{server}-{port}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=log,
-                                   stderr=subprocess.STDOUT)
-    live = LiveServer(f"http://127.0.0.1:{port}", port, process, full_env, log_path)
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"{server} exited:\n{live.log()}")
-        return httpx.get(live.url + ready_path, timeout=2.0).status_code == 200
-
-    try:
-        wait_until(ready, timeout)
-    except BaseException:
-        live.stop()
-        raise
-    return live
+def start_server(tmp_dir: Path, *, env: dict[str, str] | None = None, **kwargs: Any) -> LiveServer:
+    """streaming.liveserver.start_server with the tests' defaults under `env`."""
+    return liveserver.start_server(tmp_dir, env={**DEFAULT_ENV, **(env or {})}, **kwargs)
 
 
 class RawStream:
@@ -180,6 +67,10 @@ class RawStream:
                 raise ConnectionError("closed before the headers")
             self.raw += data
         self.head, _, rest = self.raw.partition(b"\r\n\r\n")
+        # A compressed stream (a proxy's gzip) is decoded as it arrives, as a browser would.
+        self._decoder = ContentDecoder.for_encoding(self.header("Content-Encoding") or "")
+        if self._decoder is None:
+            raise ValueError(f"cannot decode Content-Encoding {self.header('Content-Encoding')}")
         self._feed(rest)
 
     @property
@@ -209,7 +100,7 @@ class RawStream:
                 return
             if len(rest) < size + 2:
                 return
-            chunk, self._body = rest[:size], rest[size + 2:]
+            chunk, self._body = self._decoder.decode(rest[:size]), rest[size + 2:]
             self.payload = getattr(self, "payload", b"") + chunk
             new = self.parser.feed(chunk)
             self.events.extend(new)
@@ -237,6 +128,17 @@ class RawStream:
                 return None
             self._feed(data)
         return self._pending.pop(0)
+
+    def read_more(self) -> bool:
+        """Block for the next bytes (events, comments or the end); False once it has ended."""
+        if self.ended:
+            return False
+        data = self.sock.recv(65536)
+        if not data:
+            self.ended = True
+            return False
+        self._feed(data)
+        return True
 
     def read_all(self) -> list[Event]:
         """Every event until the stream ends."""

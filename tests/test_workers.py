@@ -26,7 +26,7 @@ def fleet(tmp_path_factory):
     directory = tmp_path_factory.mktemp("fleet")
     redis = start_redis(directory)
     env = {"REDIS_URL": redis.url, "DATABASE_URL": f"sqlite:///{directory / 'log.sqlite3'}",
-           "WORKER_HEARTBEAT_S": "0.2", "WORKER_TIMEOUT_S": "1.5"}
+           "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5"}
     workers = [start_worker(directory, env) for _ in range(2)]
     webs = []
     try:
@@ -137,7 +137,7 @@ def test_a_full_worker_says_so(tmp_path):
 
 def test_killed_worker_ends_streams_with_worker_unavailable(tmp_path):
     redis = start_redis(tmp_path)
-    env = {"REDIS_URL": redis.url, "WORKER_HEARTBEAT_S": "0.2", "WORKER_TIMEOUT_S": "1.0"}
+    env = {"REDIS_URL": redis.url, "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5"}
     worker = start_worker(tmp_path, env)
     web = start_server(tmp_path, env=env, ready_path="/readyz")
     try:
@@ -161,7 +161,7 @@ def test_killed_worker_ends_streams_with_worker_unavailable(tmp_path):
 
 def test_redis_restart_gives_503_then_recovers_without_restarts(tmp_path):
     redis = start_redis(tmp_path)
-    env = {"REDIS_URL": redis.url, "WORKER_HEARTBEAT_S": "0.2", "WORKER_TIMEOUT_S": "1.0"}
+    env = {"REDIS_URL": redis.url, "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5"}
     worker = start_worker(tmp_path, env)
     web = start_server(tmp_path, env=env, ready_path="/readyz")
     try:
@@ -171,8 +171,11 @@ def test_redis_restart_gives_503_then_recovers_without_restarts(tmp_path):
         assert "Redis" in response.json()["error"]["message"]
         redis.start()
         wait_until(lambda: web.get("/readyz").status_code == 200, 20)
-        events = stream(web, prompt="back", max_tokens=4).read_all()
-        assert events[-1].data == "[DONE]"
+        # Recovery without restarting anything: within a deadline, streams complete again. (In
+        # the first moments after Redis returns, a request may still end worker_unavailable
+        # while pub/sub subscriptions come back; it never hangs.)
+        wait_until(lambda: stream(web, prompt="back", max_tokens=4).read_all()[-1].data
+                   == "[DONE]", 20, interval=0.5)
     finally:
         web.stop()
         worker.stop()

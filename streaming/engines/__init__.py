@@ -30,6 +30,16 @@ def build_engine(name: str | None = None, *, local: bool = False) -> Engine:
             max_queue=settings.STREAMING_MAX_QUEUE,
             answer_tokens=settings.DETERMINISTIC_ANSWER_TOKENS,
         )
+    if name == "openai":
+        from .remote import RemoteEngine
+
+        return RemoteEngine(
+            base_url=settings.STREAMING_REMOTE_URL,
+            model=settings.STREAMING_REMOTE_MODEL,
+            api_key=settings.STREAMING_REMOTE_KEY,
+            connect_timeout_s=settings.STREAMING_REMOTE_CONNECT_TIMEOUT_S,
+            read_timeout_s=settings.STREAMING_REMOTE_READ_TIMEOUT_S or None,
+        )
     raise ValueError(f"unknown STREAMING_ENGINE {name!r}")
 
 

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..exceptions import BadRequest, GenerationError, StreamCut
+from ..exceptions import BadRequest, GenerationError, StreamCut, StreamingError
 
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length"]
@@ -142,12 +142,16 @@ class TokenStream:
     aborted_at: float | None = None
     finish_reason: FinishReason | None = None
     error: BaseException | None = None
+    prompt_tokens: int | None = None  # set by engines that know it (usage in the OpenAI API)
     # Arrival time of each token, 8 bytes apiece: the log's gaps are computed from it at the end.
     token_times: array[float] = field(default_factory=lambda: array("d"))
     _buffer: deque[Chunk | _Finished] = field(default_factory=deque)
     _waiter: asyncio.Future[None] | None = None
     _room_waiter: asyncio.Future[None] | None = None
     _finished: bool = False
+    # Set by engines that accept a request asynchronously (a remote upstream): its result is
+    # None once accepted, or the StreamingError that refused it before any token.
+    _acceptance: asyncio.Future[StreamingError | None] | None = None
 
     def __post_init__(self) -> None:
         COUNTERS.generations_in_flight += 1
@@ -194,6 +198,42 @@ class TokenStream:
             buffer.append(Chunk(index, text, tokens))
         self._wake()
 
+    def recount(self, tokens: int) -> None:
+        """Correct the total to what the producer learnt at the end (a remote upstream's usage)."""
+        extra = tokens - self.tokens_generated
+        if extra > 0:
+            self.tokens_generated = tokens
+            COUNTERS.tokens_generated_total += extra
+
+    def defer_acceptance(self) -> None:
+        """For engines that accept asynchronously: readers wait in `accepted()` for `accept()`."""
+        self._acceptance = asyncio.get_running_loop().create_future()
+
+    def accept(self, refusal: StreamingError | None = None) -> None:
+        """The engine took the request, or (with `refusal`) turned it down before any token.
+
+        A refusal is an error with an HTTP status (EngineUnavailable, BadRequest, …), never a
+        GenerationError: those are for after the 200.
+        """
+        acceptance = self._acceptance
+        if acceptance is not None and not acceptance.done():
+            acceptance.set_result(refusal)
+        if refusal is not None:
+            self.finish(error=refusal)
+
+    async def accepted(self) -> None:
+        """Return once the engine has taken the request; raise its refusal if it turned it down.
+
+        Immediate for engines that accept in `generate()`. For a remote one this is the last
+        moment a failure can still be an HTTP status: after the 200 only an event can say so.
+        """
+        acceptance = self._acceptance
+        if acceptance is None:
+            return
+        refusal = await asyncio.shield(acceptance)
+        if refusal is not None:
+            raise refusal
+
     def finish(
         self, finish_reason: FinishReason | None = None, error: BaseException | None = None
     ) -> None:
@@ -201,6 +241,8 @@ class TokenStream:
         if self._finished:
             return
         self._finished = True
+        # Ended before it was accepted (aborted, say): the reader learns how from the stream.
+        self.accept()
         self.finish_reason = finish_reason
         self.error = error
         COUNTERS.generations_in_flight -= 1

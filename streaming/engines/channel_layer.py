@@ -58,6 +58,10 @@ class ChannelLayerEngine(Engine):
         self._acks: dict[str, asyncio.Future[None]] = {}
         self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        # We ping our own reply channel every beat (pub/sub can publish while our subscription
+        # is still down); workers count only while our pings come back.
+        self.pings_sent = 0
+        self.pings_seen = 0
 
     # --- identity ---------------------------------------------------------------------------
 
@@ -92,6 +96,8 @@ class ChannelLayerEngine(Engine):
         task.add_done_callback(self._tasks.discard)
 
     def _live(self) -> list[WorkerInfo]:
+        if self.pings_seen < self.pings_sent - 1:
+            return []  # our own reply channel is not receiving: nothing sent now would return
         return [w for w in self.workers.values() if w.ready]
 
     async def check_health(self) -> None:
@@ -191,8 +197,12 @@ class ChannelLayerEngine(Engine):
         await self.layer.group_send(WORKERS_GROUP, {"type": "abort", "id": generation_id})
 
     async def query(self, generation_id: str) -> dict[str, Any] | None:
-        """A live generation's counters from whichever worker runs it, or None."""
-        if not any(generation_id in w.ids for w in self.workers.values()):
+        """A live generation's counters from whichever worker runs it, or None.
+
+        Every worker is asked (heartbeats list ids only once a beat, too late for a generation
+        that has just started); the answer is bounded by QUERY_S.
+        """
+        if not self.workers:
             return None
         future = asyncio.get_running_loop().create_future()
         self._queries[generation_id] = future
@@ -221,6 +231,8 @@ class ChannelLayerEngine(Engine):
                     self._on_chunks(message)
                 elif kind == "worker.heartbeat":
                     self._on_heartbeat(message)
+                elif kind == "web.ping":
+                    self.pings_seen = max(self.pings_seen, message["seq"])
                 elif kind == "state":
                     future = self._queries.get(message["id"])
                     if future is not None and not future.done():
@@ -277,12 +289,22 @@ class ChannelLayerEngine(Engine):
                 if stream is not None:
                     self._fail(stream, f"{worker} does not know it (a message was lost)")
 
+    def _lost_layer(self, error: BaseException) -> None:
+        # What workers said before an outage cannot be trusted after it (their subscriptions
+        # may not be back yet): only a heartbeat that arrives afterwards counts.
+        self.layer_error = str(error) or type(error).__name__
+        self.workers.clear()
+        self.pings_seen = 0
+
     async def _presence_loop(self) -> None:
         interval = settings.WORKER_HEARTBEAT_S
         while True:
             try:
                 # Re-joined every beat: Redis keeps nothing across a restart.
                 await self.layer.group_add(HEARTBEATS_GROUP, self.reply_channel)
+                await self.layer.send(self.reply_channel,
+                                      {"type": "web.ping", "seq": self.pings_sent + 1})
+                self.pings_sent += 1
             except Exception as error:
                 self.layer_error = str(error) or type(error).__name__
             now = time.monotonic()

@@ -1,0 +1,146 @@
+"""A real server process on a free port: for live tests, the lab and benchmarks.
+
+No fixed ports (the OS picks one) and no bare sleeps (readiness is polled with a deadline).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+APPLICATION = "chatsite.asgi:application"
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (the OS chooses)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll `check` until it returns something truthy, or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+        except Exception as error:
+            last_error = error
+        else:
+            if result:
+                return result
+        time.sleep(interval)
+    raise TimeoutError(f"condition not met within {timeout}s (last error: {last_error!r})")
+
+
+@dataclass
+class LiveServer:
+    """A server process and what a caller needs to talk to it."""
+
+    url: str
+    port: int
+    process: subprocess.Popen
+    env: dict[str, str]
+    log_path: Path
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        """An HTTP client bound to this server (closed with the server)."""
+        client = httpx.Client(base_url=self.url, timeout=kwargs.pop("timeout", 10.0), **kwargs)
+        self.clients.append(client)
+        return client
+
+    def get(self, path: str) -> httpx.Response:
+        """One GET."""
+        return httpx.get(self.url + path, timeout=10.0)
+
+    def post(self, path: str, json: Any = None, **kwargs: Any) -> httpx.Response:
+        """One POST."""
+        return httpx.post(self.url + path, json=json, timeout=10.0, **kwargs)
+
+    def stats(self) -> dict[str, Any]:
+        """`GET /api/stats`."""
+        return self.get("/api/stats").json()
+
+    def state(self, generation_id: str) -> dict[str, Any]:
+        """`GET /api/generations/<id>`."""
+        return self.get(f"/api/generations/{generation_id}").json()
+
+    def wait_final(self, generation_id: str, timeout: float = 10.0) -> dict[str, Any]:
+        """Poll the generation's state until it has ended."""
+        return wait_until(
+            lambda: (s := self.state(generation_id))["status"] not in ("pending", "streaming")
+            and s,
+            timeout,
+        )
+
+    def log(self) -> str:
+        """What the server printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        """Terminate the process (SIGTERM, then SIGKILL)."""
+        for client in self.clients:
+            client.close()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+def start_server(
+    tmp_dir: Path, *, server: str = "uvicorn", env: dict[str, str] | None = None,
+    app: str = APPLICATION, migrate: bool = True, ready_path: str = "/healthz",
+    timeout: float = 60.0,
+) -> LiveServer:
+    """Start `server` serving `app` on a free port (our app on a freshly migrated SQLite log)."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env.setdefault("DATABASE_URL", f"sqlite:///{tmp_dir / 'live.sqlite3'}")
+    if migrate:
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=ROOT, env=full_env, check=True,
+        )
+    port = free_port()
+    if server == "uvicorn":
+        command = [str(BIN / "uvicorn"), app, "--host", "127.0.0.1", "--port", str(port),
+                   "--no-access-log"]
+    elif server == "daphne":
+        command = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), app]
+    else:
+        raise ValueError(server)
+    log_path = tmp_dir / f"{server}-{port}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+    live = LiveServer(f"http://127.0.0.1:{port}", port, process, full_env, log_path)
+
+    def ready() -> bool:
+        # An exited process is "done" too, so that a crash fails at once, not at the deadline.
+        if process.poll() is not None:
+            return True
+        return httpx.get(live.url + ready_path, timeout=2.0).status_code == 200
+
+    try:
+        wait_until(ready, timeout)
+        if process.poll() is not None:
+            raise RuntimeError(f"{server} exited:\n{live.log()}")
+    except BaseException:
+        live.stop()
+        raise
+    return live
