@@ -90,22 +90,21 @@ def markdown(results: dict[str, Any]) -> str:
                 ],
             )
         elif part["part"] == 2:
-            f = part["figures"]
-            out += _table(
-                [
-                    {"figure": "TTFT added by the server (ms)", **f["added_ttft_ms"]},
-                    {"figure": "inter-token gap (ms)", **f["itl_ms"]},
-                ],
-                ["figure", "p50", "p90", "p99", "max"],
-            )
-            out += [
-                "",
-                f"Streams open together at most: {f['streams_open_together']:,}; server RSS "
-                f"{f['server_rss_mb']['before']} MB before, {f['server_rss_mb']['most_open']} "
-                f"MB then: {f['memory_per_stream_kb']} KB per stream. Server CPU per frame "
-                f"with all open: {f['server_cpu_us_per_frame_all_open']} µs; its busiest "
-                f"second: {f['server_cpu_busiest_second']} of a core (near 1: saturated).",
-            ]
+            rows, notes = [], []
+            for name, f in (("ours", part["figures"]), ("bare ASGI + our engine", part["floor"])):
+                rows += [
+                    {"server": name, "figure": "TTFT added (ms)", **f["added_ttft_ms"]},
+                    {"server": name, "figure": "inter-token gap (ms)", **f["itl_ms"]},
+                ]
+                notes.append(
+                    f"{name}: at most {f['streams_open_together']:,} open together; RSS "
+                    f"{f['server_rss_mb']['before']} → {f['server_rss_mb']['most_open']} MB, "
+                    f"{f['memory_per_stream_kb']} KB per stream; server CPU per frame with all "
+                    f"open {f['server_cpu_us_per_frame_all_open']} µs; busiest second "
+                    f"{f['server_cpu_busiest_second']} of a core (near 1: saturated)."
+                )
+            out += _table(rows, ["server", "figure", "p50", "p90", "p99", "max"])
+            out += ["", *(f"- {note}" for note in notes)]
         elif part["part"] == 3:
             rows = []
             for name, f in part["figures"].items():

@@ -2,6 +2,7 @@
 
 - `bare`: the floor of overhead: a raw ASGI callable writing the same frames, one `send` each.
 - `bare_batched`: the same, 32 frames per `send` (what our view does when frames queue up).
+- `engine_bare`: our paced engine and `TokenStream` written straight to ASGI (part 2's floor).
 - `starlette`: the same stream through sse-starlette's EventSourceResponse on Starlette.
 - `instrumented`: chatsite's own application, untouched, plus two bench-only routes: the
   server-side timings of finished generations (`/bench/timings`) and a naive stream that never
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import uuid
 from typing import Any
 
 from streaming import sse
@@ -126,6 +128,50 @@ async def bare_batched(scope, receive, send) -> None:
     await send(
         {"type": "http.response.body", "body": ending(tokens, finish_reason), "more_body": False}
     )
+
+
+_bare_engine: DeterministicEngine | None = None
+
+
+async def engine_bare(scope, receive, send) -> None:
+    """Our engine and `TokenStream`, written straight to ASGI: no Django, no middleware.
+
+    Part 2's second row: what the paced generator and its stream cost on their own, so the
+    rest of our server's cost per frame and per request is Django's and ours to see.
+    """
+    global _bare_engine
+    if scope["type"] == "lifespan":
+        return await _lifespan(receive, send)
+    if scope["path"] == "/healthz":
+        return await _ok(send)
+    if _bare_engine is None:
+        _bare_engine = DeterministicEngine(
+            ttft_s=float(os.environ.get("DETERMINISTIC_TTFT_MS", "200")) / 1000,
+            tokens_per_s=float(os.environ.get("DETERMINISTIC_TPS", "20")),
+            answer_tokens=int(os.environ.get("DETERMINISTIC_ANSWER_TOKENS", "0")),
+        )
+    data = json.loads(await _read_body(receive) or b"{}")
+    request = GenerationRequest(
+        id=uuid.uuid4().hex,
+        messages=(Message("user", data.get("prompt", "")),),
+        max_tokens=int(data.get("max_tokens", 256)),
+        seed=data.get("seed"),
+    )
+    stream = _bare_engine.generate(request)
+    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+    token_event = sse.token_event
+    async for batch in stream.batches(15.0):
+        frames = b"".join([token_event(c.index, c.text, c.tokens) for c in batch])
+        await send({"type": "http.response.body", "body": frames, "more_body": True})
+    summary = {"finish_reason": stream.finish_reason, "tokens": stream.tokens_generated}
+    await send(
+        {
+            "type": "http.response.body",
+            "more_body": False,
+            "body": sse.json_event(summary, event="summary") + sse.DONE,
+        }
+    )
+    _bare_engine.release(request.id)
 
 
 def _build_starlette():

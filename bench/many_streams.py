@@ -20,7 +20,7 @@ from streaming.latency import percentile
 
 from .client import StreamProtocol, http_request, open_stream
 from .client import run as run_async
-from .servers import OURS, cpu_seconds, rss_bytes, running
+from .servers import ENGINE_BARE, OURS, cpu_seconds, rss_bytes, running
 
 PROMPT = "Many slow readers"
 
@@ -166,7 +166,7 @@ async def _run(port: int, pid: int, settings: Settings) -> dict[str, Any]:
 
 
 def run(settings: Settings) -> dict[str, Any]:
-    """Run the streams against one uvicorn process of ours."""
+    """The same streams against ours, then against our engine written straight to ASGI."""
     env = {
         "DETERMINISTIC_TTFT_MS": f"{settings.ttft_ms:g}",
         "DETERMINISTIC_TPS": f"{settings.tokens_per_s:g}",
@@ -175,6 +175,9 @@ def run(settings: Settings) -> dict[str, Any]:
     }
     with running(OURS, env) as server:
         figures = run_async(_run(server.port, server.process.pid, settings))
+    # The floor: the same engine and TokenStream without Django, the same client and load.
+    with running(ENGINE_BARE, env) as server:
+        floor = run_async(_run(server.port, server.process.pid, settings))
     added_p99 = figures["added_ttft_ms"]["p99"]
     itl_p99 = figures["itl_ms"]["p99"]
     memory = figures["memory_per_stream_kb"]
@@ -184,6 +187,7 @@ def run(settings: Settings) -> dict[str, Any]:
         "title": f"{settings.streams} concurrent streams at {settings.tokens_per_s:g} tokens/s",
         "settings": {**asdict(settings), "ramp_s": settings.ramp_s, "tokens": settings.tokens},
         "figures": figures,
+        "floor": floor,
         "targets": [
             {
                 "name": "added TTFT p99 (ms)",

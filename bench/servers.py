@@ -14,6 +14,7 @@ from streaming.liveserver import LiveServer, start_server
 OURS = "bench.apps:instrumented"  # chatsite's application plus the bench-only routes
 BARE = "bench.apps:bare"
 BARE_BATCHED = "bench.apps:bare_batched"
+ENGINE_BARE = "bench.apps:engine_bare"
 STARLETTE = "bench.apps:starlette"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -35,7 +36,11 @@ def running(
     """A uvicorn process serving `app` with `env`, stopped afterwards."""
     with tempfile.TemporaryDirectory(prefix="bench-") as directory:
         server = start_server(
-            Path(directory), env=env, app=app, ready_path=ready_path, timeout=timeout,
+            Path(directory),
+            env=env,
+            app=app,
+            ready_path=ready_path,
+            timeout=timeout,
             migrate=app == OURS,  # only ours has a log to write
         )
         try:
