@@ -88,6 +88,12 @@ async def test_rivals_write_the_same_bytes_as_our_server(asgi_server):
     assert expected.endswith(sse.DONE) and expected.count(b"\nid: ") == 29  # 30 frames
     assert await asgi_body(apps.bare, BODY) == expected
     assert await asgi_body(apps.bare_batched, BODY) == expected
+    apps._bare_engine = None  # built from the environment on first use
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DETERMINISTIC_TTFT_MS", "0")
+        patch.setenv("DETERMINISTIC_TPS", "0")
+        assert await asgi_body(apps.engine_bare, BODY) == expected
+    apps._bare_engine = None
     pytest.importorskip("sse_starlette")
     assert await asgi_body(apps.starlette, BODY) == expected
 
