@@ -100,7 +100,7 @@ def markdown(results: dict[str, Any]) -> str:
                     f"{name}: at most {f['streams_open_together']:,} open together; RSS "
                     f"{f['server_rss_mb']['before']} → {f['server_rss_mb']['most_open']} MB, "
                     f"{f['memory_per_stream_kb']} KB per stream; server CPU per frame with all "
-                    f"open {f['server_cpu_us_per_frame_all_open']} µs; busiest second "
+                    f"open {_cell(f['server_cpu_us_per_frame_all_open'])} µs; busiest second "
                     f"{f['server_cpu_busiest_second']} of a core (near 1: saturated)."
                 )
             out += _table(rows, ["server", "figure", "p50", "p90", "p99", "max"])
