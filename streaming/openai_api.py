@@ -18,12 +18,21 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from . import openai_format, sse
+from .auth import principal
 from .engines import Chunk, GenerationRequest, TokenStream
 from .exceptions import BadRequest, GenerationError, NotFound, StreamingError
 from .lifecycle import ready_engine
+from .limits import limits
 from .openai_format import ChunkWriter
 from .validation import build_request, decode_json_object, parse_messages
-from .views import api_view, event_stream, open_event_stream, register, start_new
+from .views import (
+    api_view,
+    event_stream,
+    open_event_stream,
+    register,
+    remember_owner,
+    start_new,
+)
 
 SUPPORTED = {
     "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
@@ -254,10 +263,12 @@ class CompletionCollector:
 @api_view("POST", errors=openai_error_response)
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     """`POST /v1/chat/completions`, streamed or not."""
+    await limits().hit(principal(request))
     engine = await ready_engine()
     generation_request, options = parse_chat_body(request.body, engine.model)
     generation = register(request, generation_request, engine, api="openai")
-    start_new(generation)
+    await remember_owner(generation)
+    await start_new(request, generation)
     completion_id, created = f"chatcmpl-{generation.id}", int(time.time())
     if options.stream:
         writer = ChunkWriter(completion_id, engine.model, created, usage=options.include_usage)

@@ -20,6 +20,7 @@ from . import metrics, recording
 from .engines.base import Engine, GenerationRequest, TokenStream
 from .exceptions import AlreadyStreaming, EngineBusy
 from .latency import summarize
+from .limits import Lease, limits
 
 PENDING, STREAMING = "pending", "streaming"
 RECENT_KEPT = 1024  # finished generations kept in memory for GET until their row is written
@@ -33,6 +34,7 @@ class Generation:
     engine: Engine
     api: str = "native"
     client: str = ""
+    owner: str = ""  # streaming/auth.py's principal of whoever created it
     status: str = PENDING
     error_code: str = ""
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -40,6 +42,7 @@ class Generation:
     ended_mono: float | None = None
     stream: TokenStream | None = None
     cancel_requested: bool = False
+    lease: Lease | None = None  # its stream slot (streaming/limits.py) while it runs
 
     @property
     def id(self) -> str:
@@ -102,7 +105,9 @@ class Generation:
             "finished_at": self.created_at + timedelta(seconds=elapsed),
             "api": self.api,
             "client": self.client[:64],
+            "owner": self.owner[:80],
             "prompt_chars": self.request.prompt_chars,
+            "prompt": logged_prompt(self.request),
             "message_count": len(self.request.messages),
             "max_tokens": self.request.max_tokens,
             "engine": self.engine.name,
@@ -142,6 +147,7 @@ class Registry:
         if generation.stream is not None:
             generation.engine.release(generation.id)
         self._live.pop(generation.id, None)
+        _release(generation)
         self._recent[generation.id] = generation
         while len(self._recent) > RECENT_KEPT:
             self._recent.popitem(last=False)
@@ -151,6 +157,7 @@ class Registry:
     def discard(self, generation: Generation) -> None:
         """Forget a generation that never started (refused before its stream)."""
         self._live.pop(generation.id, None)
+        _release(generation)
 
     def live(self) -> list[Generation]:
         """Every generation not yet finished."""
@@ -163,6 +170,23 @@ class Registry:
                 break  # ordered by creation: the rest are younger
             if generation.status == PENDING:
                 self.finish(generation, "cancelled", "unclaimed")
+
+
+def logged_prompt(request: GenerationRequest) -> str:
+    """What PROMPT_LOGGING lets the log keep of a prompt."""
+    mode = settings.PROMPT_LOGGING
+    if mode == "none":
+        return ""
+    text = "\n\n".join(f"{m.role}: {m.content}" for m in request.messages)
+    # NUL cannot go into PostgreSQL text; the log is for people, so it is dropped.
+    text = text.replace("\x00", "")
+    return text if mode == "full" else text[: settings.PROMPT_LOG_CHARS]
+
+
+def _release(generation: Generation) -> None:
+    if generation.lease is not None:
+        limits().release(generation.lease)
+        generation.lease = None
 
 
 registry = Registry()

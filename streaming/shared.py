@@ -25,6 +25,11 @@ def enabled() -> bool:
     return bool(settings.REDIS_URL)
 
 
+def redis():
+    """The process's Redis client (created on first use)."""
+    return _redis()
+
+
 def _redis():
     global _client
     if _client is None:
@@ -35,6 +40,11 @@ def _redis():
     return _client
 
 
+async def call(method: str, *args: Any, **kwargs: Any) -> Any:
+    """A Redis command; EngineUnavailable (503) when Redis cannot be reached."""
+    return await _call(method, *args, **kwargs)
+
+
 async def _call(method: str, *args: Any, **kwargs: Any) -> Any:
     try:
         return await getattr(_redis(), method)(*args, **kwargs)
@@ -43,10 +53,10 @@ async def _call(method: str, *args: Any, **kwargs: Any) -> Any:
 
 
 async def put_pending(request: GenerationRequest, *, api: str, client: str,
-                      created_at: datetime) -> None:
+                      created_at: datetime, owner: str = "") -> None:
     """Publish a created generation so that any web process may stream it."""
     record = {"request": request.to_message(), "api": api, "client": client,
-              "created_at": created_at.isoformat()}
+              "created_at": created_at.isoformat(), "owner": owner}
     await _call("set", PREFIX + request.id, json.dumps(record),
                 ex=int(settings.STREAM_UNCLAIMED_TTL_S))
 
@@ -72,6 +82,20 @@ async def mark_cancelled(generation_id: str) -> None:
 async def was_cancelled(generation_id: str) -> bool:
     """Whether a generation was cancelled before anyone streamed it."""
     return bool(await _call("exists", PREFIX + generation_id + ":cancelled"))
+
+
+OWNER_TTL_S = 24 * 3600  # as long as anyone may still ask about a generation's state
+
+
+async def remember_owner(generation_id: str, owner: str) -> None:
+    """Who may see and cancel a generation, whichever process ends up streaming it."""
+    await _call("set", PREFIX + generation_id + ":owner", owner, ex=OWNER_TTL_S)
+
+
+async def owner_of(generation_id: str) -> str:
+    """The owner remembered for a generation ("" if none)."""
+    raw = await _call("get", PREFIX + generation_id + ":owner")
+    return "" if raw is None else raw.decode()
 
 
 def _decode(raw: bytes) -> dict[str, Any]:

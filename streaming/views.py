@@ -15,16 +15,19 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from . import shared, sse
+from .auth import authenticate, client_address, may_see, owner_required, principal
 from .engines import Chunk, Engine, GenerationRequest, TokenStream, get_engine
 from .exceptions import (
     AlreadyStreaming,
     GenerationError,
     MethodNotAllowed,
     NotFound,
+    ShuttingDown,
     StreamCut,
     StreamingError,
 )
-from .lifecycle import ready_engine
+from .lifecycle import draining, ready_engine
+from .limits import limits
 from .models import GenerationLog
 from .registry import PENDING, Generation, registry
 from .validation import parse_generation_body
@@ -51,9 +54,13 @@ def error_response(error: StreamingError) -> JsonResponse:
 
 
 def api_view(
-    *methods: str, errors: Callable[[StreamingError], HttpResponse] = error_response
+    *methods: str, errors: Callable[[StreamingError], HttpResponse] = error_response,
+    public: bool = False,
 ) -> Callable[[View], View]:
-    """An async JSON endpoint: method check, and every StreamingError as `errors` writes it."""
+    """An async JSON endpoint: method check, who may use it (unless `public`), limits' errors.
+
+    Every StreamingError becomes the reply `errors` writes.
+    """
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
@@ -65,24 +72,45 @@ def api_view(
                 response["Allow"] = ", ".join(methods)
                 return response
             try:
+                if draining():
+                    raise ShuttingDown()
+                if not public:
+                    await authenticate(request)
                 return await view(request, *args, **kwargs)
             except StreamingError as error:
                 return errors(error)
 
-        # The API authenticates no cookie, so a cross-site form cannot act as a user through it.
+        # Bearer keys need no CSRF token; `authenticate` checks it for session users itself.
         return csrf_exempt(wrapper)
 
     return decorate
 
 
-def client_of(request: HttpRequest) -> str:
-    """The peer address, as the log records it."""
-    return request.META.get("REMOTE_ADDR", "") or ""
+client_of = client_address
 
 
 async def _new_generation(request: HttpRequest) -> Generation:
+    await limits().hit(principal(request))
     engine = await ready_engine()
-    return register(request, parse_generation_body(request.body), engine)
+    generation = register(request, parse_generation_body(request.body), engine)
+    await remember_owner(generation)
+    return generation
+
+
+async def remember_owner(generation: Generation) -> None:
+    """With REDIS_URL: any web process can tell who may see and cancel it."""
+    if shared.enabled() and generation.owner:
+        await shared.remember_owner(generation.id, generation.owner)
+
+
+def _owned(request: HttpRequest, generation: Generation | None) -> Generation | None:
+    # Someone else's generation is "not found": its existence is not theirs to learn either.
+    return generation if generation is None or may_see(request, generation.owner) else None
+
+
+async def _may_see_elsewhere(request: HttpRequest, generation_id: str) -> bool:
+    return not owner_required(request) or may_see(
+        request, await shared.owner_of(generation_id))
 
 
 def register(
@@ -92,27 +120,47 @@ def register(
     """A new generation in the registry, once the engine agrees it can serve the request."""
     engine.check_request(generation_request)
     return registry.add(
-        Generation(generation_request, engine, api=api, client=client_of(request))
+        Generation(generation_request, engine, api=api, client=client_of(request),
+                   owner=principal(request) if owner_required(request) else "")
     )
 
 
-def start_new(generation: Generation) -> None:
+async def start_new(request: HttpRequest, generation: Generation) -> None:
     """Start the engine on a generation that has only just been created (no reader yet)."""
     try:
-        generation.start()
+        await start_admitted(request, generation)
     except StreamingError:
         registry.discard(generation)  # refused before it began: nothing to log
         raise
 
 
-async def _claim(generation_id: str) -> Generation | None:
-    """With REDIS_URL: take a generation created by any web process, exactly once."""
+async def start_admitted(request: HttpRequest, generation: Generation) -> None:
+    """Take a stream slot for the asker (429/503 when there is none), then start the engine.
+
+    The slot is the generation's until it ends: `registry.finish` (or `discard`) gives it back.
+    """
+    if generation.status != PENDING:
+        generation.start()  # raises AlreadyStreaming, before a slot is taken for nothing
+    generation.lease = await limits().acquire(principal(request))
+    try:
+        generation.start()
+    except BaseException:
+        limits().release(generation.lease)
+        generation.lease = None
+        raise
+
+
+async def _claim(request: HttpRequest, generation_id: str) -> Generation | None:
+    """With REDIS_URL: take a generation created by any web process, exactly once (its owner)."""
+    if not await _may_see_elsewhere(request, generation_id):
+        return None
     record = await shared.claim_pending(generation_id)
     if record is None:
         return None
     engine = await ready_engine()
     return registry.add(Generation(record["request"], engine, api=record["api"],
-                                   client=record["client"], created_at=record["created_at"]))
+                                   client=record["client"], created_at=record["created_at"],
+                                   owner=record.get("owner", "")))
 
 
 async def _elsewhere(generation_id: str) -> dict | None:
@@ -131,7 +179,8 @@ async def create_generation(request: HttpRequest) -> HttpResponse:
         # claims it from there, so no process keeps a copy that could go stale.
         registry.discard(generation)
         await shared.put_pending(generation.request, api=generation.api,
-                                 client=generation.client, created_at=generation.created_at)
+                                 client=generation.client, created_at=generation.created_at,
+                                 owner=generation.owner)
     base = f"/api/generations/{generation.id}"
     return JsonResponse(
         {"id": generation.id, "stream_url": f"{base}/stream", "cancel_url": f"{base}/cancel"},
@@ -143,26 +192,27 @@ async def create_generation(request: HttpRequest) -> HttpResponse:
 async def stream_direct(request: HttpRequest) -> HttpResponse:
     """`POST /api/stream`: create and stream in one request (for `curl -N` and `fetch`)."""
     generation = await _new_generation(request)
-    start_new(generation)
+    await start_new(request, generation)
     return await open_event_stream(generation)
 
 
 @api_view("GET")
 async def stream_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
     """`GET /api/generations/<id>/stream`: start the generation and stream it."""
-    generation = registry.get(generation_id)
+    generation = _owned(request, registry.get(generation_id))
     if shared.enabled() and generation is None:
-        generation = await _claim(generation_id)
-        if generation is None:
+        generation = await _claim(request, generation_id)
+        if generation is None and await _may_see_elsewhere(request, generation_id):
             if await shared.was_cancelled(generation_id):
                 return _cancelled_stream()
-            if await _elsewhere(generation_id) is not None or await _logged(generation_id):
+            if await _elsewhere(generation_id) is not None or await _logged(
+                    request, generation_id):
                 raise AlreadyStreaming()
     if generation is None:
         raise NotFound()
     if generation.status == "cancelled" and generation.stream is None:
         return _cancelled_stream()
-    generation.start()
+    await start_admitted(request, generation)
     return await open_event_stream(generation)
 
 
@@ -171,22 +221,24 @@ def _cancelled_stream() -> StreamingHttpResponse:
     return _event_stream(_only(sse.error_event("cancelled", "The generation was cancelled.")))
 
 
-async def _logged(generation_id: str) -> GenerationLog | None:
-    return await GenerationLog.objects.filter(generation_id=generation_id).afirst()
+async def _logged(request: HttpRequest, generation_id: str) -> GenerationLog | None:
+    row = await GenerationLog.objects.filter(generation_id=generation_id).afirst()
+    return row if row is None or may_see(request, row.owner) else None
 
 
 @api_view("POST")
 async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
     """`POST /api/generations/<id>/cancel`: abort it on the engine; idempotent."""
-    generation = registry.get(generation_id)
+    generation = _owned(request, registry.get(generation_id))
     if shared.enabled() and generation is None:
-        generation = await _claim(generation_id)
-        if generation is None and await _elsewhere(generation_id) is not None:
+        generation = await _claim(request, generation_id)
+        if (generation is None and await _may_see_elsewhere(request, generation_id)
+                and await _elsewhere(generation_id) is not None):
             # Streamed by another web process: its worker aborts, its reader hears why.
             await (await ready_engine()).broadcast_abort(generation_id)
             return JsonResponse({"status": "cancelled"}, status=202)
     if generation is None:
-        row = await _logged(generation_id)
+        row = await _logged(request, generation_id)
         if row is None:
             raise NotFound()
         return JsonResponse({"status": row.status}, status=202)
@@ -206,16 +258,16 @@ async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpRes
 @api_view("GET")
 async def generation_state(request: HttpRequest, generation_id: str) -> HttpResponse:
     """`GET /api/generations/<id>`: live counters, or the log row once it has ended."""
-    generation = registry.get(generation_id)
+    generation = _owned(request, registry.get(generation_id))
     if generation is not None:
         return JsonResponse(generation.state())
-    if shared.enabled():
+    if shared.enabled() and await _may_see_elsewhere(request, generation_id):
         pending = await shared.peek_pending(generation_id)
         if pending is not None:
             return JsonResponse({"id": generation_id, "status": PENDING, "tokens_generated": 0,
                                  "tokens_after_abort": 0, "ttft_ms": None})
-    row = await _logged(generation_id)
-    if row is None and shared.enabled():
+    row = await _logged(request, generation_id)
+    if row is None and shared.enabled() and await _may_see_elsewhere(request, generation_id):
         remote = await _elsewhere(generation_id)
         if remote is not None:
             return JsonResponse({
@@ -355,13 +407,13 @@ async def event_stream(
         registry.finish(generation, status, error_code)
 
 
-@api_view("GET")
+@api_view("GET", public=True)
 async def healthz(request: HttpRequest) -> HttpResponse:
     """Alive: the process answers."""
     return JsonResponse({"status": "ok"})
 
 
-@api_view("GET")
+@api_view("GET", public=True)
 async def readyz(request: HttpRequest) -> HttpResponse:
     """Ready: the engine is loaded, warmed up and healthy."""
     engine = await ready_engine()

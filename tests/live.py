@@ -6,13 +6,8 @@ this module adds the tests' fast pace and a raw-socket client.
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +15,19 @@ import httpx
 
 from streaming import liveserver
 from streaming.diagnosis import ContentDecoder
-from streaming.liveserver import ROOT, LiveServer, free_port, wait_until
+from streaming.liveserver import (
+    BIN,
+    ROOT,
+    LiveServer,
+    RedisServer,
+    WorkerProcess,
+    free_port,
+    start_redis,
+    wait_until,
+)
 from streaming.sse import Event, EventParser
 
-__all__ = ["DEFAULT_ENV", "ROOT", "LiveServer", "RawStream", "RedisServer", "WorkerProcess",
+__all__ = ["BIN", "DEFAULT_ENV", "ROOT", "LiveServer", "RawStream", "RedisServer", "WorkerProcess",
            "free_port", "iter_sse", "start_redis", "start_server", "start_worker", "tokens_of",
            "wait_until"]
 
@@ -39,6 +43,11 @@ DEFAULT_ENV = {
 def start_server(tmp_dir: Path, *, env: dict[str, str] | None = None, **kwargs: Any) -> LiveServer:
     """streaming.liveserver.start_server with the tests' defaults under `env`."""
     return liveserver.start_server(tmp_dir, env={**DEFAULT_ENV, **(env or {})}, **kwargs)
+
+
+def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
+    """streaming.liveserver.start_worker with the tests' defaults under `env`."""
+    return liveserver.start_worker(tmp_dir, {**DEFAULT_ENV, **env})
 
 
 class RawStream:
@@ -108,25 +117,11 @@ class RawStream:
 
     ended = False
 
-    def pump(self) -> bool:
-        """Read what the socket has once; False when it closed."""
-        data = self.sock.recv(65536)
-        if not data:
-            self.ended = True
-            return False
-        self._feed(data)
-        return True
-
     def next_event(self) -> Event | None:
         """The next event, blocking; None when the stream ended."""
         while not self._pending:
-            if self.ended:
+            if not self.read_more():
                 return None
-            data = self.sock.recv(65536)
-            if not data:
-                self.ended = True
-                return None
-            self._feed(data)
         return self._pending.pop(0)
 
     def read_more(self) -> bool:
@@ -164,78 +159,3 @@ def iter_sse(response: httpx.Response) -> Iterator[Event]:
     parser = EventParser()
     for chunk in response.iter_raw():
         yield from parser.feed(chunk)
-
-
-@dataclass
-class RedisServer:
-    """A redis-server of the test's own on a free port, so a test may stop and restart it."""
-
-    port: int
-    directory: Path
-    process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        """The REDIS_URL for it."""
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> RedisServer:
-        """Start (or restart) it and wait until it answers."""
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.directory)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        wait_until(self._answers, 10)
-        return self
-
-    def _answers(self) -> bool:
-        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-
-    def stop(self) -> None:
-        """Stop it (its data goes with it: it keeps nothing on disk)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-
-
-def start_redis(tmp_dir: Path) -> RedisServer:
-    """A fresh redis-server on a free port."""
-    return RedisServer(free_port(), tmp_dir).start()
-
-
-@dataclass
-class WorkerProcess:
-    """A `manage.py runworker model-worker` process."""
-
-    process: subprocess.Popen
-    log_path: Path
-
-    def kill(self) -> None:
-        """SIGKILL: no goodbye, as when a GPU host dies."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
-    """A model worker with the deterministic engine (readiness: poll a web process' /readyz)."""
-    full_env = {**os.environ, **DEFAULT_ENV, **env}
-    log_path = tmp_dir / f"worker-{time.monotonic_ns()}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "runworker", "model-worker"], cwd=ROOT, env=full_env,
-            stdout=log, stderr=subprocess.STDOUT,
-        )
-    return WorkerProcess(process, log_path)

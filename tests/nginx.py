@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from streaming.liveserver import stop_process
 from tests.live import free_port, wait_until
 
 TEMP_PATHS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
@@ -119,13 +120,7 @@ class Nginx:
 
     def stop(self) -> None:
         """Stop nginx (SIGTERM is its fast shutdown), then make sure it is gone."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process)
 
 
 def start_nginx(

@@ -165,6 +165,6 @@ def test_heartbeat_pings_an_idle_stream(server_factory):
     urls = create(server, prompt="wait", max_tokens=2)
     stream = RawStream(server.port, urls["stream_url"])
     while "ping" not in stream.parser.comments:
-        assert stream.pump(), "the stream closed instead of pinging"
+        assert stream.read_more(), "the stream closed instead of pinging"
     assert stream.events == []  # nothing but keep-alives while the model is silent
     stream.close()

@@ -40,6 +40,16 @@ def build_engine(name: str | None = None, *, local: bool = False) -> Engine:
             connect_timeout_s=settings.STREAMING_REMOTE_CONNECT_TIMEOUT_S,
             read_timeout_s=settings.STREAMING_REMOTE_READ_TIMEOUT_S or None,
         )
+    if name == "transformers":
+        from .transformers import TransformersEngine
+
+        return TransformersEngine(
+            model=settings.STREAMING_MODEL,
+            cache_dir=settings.STREAMING_MODEL_CACHE,
+            max_batch=settings.STREAMING_MAX_BATCH,
+            max_queue=settings.STREAMING_MAX_QUEUE,
+            context_tokens=settings.STREAMING_CONTEXT_TOKENS,
+        )
     raise ValueError(f"unknown STREAMING_ENGINE {name!r}")
 
 

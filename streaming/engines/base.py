@@ -346,14 +346,17 @@ class Engine(ABC):
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start producing tokens for `request`; raise EngineBusy when at capacity."""
 
-    async def abort(self, request_id: str) -> None:
-        """Stop a generation and free its slot; idempotent; returns once it has stopped."""
+    async def abort(self, request_id: str, code: str = "cancelled") -> None:
+        """Stop a generation and free its slot; idempotent; returns once it has stopped.
+
+        Its reader sees the stream end with `event: error` and `code` (`server_shutdown`, say).
+        """
         stream = self.streams.get(request_id)
         if stream is None or stream.finished:
             return
         stream.mark_aborted()
         await self._stop(stream)
-        stream.finish(error=GenerationError("cancelled"))
+        stream.finish(error=GenerationError(code))
 
     @abstractmethod
     async def _stop(self, stream: TokenStream) -> None:
@@ -386,5 +389,31 @@ __all__ = [
     "GenerationRequest",
     "Message",
     "StreamCut",
+    "TaskEngine",
     "TokenStream",
 ]
+
+
+class TaskEngine(Engine):
+    """An engine that runs one producer task per generation; abort cancels the task."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def _start(self, stream: TokenStream, producer) -> TokenStream:
+        """Register `stream` and run `producer` (a coroutine) as its task."""
+        self.streams[stream.id] = stream
+        self._tasks[stream.id] = asyncio.create_task(producer)
+        return stream
+
+    async def _stop(self, stream: TokenStream) -> None:
+        task = self._tasks.pop(stream.id, None)
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def release(self, request_id: str) -> None:
+        """Forget the stream and its task."""
+        super().release(request_id)
+        self._tasks.pop(request_id, None)

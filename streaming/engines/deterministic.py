@@ -13,7 +13,7 @@ import json
 import random
 
 from ..exceptions import EngineBusy, GenerationError, StreamCut
-from .base import Engine, GenerationRequest, TokenStream
+from .base import GenerationRequest, TaskEngine, TokenStream
 
 # Words by the script of the prompt, so a Korean question gets a Korean-looking answer. Every
 # list holds multi-byte text, so that no answer is pure ASCII.
@@ -65,7 +65,7 @@ def tokens_for(request: GenerationRequest, answer_tokens: int = 0) -> tuple[list
     return tokens, ("length" if count < natural else "stop")
 
 
-class DeterministicEngine(Engine):
+class DeterministicEngine(TaskEngine):
     """Seeded tokens at `tokens_per_s` after `ttft_s`; 0 tokens/s means as fast as possible."""
 
     name = "deterministic"
@@ -84,7 +84,6 @@ class DeterministicEngine(Engine):
         self.max_queue = max_queue
         self._slots = asyncio.Semaphore(max_batch) if max_batch else None
         self._waiting = 0
-        self._tasks: dict[str, asyncio.Task[None]] = {}
 
     @property
     def model(self) -> str:
@@ -114,20 +113,7 @@ class DeterministicEngine(Engine):
         if self._slots is not None and self._slots.locked() and self._waiting >= self.max_queue:
             raise EngineBusy(f"{self.max_batch} generations running and {self._waiting} waiting.")
         stream = TokenStream(request)
-        self.streams[request.id] = stream
-        self._tasks[request.id] = asyncio.create_task(self._run(stream))
-        return stream
-
-    async def _stop(self, stream: TokenStream) -> None:
-        task = self._tasks.pop(stream.id, None)
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-    def release(self, request_id: str) -> None:
-        """Forget the stream and its task."""
-        super().release(request_id)
-        self._tasks.pop(request_id, None)
+        return self._start(stream, self._run(stream))
 
     async def _run(self, stream: TokenStream) -> None:
         if self._slots is None:

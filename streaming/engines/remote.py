@@ -27,12 +27,12 @@ from ..exceptions import (
 )
 from ..openai_format import our_code
 from ..sse import EventParser
-from .base import Engine, GenerationRequest, TokenStream
+from .base import GenerationRequest, TaskEngine, TokenStream
 
 logger = logging.getLogger(__name__)
 
 
-class RemoteEngine(Engine):
+class RemoteEngine(TaskEngine):
     """Streams from an OpenAI-compatible `/v1` base URL; one pooled httpx client per process."""
 
     name = "openai"
@@ -62,7 +62,6 @@ class RemoteEngine(Engine):
                                      write=connect_timeout_s, pool=connect_timeout_s)
         self.transport = transport  # None: real sockets; tests may pass httpx.MockTransport
         self._client: httpx.AsyncClient | None = None
-        self._tasks: dict[str, asyncio.Task[None]] = {}
 
     @property
     def model(self) -> str:
@@ -90,22 +89,9 @@ class RemoteEngine(Engine):
         """Start the upstream request; readers wait in `accepted()` for its answer."""
         stream = TokenStream(request)
         stream.defer_acceptance()
-        self.streams[request.id] = stream
-        self._tasks[request.id] = asyncio.create_task(self._run(stream))
-        return stream
-
-    async def _stop(self, stream: TokenStream) -> None:
-        # Cancelling the task leaves `client.stream()`'s block, which closes the response and,
-        # since it is unfinished, its connection.
-        task = self._tasks.pop(stream.id, None)
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-    def release(self, request_id: str) -> None:
-        """Forget the stream and its task."""
-        super().release(request_id)
-        self._tasks.pop(request_id, None)
+        # Abort cancels this task, which leaves `client.stream()`'s block: that closes the
+        # response and, since it is unfinished, its connection (how vLLM and TGI see an abort).
+        return self._start(stream, self._run(stream))
 
     async def check_health(self) -> None:
         """The upstream answers `GET /models` and lists our model."""

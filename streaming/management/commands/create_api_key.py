@@ -1,0 +1,27 @@
+"""`manage.py create_api_key NAME [--user USERNAME]`: a new API key, printed once."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from streaming.models import ApiKey
+
+
+class Command(BaseCommand):
+    help = "Create an API key for `Authorization: Bearer …`; only its hash is stored."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="what the key is for, to recognise it in the admin")
+        parser.add_argument("--user", help="the user it acts as (its generations are theirs)")
+
+    def handle(self, *args, name: str, user: str | None, **options):
+        owner = None
+        if user is not None:
+            try:
+                owner = get_user_model().objects.get_by_natural_key(user)
+            except get_user_model().DoesNotExist:
+                raise CommandError(f"No user {user!r}.") from None
+        row, key = ApiKey.issue(name, owner)
+        self.stderr.write(f"API key {row.prefix}… created; it is shown this once:")
+        self.stdout.write(key)

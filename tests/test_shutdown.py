@@ -1,0 +1,49 @@
+"""SIGTERM: open streams end with `server_shutdown`, their rows are written, the process exits."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+
+import pytest
+
+from streaming import lifecycle
+from tests.live import RawStream
+from tests.test_asgi import Exchange, body
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_while_draining_new_requests_get_503(engine, monkeypatch):
+    monkeypatch.setattr(lifecycle, "_draining", True)
+    for path in ("/api/stream", "/v1/chat/completions"):
+        refused = await (await Exchange("POST", path, body(prompt="hi")).start()).read_all()
+        assert refused.status == 503 and refused.headers["retry-after"] == "1"
+        assert b'"server_shutdown"' in refused.payload
+
+
+@pytest.mark.live
+def test_sigterm_ends_open_streams_with_server_shutdown_and_logs_them(server_factory):
+    server = server_factory(env={"DETERMINISTIC_TPS": "20", "STREAM_SHUTDOWN_GRACE_S": "5"})
+    ids, streams = [], []
+    for prompt in ("one", "two"):
+        created = server.post("/api/generations", json={"prompt": prompt,
+                                                        "max_tokens": 4000}).json()
+        ids.append(created["id"])
+        stream = RawStream(server.port, created["stream_url"])
+        assert stream.next_event() is not None  # streaming for real
+        streams.append(stream)
+    server.process.send_signal(signal.SIGTERM)
+    for stream in streams:
+        events = stream.read_all()
+        last = events[-1]
+        assert last.event == "error" and json.loads(last.data)["code"] == "server_shutdown"
+        assert all(e.data != "[DONE]" for e in events)
+    server.process.wait(15)  # bounded: nothing is left for uvicorn to wait on
+    with sqlite3.connect(server.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
+        rows = {row[0]: row[1:] for row in db.execute(
+            "SELECT generation_id, error_code, tokens_after_abort FROM streaming_generationlog"
+        )}
+    assert {rows[i][0] for i in ids} == {"server_shutdown"}
+    assert all(rows[i][1] <= 1 for i in ids)  # aborted at once, not left to run
+    assert "draining: ending 2 open generation(s)" in server.log()

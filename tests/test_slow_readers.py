@@ -1,0 +1,59 @@
+"""A client that stops reading: bounded memory, and its generation aborted after the timeout."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from streaming.engines.base import GenerationRequest, Message, TokenStream
+
+TOKENS = 1_000_000  # about 40 MB of frames: far more than any socket buffer holds
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+async def test_the_chunk_buffer_is_bounded_whatever_the_producer_pushes():
+    stream = TokenStream(GenerationRequest("x", (Message("user", "hi"),), 100_000),
+                         max_buffered=64)
+    for _ in range(100_000):
+        stream.push("ab")
+    assert len(stream._buffer) == 64  # wake-ups merged; the text itself is all kept
+    assert sum(len(chunk.text) for chunk in stream._buffer) == 200_000
+    stream.finish("stop")
+
+
+@pytest.mark.live
+def test_a_reader_that_stops_reading_is_dropped_and_its_generation_aborted(server_factory):
+    server = server_factory(env={
+        "DETERMINISTIC_TPS": "0", "DETERMINISTIC_TTFT_MS": "0",
+        "STREAM_MAX_TOKENS_LIMIT": str(TOKENS), "STREAM_SEND_TIMEOUT_S": "1",
+    })
+    created = server.post("/api/generations", json={
+        "prompt": "flood", "max_tokens": TOKENS, "fault": {"at": TOKENS, "kind": "stall"},
+    }).json()
+    baseline = rss_kib(server.process.pid)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+    sock.connect(("127.0.0.1", server.port))
+    sock.sendall(f"GET {created['stream_url']} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+    # ... and never reads again, nor closes.
+    try:
+        final = server.wait_final(created["id"], timeout=30)
+        grown = rss_kib(server.process.pid) - baseline
+    finally:
+        sock.close()
+    print(f"\nslow reader: {final['tokens_generated']} tokens before the abort, RSS +{grown} KiB")
+    assert final["status"] == "client_disconnected"
+    assert final["tokens_generated"] < TOKENS  # the producer waited for room, then stopped
+    assert final["tokens_after_abort"] <= 1
+    assert server.stats()["generations_in_flight"] == 0
+    assert grown < 30 * 1024, f"the server grew by {grown} KiB"
+    assert "no write progress" in server.log()

@@ -1,0 +1,235 @@
+"""The transformers engine with the real model (SmolLM2-135M-Instruct), at the engine level.
+
+One engine is loaded for the whole session (loading is slow). Its window is cut to 512 tokens so
+that overflowing it costs a short prompt. Assertions are about order and counts, never durations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import pytest
+from django.conf import settings
+
+from streaming.engines.base import Fault, GenerationRequest, Message
+from streaming.exceptions import (
+    BadRequest,
+    EngineBusy,
+    EngineUnavailable,
+    GenerationError,
+    PromptTooLong,
+)
+
+pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.model
+
+CONTEXT_TOKENS = 512
+STORY = "Tell me a long story about a lighthouse keeper and the sea."
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from streaming.engines.transformers import TransformersEngine
+
+    engine = TransformersEngine(
+        cache_dir=settings.STREAMING_MODEL_CACHE, max_batch=8, max_queue=8,
+        context_tokens=CONTEXT_TOKENS,
+    )
+    engine.load()
+    yield engine
+    engine.close()
+
+
+def request(prompt: str = STORY, *, max_tokens: int = 24, temperature: float = 0.0, **kwargs):
+    return GenerationRequest(
+        id=f"t{next(_ids)}", messages=(Message("user", prompt),), max_tokens=max_tokens,
+        temperature=temperature, **kwargs,
+    )
+
+
+async def read(engine, stream) -> tuple[list[str], BaseException | None]:
+    """Every chunk's text, and the error the stream ended with (None: a normal end)."""
+    texts: list[str] = []
+    try:
+        async for batch in stream.batches(30.0):
+            texts += [chunk.text for chunk in batch]
+    except GenerationError as error:
+        return texts, error
+    finally:
+        engine.release(stream.id)
+    return texts, None
+
+
+async def generate(engine, req):
+    engine.check_request(req)
+    stream = engine.generate(req)
+    texts, error = await read(engine, stream)
+    return stream, texts, error
+
+
+async def wait_for(predicate, timeout_s: float = 60.0) -> None:
+    """Poll `predicate` until true, or fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+def test_a_real_answer_streams(engine):
+    stream, texts, error = asyncio.run(generate(engine, request("What is the capital of France?")))
+    assert error is None and stream.finish_reason in ("stop", "length")
+    assert len(texts) > 1 and "".join(texts).strip()
+    assert stream.tokens_generated > 1 and stream.tokens_after_abort == 0
+    assert engine.model == "SmolLM2-135M-Instruct"
+
+
+def test_japanese_streams_as_clean_utf8(engine):
+    prompt = "次の文を繰り返してください：「こんにちは、世界。今日はいい天気ですね。」"
+    _stream, texts, error = asyncio.run(generate(engine, request(prompt, max_tokens=48)))
+    assert error is None and texts
+    assert all("\ufffd" not in text for text in texts)
+    assert any(ord(char) > 0x3000 for char in "".join(texts))
+
+
+def test_detokenizing_the_real_tokenizer_never_splits_a_character(engine):
+    from streaming.engines.detokenizer import IncrementalDetokenizer
+
+    tokenizer = engine._tokenizer
+    text = "안녕하세요, 스트리밍! こんにちは、世界。🙂 naïve café"
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    detokenizer = IncrementalDetokenizer(lambda i: tokenizer.decode(i, skip_special_tokens=True))
+    pieces = [detokenizer.add([token]) for token in ids] + [detokenizer.flush()]
+    assert "".join(pieces) == text
+    assert all("\ufffd" not in piece for piece in pieces)
+
+
+def test_eight_concurrent_streams_share_the_batch(engine):
+    async def main():
+        reqs = [request(f"{STORY} Chapter {i}.", max_tokens=24) for i in range(8)]
+        return await asyncio.gather(*(generate(engine, r) for r in reqs))
+
+    results = asyncio.run(main())
+    streams = [stream for stream, _, _ in results]
+    assert all(error is None for _, _, error in results)
+    assert all(stream.tokens_generated > 0 for stream in streams)
+    # Batched, not one after another: every stream had started before any had finished.
+    assert max(s.first_token_at for s in streams) < min(s.last_token_at for s in streams)
+
+
+def test_cancelling_one_stream_stops_it_while_the_others_finish(engine):
+    async def main():
+        reqs = [request(f"{STORY} Part {i}.", max_tokens=40) for i in range(4)]
+        streams = [engine.generate(r) for r in reqs]
+        readers = [asyncio.create_task(read(engine, s)) for s in streams]
+        victim = streams[0]
+        await wait_for(lambda: victim.tokens_generated >= 3)
+        await engine.abort(victim.id)
+        at_abort = victim.tokens_generated
+        results = await asyncio.gather(*readers)
+        return victim, at_abort, streams[1:], results
+
+    victim, at_abort, others, results = asyncio.run(main())
+    assert isinstance(results[0][1], GenerationError) and results[0][1].code == "cancelled"
+    # At most one step's output already on its way to the loop and one step in flight.
+    assert victim.tokens_after_abort <= 2
+    assert victim.tokens_generated == at_abort + victim.tokens_after_abort
+    assert victim.id not in engine._running
+    for stream, (_, error) in zip(others, results[1:], strict=True):
+        assert error is None and stream.finish_reason in ("stop", "length")
+        assert stream.tokens_after_abort == 0
+
+
+def test_max_tokens_is_a_normal_end(engine):
+    stream, _texts, error = asyncio.run(generate(engine, request(max_tokens=5)))
+    assert error is None
+    assert (stream.tokens_generated, stream.finish_reason) == (5, "length")
+
+
+def long_prompt(engine, tokens: int) -> str:
+    """A prompt whose chat-templated form is exactly `tokens` tokens (or just under)."""
+    words = tokens
+    while True:
+        prompt = "word " * words
+        length = len(engine._encode_messages([{"role": "user", "content": prompt}]))
+        if length <= tokens:
+            return prompt
+        words -= length - tokens
+
+
+def test_a_prompt_that_does_not_fit_is_refused_before_the_stream(engine):
+    with pytest.raises(PromptTooLong):
+        engine.check_request(request(long_prompt(engine, CONTEXT_TOKENS + 50)))
+    with pytest.raises(BadRequest):
+        engine.check_request(request("hi", fault=Fault(at=1)))
+
+
+def counting_prompt(engine, tokens: int) -> tuple[str, int]:
+    """The longest "continue this list" prompt within `tokens`, and its length: the model goes on
+    counting instead of ending its turn."""
+    best = ("", 0)
+    for count in itertools.count(10, 5):
+        prompt = "Continue this list of numbers forever: " + ", ".join(map(str, range(1, count)))
+        length = len(engine._encode_messages([{"role": "user", "content": prompt}]))
+        if length > tokens:
+            return best
+        best = (prompt, length)
+    raise AssertionError("unreachable")
+
+
+def test_reaching_the_window_mid_answer_is_context_length(engine):
+    prompt, length = counting_prompt(engine, CONTEXT_TOKENS - 8)
+    stream, texts, error = asyncio.run(generate(engine, request(prompt, max_tokens=100)))
+    assert isinstance(error, GenerationError) and error.code == "context_length"
+    assert texts and 0 < stream.tokens_generated <= CONTEXT_TOKENS - length
+
+
+def test_a_full_queue_is_busy_and_a_queued_request_waits_for_a_slot(engine):
+    async def main():
+        engine.max_batch, engine.max_queue = 1, 1
+        try:
+            first = engine.generate(request(max_tokens=8))
+            second = engine.generate(request(max_tokens=8))
+            with pytest.raises(EngineBusy):
+                engine.generate(request(max_tokens=8))
+            await asyncio.gather(read(engine, first), read(engine, second))
+            return first, second
+        finally:
+            engine.max_batch, engine.max_queue = 8, 8
+
+    first, second = asyncio.run(main())
+    assert first.finish_reason and second.finish_reason
+    assert second.first_token_at >= first.last_token_at  # it waited for the batch slot
+
+
+def test_an_engine_failure_ends_streams_with_engine_error_and_recovers(engine):
+    model = engine._model
+    original = model.forward
+    calls = itertools.count()
+
+    def fail_once(*args, **kwargs):
+        if next(calls) == 0:
+            raise RuntimeError("simulated CUDA out of memory")
+        return original(*args, **kwargs)
+
+    async def main():
+        model.forward = fail_once
+        try:
+            _stream, _texts, error = await generate(engine, request(max_tokens=8))
+            assert isinstance(error, GenerationError) and error.code == "engine_error"
+            with pytest.raises(EngineUnavailable):
+                await engine.check_health()
+            with pytest.raises(EngineUnavailable):
+                engine.generate(request())
+        finally:
+            del model.forward
+        await wait_for(lambda: engine.ready, timeout_s=120)
+        await engine.check_health()
+        return await generate(engine, request(max_tokens=4))
+
+    stream, _texts, error = asyncio.run(main())
+    assert error is None and stream.tokens_generated > 0
+    assert engine.restarts == 1
