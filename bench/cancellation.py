@@ -51,6 +51,12 @@ async def _stream(port: int, path: str, body: dict, close_after: int) -> StreamP
         close_after=close_after,
     )
     await stream.done
+    if stream.status != 200 or stream.closed_at is None:
+        # Refused, or ended before its random point: the figures would not mean what they say.
+        raise RuntimeError(
+            f"{path}: HTTP {stream.status}, {stream.frames} frames, closed by "
+            f"{'us' if stream.closed_at else 'the server'}: {stream.head[:200]!r}"
+        )
     return stream
 
 
