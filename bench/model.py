@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -120,12 +121,20 @@ def run(settings: Settings) -> dict[str, Any]:
     }
 
 
+def _nice(value: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 × 10ⁿ at or above `value`: axis ends that read well."""
+    if value <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(value))
+    return next(step * power for step in (1, 2, 2.5, 5, 10) if step * power >= value)
+
+
 def plot(rows: list[dict[str, Any]], title: str) -> str:
     """An SVG scatter of TTFT p99 (y) against throughput (x), one labelled point per cap."""
     width, height, left, bottom, top, right = 560, 360, 70, 50, 30, 30
     xs = [r["throughput_tokens_per_s"] or 0 for r in rows]
     ys = [r["ttft_p99_ms"] or 0 for r in rows]
-    x_max, y_max = (max(xs) or 1) * 1.15, (max(ys) or 1) * 1.15
+    x_max, y_max = _nice(max(xs) * 1.1), _nice(max(ys) * 1.1)
 
     def x(v: float) -> float:
         return left + (width - left - right) * v / x_max
@@ -134,12 +143,12 @@ def plot(rows: list[dict[str, Any]], title: str) -> str:
         return height - bottom - (height - bottom - top) * v / y_max
 
     marks = []
-    for fraction in (0, 0.25, 0.5, 0.75, 1):
+    for fraction in (0, 0.2, 0.4, 0.6, 0.8, 1):
         marks.append(
             f'<line x1="{left}" x2="{width - right}" y1="{y(y_max * fraction):.1f}" '
             f'y2="{y(y_max * fraction):.1f}" stroke="#ddd"/>'
             f'<text x="{left - 6}" y="{y(y_max * fraction) + 4:.1f}" '
-            f'text-anchor="end">{y_max * fraction:.0f}</text>'
+            f'text-anchor="end">{y_max * fraction:,.0f}</text>'
             f'<text x="{x(x_max * fraction):.1f}" y="{height - bottom + 18}" '
             f'text-anchor="middle">{x_max * fraction:.0f}</text>'
         )
