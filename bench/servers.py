@@ -9,20 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from streaming.liveserver import LiveServer, start_server
+from streaming.liveserver import UNLIMITED, LiveServer, start_server
 
 OURS = "bench.apps:instrumented"  # chatsite's application plus the bench-only routes
 BARE = "bench.apps:bare"
 BARE_BATCHED = "bench.apps:bare_batched"
 ENGINE_BARE = "bench.apps:engine_bare"
 STARLETTE = "bench.apps:starlette"
-# Every bench client is one address, 127.0.0.1: the per-client and service limits of
-# docs/security.md would refuse most of part 2 and 3's streams, so the bench turns them off.
-UNLIMITED = {
-    "STREAM_RATE_PER_MIN": "0",
-    "STREAM_MAX_STREAMS_PER_CLIENT": "0",
-    "STREAM_MAX_IN_FLIGHT": "0",
-}
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -44,6 +37,7 @@ def running(
     with tempfile.TemporaryDirectory(prefix="bench-") as directory:
         server = start_server(
             Path(directory),
+            # Every bench client is 127.0.0.1: the per-client limits would refuse most streams.
             env={**UNLIMITED, **env},
             app=app,
             ready_path=ready_path,

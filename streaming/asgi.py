@@ -101,16 +101,38 @@ class SendTimeout:
             return await self.app(scope, receive, send)
         timeout = self.timeout_s or settings.STREAM_SEND_TIMEOUT_S
         loop = asyncio.get_running_loop()
+        # The hot path only flips a flag and counts: one watchdog per connection looks every
+        # timeout/2 and gives up when the same send has been pending at two looks in a row,
+        # i.e. after between 1 and 1.5 timeouts without progress.
+        pending = False
+        completed = 0
+        seen = -1
+        watchdog: asyncio.TimerHandle | None = None
+        sender: asyncio.Task | None = None  # Django's response task, which a give-up cancels
+
+        def look() -> None:
+            nonlocal seen, watchdog
+            if pending and completed == seen:
+                _give_up(sender, scope, timeout)
+                return
+            seen = completed if pending else -1
+            watchdog = loop.call_later(timeout / 2, look)
 
         async def send_or_give_up(message):
-            # A timer, not asyncio.wait_for: no extra task per frame on the hot path.
-            handle = loop.call_later(timeout, _give_up, asyncio.current_task(), scope, timeout)
-            try:
-                await send(message)
-            finally:
-                handle.cancel()
+            nonlocal pending, completed, watchdog, sender
+            if watchdog is None:
+                sender = asyncio.current_task()
+                watchdog = loop.call_later(timeout / 2, look)
+            pending = True
+            await send(message)
+            pending = False
+            completed += 1
 
-        return await self.app(scope, receive, send_or_give_up)
+        try:
+            return await self.app(scope, receive, send_or_give_up)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
 
 
 def _give_up(task: asyncio.Task | None, scope, timeout: float) -> None:

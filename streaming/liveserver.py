@@ -97,6 +97,15 @@ class LiveServer:
         stop_process(self.process)
 
 
+# For benchmarks: a load test comes from one address, which the per-client limits (meant for
+# people) would refuse after a few streams. Pass in a server's env to measure the server.
+UNLIMITED = {
+    "STREAM_RATE_PER_MIN": "0",
+    "STREAM_MAX_STREAMS_PER_CLIENT": "0",
+    "STREAM_MAX_IN_FLIGHT": "0",
+}
+
+
 def stop_process(process: subprocess.Popen, grace_s: float = 10.0) -> None:
     """SIGTERM, then SIGKILL if it is still there after `grace_s`."""
     if process.poll() is None:
