@@ -50,5 +50,10 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# BENCH_ARGS=--quick for a short run; results in bench/results/ (docs/bench.md).
+bench: setup
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) staticfiles db.sqlite3

@@ -128,6 +128,8 @@ STREAMING_REMOTE_CONNECT_TIMEOUT_S = env_float("STREAMING_REMOTE_CONNECT_TIMEOUT
 STREAMING_REMOTE_READ_TIMEOUT_S = env_float("STREAMING_REMOTE_READ_TIMEOUT_S", 300.0)
 DETERMINISTIC_TTFT_MS = env_float("DETERMINISTIC_TTFT_MS", 200.0)
 DETERMINISTIC_TPS = env_float("DETERMINISTIC_TPS", 20.0)  # 0 = unpaced (benchmarks)
+# Length of every answer before max_tokens cuts it (0 = 48–400 tokens, drawn from the seed).
+DETERMINISTIC_ANSWER_TOKENS = env_int("DETERMINISTIC_ANSWER_TOKENS", 0)
 STREAM_HEARTBEAT_S = env_float("STREAM_HEARTBEAT_S", 15.0, minimum=0.0, exclusive=True)
 # The read timeout of the proxy in front (nginx's proxy_read_timeout, 60 s by default): an idle
 # stream needs a ping before it, and `check --deploy` compares the two (docs/proxies.md).
@@ -151,6 +153,11 @@ STREAM_MAX_TOKENS_LIMIT = env_int("STREAM_MAX_TOKENS_LIMIT", 4096, minimum=1)
 # A generation created by POST /api/generations but never streamed is forgotten after this.
 STREAM_UNCLAIMED_TTL_S = env_float("STREAM_UNCLAIMED_TTL_S", 300.0, minimum=1.0)
 STREAM_MAX_PENDING = env_int("STREAM_MAX_PENDING", 10_000, minimum=1)
+
+# --- Metrics (docs/metrics.md) -----------------------------------------------------------
+# Several server processes: a shared, emptied-at-start directory where each process writes its
+# values and /metrics sums them. prometheus-client reads the variable itself; this is for us.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = STREAM_MAX_BODY_BYTES
 

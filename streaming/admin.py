@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.template.response import TemplateResponse
+from django.urls import path
 from django.utils import timezone
 
+from . import dashboard
 from .models import ApiKey, GenerationLog
+
+# The admin index gains a link to the latency dashboard: the index template is the only place
+# Django lets an app add to that page (the app list shows models only).
+admin.site.index_template = "admin/streaming/index.html"
 
 
 @admin.register(GenerationLog)
@@ -19,6 +27,23 @@ class GenerationLogAdmin(admin.ModelAdmin):
     search_fields = ("generation_id", "client", "owner", "model", "error_code")
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
+
+    def get_urls(self):
+        """The changelist's URLs plus `dashboard/`, behind the admin's staff login."""
+        view = self.admin_site.admin_view(self.dashboard_view)
+        name = f"{self.opts.app_label}_{self.opts.model_name}_dashboard"
+        return [path("dashboard/", view, name=name), *super().get_urls()]
+
+    def dashboard_view(self, request):
+        """p50/p90/p99 of TTFT and TPOT over time and by model, histograms, how streams ended."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return TemplateResponse(request, "admin/streaming/generationlog/dashboard.html", {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Latency dashboard",
+            **dashboard.context(request),
+        })
 
     def has_add_permission(self, request):
         """Rows come from generations only."""

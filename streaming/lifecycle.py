@@ -57,13 +57,14 @@ async def ready_engine() -> Engine:
 
 async def shutdown() -> None:
     """Abort what is still running and write every pending log row."""
-    from . import recording
+    from . import metrics, recording
     from .registry import registry
 
     for generation in registry.live():
         if generation.stream is not None:
             await generation.engine.abort(generation.id)
     await recording.flush()
+    metrics.process_exiting()
 
 
 def draining() -> bool:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from . import recording
+from . import metrics, recording
 from .engines.base import Engine, GenerationRequest, TokenStream
 from .exceptions import AlreadyStreaming, EngineBusy
 from .latency import summarize
@@ -69,6 +69,7 @@ class Generation:
             )
         self.stream = self.engine.generate(self.request)
         self.status = STREAMING
+        metrics.stream_started(self.engine)
         return self.stream
 
     def figures(self) -> dict[str, Any]:
@@ -158,6 +159,7 @@ class Registry:
         self._recent[generation.id] = generation
         while len(self._recent) > RECENT_KEPT:
             self._recent.popitem(last=False)
+        metrics.generation_ended(generation)
         recording.schedule_log(generation)
 
     def discard(self, generation: Generation) -> None:

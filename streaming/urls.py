@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import openai_api, views
+from . import metrics, openai_api, views
 
 urlpatterns = [
     path("api/generations", views.create_generation, name="create-generation"),
@@ -14,4 +14,5 @@ urlpatterns = [
     path("v1/models/<path:model>", openai_api.retrieve_model, name="openai-model"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
 ]

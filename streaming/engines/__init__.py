@@ -28,6 +28,7 @@ def build_engine(name: str | None = None, *, local: bool = False) -> Engine:
             tokens_per_s=settings.DETERMINISTIC_TPS,
             max_batch=settings.STREAMING_MAX_BATCH,
             max_queue=settings.STREAMING_MAX_QUEUE,
+            answer_tokens=settings.DETERMINISTIC_ANSWER_TOKENS,
         )
     if name == "openai":
         from .remote import RemoteEngine

@@ -331,6 +331,11 @@ class Engine(ABC):
         """The model's name as the log and `/v1/models` show it."""
         return self.name
 
+    @property
+    def queue_depth(self) -> int:
+        """Requests accepted but waiting for a batch slot (the metrics' queue gauge)."""
+        return 0
+
     async def start(self) -> None:
         """Load and warm up; called once before serving. Engines that load override it."""
         self.ready = True

@@ -48,12 +48,16 @@ def _rng(request: GenerationRequest) -> random.Random:
     return random.Random(hashlib.sha256(key.encode()).digest())
 
 
-def tokens_for(request: GenerationRequest) -> tuple[list[str], str]:
-    """The whole answer for `request` and its finish reason (`stop` or `length`)."""
+def tokens_for(request: GenerationRequest, answer_tokens: int = 0) -> tuple[list[str], str]:
+    """The whole answer for `request` and its finish reason (`stop` or `length`).
+
+    `answer_tokens` fixes the natural length (benchmarks, load tests); 0 draws it from the seed.
+    """
     rng = _rng(request)
     last_user = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
     words = VOCABULARY[_script(last_user)]
-    natural = rng.randint(MIN_NATURAL_TOKENS, MAX_NATURAL_TOKENS)
+    natural = rng.randint(MIN_NATURAL_TOKENS, MAX_NATURAL_TOKENS)  # drawn either way: same words
+    natural = answer_tokens or natural
     # A fault fires after exactly `at` tokens, however long the natural answer would be.
     wanted = natural if request.fault is None else request.fault.at
     count = min(wanted, request.max_tokens)
@@ -69,9 +73,11 @@ class DeterministicEngine(TaskEngine):
     YIELD_EVERY = 32  # tokens between yields to the loop when unpaced, so others run too
 
     def __init__(
-        self, *, ttft_s: float, tokens_per_s: float, max_batch: int = 0, max_queue: int = 0
+        self, *, ttft_s: float, tokens_per_s: float, max_batch: int = 0, max_queue: int = 0,
+        answer_tokens: int = 0,
     ) -> None:
         super().__init__()
+        self.answer_tokens = answer_tokens  # 0: each answer's length comes from its seed
         self.ttft_s = ttft_s
         self.interval_s = 1.0 / tokens_per_s if tokens_per_s > 0 else 0.0
         self.max_batch = max_batch
@@ -88,6 +94,11 @@ class DeterministicEngine(TaskEngine):
     def tokens_per_s(self) -> float:
         """The configured pace (0: unpaced)."""
         return 1.0 / self.interval_s if self.interval_s else 0.0
+
+    @property
+    def queue_depth(self) -> int:
+        """Generations waiting for one of the `max_batch` slots."""
+        return self._waiting
 
     @property
     def free_slots(self) -> int | None:
@@ -120,7 +131,7 @@ class DeterministicEngine(TaskEngine):
 
     async def _produce(self, stream: TokenStream) -> None:
         request = stream.request
-        tokens, finish_reason = tokens_for(request)
+        tokens, finish_reason = tokens_for(request, self.answer_tokens)
         loop = asyncio.get_running_loop()
         start = loop.time() + self.ttft_s
         for index, token in enumerate(tokens):

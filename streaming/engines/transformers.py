@@ -268,6 +268,11 @@ class TransformersEngine(Engine):
             self._encoded.popitem(last=False)
 
     @property
+    def queue_depth(self) -> int:
+        """Generations waiting for a slot in the batch (the metrics' queue gauge)."""
+        return len(self._waiting)
+
+    @property
     def free_slots(self) -> int | None:
         """Room left in the batch plus its waiting queue (a worker's heartbeat reports it)."""
         return max(0, self.max_batch + self.max_queue - len(self._running) - len(self._waiting))

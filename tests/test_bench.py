@@ -1,0 +1,121 @@
+"""The benchmark's own parts: its client counts frames right, its rivals write our bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+import pytest
+
+from bench import apps, model
+from bench.client import StreamProtocol
+from streaming import sse
+from tests.live import RawStream
+
+
+def chunked(writes: list[bytes]) -> bytes:
+    """Each write as one chunk of HTTP/1.1 chunked encoding, as uvicorn sends them."""
+    out = b"".join(f"{len(w):x}\r\n".encode() + w + b"\r\n" for w in writes)
+    return out + b"0\r\n\r\n"
+
+
+async def test_client_counts_frames_whatever_the_reads():
+    rng = random.Random(6)
+    frames = [sse.token_event(i, f"tok{i} 안녕") for i in range(300)]
+    writes, start = [], 0
+    while start < len(frames):  # servers write whole frames, one or many per send
+        size = rng.randint(1, 40)
+        writes.append(b"".join(frames[start : start + size]))
+        start += size
+    writes.append(sse.DONE)
+    wire = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + chunked(writes)
+    protocol = StreamProtocol(b"")
+    position = 0
+    while position < len(wire):  # reads of 1 to 7 bytes: every frame start straddles some
+        step = rng.randint(1, 7)
+        protocol.data_received(wire[position : position + step])
+        position += step
+    assert protocol.status == 200
+    assert protocol.frames == 300
+    assert protocol.completed
+
+
+async def test_client_gaps_count_frames_read_together_as_zero_apart():
+    protocol = StreamProtocol(b"", record_times=True)
+    protocol.arrivals = [(1.0, 1), (1.05, 3), (1.2, 1)]
+    assert protocol.gaps() == pytest.approx([0.05, 0.0, 0.0, 0.15])
+
+
+async def asgi_body(app, body: dict) -> bytes:
+    """Call an ASGI app once and return its response body."""
+    sent: list[dict] = []
+    messages = [{"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.Event().wait()  # never disconnects
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/api/stream",
+        "headers": [],
+        "query_string": b"",
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 1),
+        "root_path": "",
+    }
+    await asyncio.wait_for(app(scope, receive, send), 10)
+    assert sent[0]["status"] == 200
+    return b"".join(m.get("body", b"") for m in sent[1:])
+
+
+BODY = {"prompt": "Why stream?", "max_tokens": 30, "seed": 3}
+
+
+@pytest.mark.live
+async def test_rivals_write_the_same_bytes_as_our_server(asgi_server):
+    ours = RawStream(asgi_server.port, "/api/stream", method="POST", body=json.dumps(BODY).encode())
+    ours.read_all()
+    expected = ours.payload
+    assert expected.endswith(sse.DONE) and expected.count(b"\nid: ") == 29  # 30 frames
+    assert await asgi_body(apps.bare, BODY) == expected
+    assert await asgi_body(apps.bare_batched, BODY) == expected
+    apps._bare_engine = None  # built from the environment on first use
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DETERMINISTIC_TTFT_MS", "0")
+        patch.setenv("DETERMINISTIC_TPS", "0")
+        assert await asgi_body(apps.engine_bare, BODY) == expected
+    apps._bare_engine = None
+    pytest.importorskip("sse_starlette")
+    assert await asgi_body(apps.starlette, BODY) == expected
+
+
+def test_model_plot_is_an_svg_with_a_point_per_cap():
+    from xml.etree import ElementTree
+
+    rows = [
+        {"cap": cap, "throughput_tokens_per_s": 40.0 * cap, "ttft_p99_ms": 300.0 + 90 * cap}
+        for cap in (1, 4, 8, 16)
+    ]
+    svg = ElementTree.fromstring(model.plot(rows, "Batch cap: throughput vs TTFT p99"))
+    namespace = "{http://www.w3.org/2000/svg}"
+    assert len(svg.findall(f"{namespace}circle")) == 4
+    labels = [text.text for text in svg.findall(f"{namespace}text")]
+    assert "batch 16" in labels and "TTFT p99 (ms)" in labels
+
+
+def test_model_part_says_why_it_is_skipped(monkeypatch):
+    monkeypatch.setattr(model, "unavailable", lambda: "no torch here")
+    assert model.run(model.Settings()) == {
+        "part": 4,
+        "title": model.TITLE,
+        "skipped": "no torch here",
+    }
