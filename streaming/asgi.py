@@ -28,7 +28,10 @@ class BodySizeLimit:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         limit = self.max_bytes or settings.STREAM_MAX_BODY_BYTES
-        declared = _content_length(scope)
+        try:
+            declared = _content_length(scope)
+        except _BadLength:
+            return await _refuse(send, 400, "invalid_request", "Content-Length is not a number.")
         if declared is not None and declared > limit:
             return await _too_large(send, limit)
         if declared is not None or scope["method"] in ("GET", "HEAD"):
@@ -57,21 +60,28 @@ class BodySizeLimit:
         return await self.app(scope, replay, send)
 
 
+class _BadLength(ValueError):
+    """A Content-Length that is not one decimal number."""
+
+
 def _content_length(scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+    values = [value for name, value in scope.get("headers", ()) if name == b"content-length"]
+    if not values:
+        return None
+    # RFC 9112 §6.3: a length that is not one plain number (or several that differ) is an
+    # unrecoverable framing error; Django would fail on it with a 500 in `request.body`.
+    if len(set(values)) != 1 or not values[0].isdigit():
+        raise _BadLength(values)
+    return int(values[0])
 
 
 async def _too_large(send, limit: int) -> None:
-    body = json.dumps(
-        {"error": {"code": "body_too_large", "message": f"The body is over {limit} bytes."}}
-    ).encode()
-    await send({"type": "http.response.start", "status": 413, "headers": [
+    await _refuse(send, 413, "body_too_large", f"The body is over {limit} bytes.")
+
+
+async def _refuse(send, status: int, code: str, message: str) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
         (b"connection", b"close"),
     ]})

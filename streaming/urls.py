@@ -1,12 +1,33 @@
-from django.urls import path
+from django.urls import path, register_converter
 
 from . import metrics, openai_api, views
 
+
+class GenerationIdConverter:
+    """Ids are what `new_generation_id()` makes: 32 lowercase hex digits.
+
+    Anything else is a 404 from the URL resolver, before any lookup: a NUL or a megabyte of
+    text never reaches the database (PostgreSQL refuses NUL in text with an error).
+    """
+
+    regex = "[0-9a-f]{32}"
+
+    def to_python(self, value: str) -> str:
+        """As is."""
+        return value
+
+    def to_url(self, value: str) -> str:
+        """As is."""
+        return value
+
+
+register_converter(GenerationIdConverter, "gid")
+
 urlpatterns = [
     path("api/generations", views.create_generation, name="create-generation"),
-    path("api/generations/<str:generation_id>", views.generation_state, name="generation-state"),
-    path("api/generations/<str:generation_id>/stream", views.stream_generation, name="stream"),
-    path("api/generations/<str:generation_id>/cancel", views.cancel_generation, name="cancel"),
+    path("api/generations/<gid:generation_id>", views.generation_state, name="generation-state"),
+    path("api/generations/<gid:generation_id>/stream", views.stream_generation, name="stream"),
+    path("api/generations/<gid:generation_id>/cancel", views.cancel_generation, name="cancel"),
     path("api/stream", views.stream_direct, name="stream-direct"),
     path("api/stats", views.stats, name="stats"),
     path("v1/chat/completions", openai_api.chat_completions, name="openai-chat-completions"),

@@ -36,9 +36,12 @@ async def reply(method: str, path: str, payload: bytes = b"", headers=None,
     return await (await exchange.start()).read_all()
 
 
+SOME_ID = "0123456789abcdef0123456789abcdef"  # well formed: malformed ids are 404 before auth
+
+
 @pytest.mark.parametrize(("method", "path"), [
     ("POST", "/api/stream"), ("POST", "/api/generations"), ("GET", "/api/stats"),
-    ("GET", "/api/generations/abc"), ("POST", "/api/generations/abc/cancel"),
+    ("GET", f"/api/generations/{SOME_ID}"), ("POST", f"/api/generations/{SOME_ID}/cancel"),
     ("POST", "/v1/chat/completions"), ("GET", "/v1/models"),
 ])
 async def test_without_a_key_every_api_is_401(engine, method, path):
