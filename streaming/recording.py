@@ -48,7 +48,9 @@ async def _drain() -> None:
     while _rows:
         batch = _rows[:]
         del _rows[:]
-        await asyncio.wrap_future(_submit(batch, not _rows))
+        # Shielded: if this task is cancelled (its loop shutting down), the batch is still
+        # written, instead of being dropped from the thread's queue with it.
+        await asyncio.shield(asyncio.wrap_future(_submit(batch, not _rows)))
 
 
 def _write(batch: list[dict[str, Any]], last: bool) -> None:
@@ -78,4 +80,4 @@ async def flush() -> None:
         del _rows[:]
         _submit(batch, True)
     for future in list(_writing):
-        await asyncio.wrap_future(future)
+        await asyncio.shield(asyncio.wrap_future(future))

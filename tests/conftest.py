@@ -53,6 +53,13 @@ def engine():
     set_engine(engine)
     yield engine
     set_engine(None)
+    # Every row this test's generations queued is written now, before pytest-django cleans the
+    # database: a row written later would land in the next test's.
+    from asgiref.sync import async_to_sync
+
+    from streaming import recording
+
+    async_to_sync(recording.flush)()
 
 
 @pytest.fixture(scope="session")
