@@ -44,7 +44,6 @@ class Generation:
     created_mono: float = field(default_factory=time.monotonic)
     ended_mono: float | None = None
     stream: TokenStream | None = None
-    cancel_requested: bool = False
     lease: Lease | None = None  # its stream slot (streaming/limits.py) while it runs
     # Set when STREAM_RESUME_GRACE_S > 0 and it is read through its stream URL (resume.py).
     resumable: Resumable | None = None

@@ -287,7 +287,6 @@ async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpRes
             raise NotFound()
         return JsonResponse({"status": row.status}, status=202)
     if generation.live:
-        generation.cancel_requested = True
         if generation.stream is None:
             if shared.enabled():
                 await shared.mark_cancelled(generation_id)
