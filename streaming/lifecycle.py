@@ -124,6 +124,10 @@ async def drain(grace_s: float | None = None) -> None:
         else:
             aborts.append(generation.engine.abort(generation.id, code="server_shutdown"))
     await asyncio.gather(*aborts, return_exceptions=True)
+    relayed = getattr(get_engine(), "relay", None)
+    if relayed is not None:
+        # Streams kept by another web process go back to it, for a reconnect elsewhere.
+        relayed.end_all()
     # Each reader now writes its error frame and finishes its generation (and log row).
     deadline = time.monotonic() + grace_s
     while registry.live() and time.monotonic() < deadline:  # noqa: ASYNC110 - no event to wait on

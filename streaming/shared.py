@@ -2,7 +2,9 @@
 
 `POST /api/generations` and the `GET …/stream` that follows are two connections, and behind a
 load balancer they often reach two different processes. The created request therefore waits in
-Redis, and whichever process gets the stream claims it (GETDEL: exactly one wins).
+Redis, and whichever process gets the stream claims it (GETDEL: exactly one wins). Likewise a
+generation kept for its dropped reader (STREAM_RESUME_GRACE_S) names the process keeping it,
+for a reconnect that lands elsewhere (streaming/relay.py).
 """
 
 from __future__ import annotations
@@ -96,6 +98,17 @@ async def owner_of(generation_id: str) -> str:
     """The owner remembered for a generation ("" if none)."""
     raw = await _call("get", PREFIX + generation_id + ":owner")
     return "" if raw is None else raw.decode()
+
+
+async def remember_keeper(generation_id: str, channel: str, ttl_s: float) -> None:
+    """This process (its reply channel) keeps a generation for a reader that may come back."""
+    await _call("set", PREFIX + generation_id + ":kept-by", channel, px=max(1, int(ttl_s * 1000)))
+
+
+async def keeper_of(generation_id: str) -> str | None:
+    """The reply channel of the web process keeping a generation, if one said so lately."""
+    raw = await _call("get", PREFIX + generation_id + ":kept-by")
+    return None if raw is None else raw.decode()
 
 
 def _decode(raw: bytes) -> dict[str, Any]:

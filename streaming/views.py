@@ -15,7 +15,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import resume, shared, sse
+from . import relay, resume, shared, sse
 from .auth import authenticate, client_address, may_see, owner_required, principal
 from .engines import Chunk, Engine, GenerationRequest, TokenStream, get_engine
 from .exceptions import (
@@ -200,36 +200,80 @@ async def stream_direct(request: HttpRequest) -> HttpResponse:
 
 @api_view("GET")
 async def stream_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
-    """`GET /api/generations/<id>/stream`: start the generation and stream it."""
+    """`GET /api/generations/<id>/stream`: start the generation and stream it.
+
+    Within STREAM_RESUME_GRACE_S of its reader dropping, the same URL resumes it after the
+    event `Last-Event-ID` names (docs/resume.md), in whichever web process it lands.
+    """
     generation = _owned(request, registry.get(generation_id))
+    last_event_id = request.headers.get("Last-Event-ID")
     if shared.enabled() and generation is None:
-        generation = await _claim(request, generation_id)
-        if generation is None and await _may_see_elsewhere(request, generation_id):
-            if await shared.was_cancelled(generation_id):
-                return _cancelled_stream()
-            if await _elsewhere(generation_id) is not None or await _logged(
-                    request, generation_id):
-                raise AlreadyStreaming()
+        return await _stream_elsewhere(request, generation_id, last_event_id)
     if generation is None:
         raise NotFound()
+    return await _open(request, generation, last_event_id)
+
+
+async def _open(request: HttpRequest, generation: Generation,
+                last_event_id: str | None) -> HttpResponse:
     if generation.status == "cancelled" and generation.stream is None:
         return _cancelled_stream()
-    last_event_id = request.headers.get("Last-Event-ID")
     if generation.status == STREAMING and generation.resumable is not None:
         await generation.resumable.attach(last_event_id)  # 409 while read, 400 for a stray id
     else:
         if last_event_id is not None and generation.status == PENDING:
-            raise BadRequest("Last-Event-ID names no event: this stream has not started.")
+            raise BadRequest(NOT_STARTED)
         await start_admitted(request, generation)
         generation.resumable = _resumable(generation)
     return await open_event_stream(generation, preamble=_resume_preamble(generation))
 
 
+NOT_STARTED = "Last-Event-ID names no event: this stream has not started."
+
+
+async def _stream_elsewhere(request: HttpRequest, generation_id: str,
+                            last_event_id: str | None) -> HttpResponse:
+    """With REDIS_URL: a generation this process does not hold (yet)."""
+    if not await _may_see_elsewhere(request, generation_id):
+        raise NotFound()
+    if last_event_id is not None and await shared.peek_pending(generation_id) is not None:
+        raise BadRequest(NOT_STARTED)  # and it stays unclaimed, for a correct request
+    generation = await _claim(request, generation_id)
+    if generation is not None:
+        return await _open(request, generation, last_event_id)
+    relayed = _relay(await ready_engine())
+    frames = None if relayed is None else await relayed.resume(generation_id, last_event_id)
+    if frames is not None:
+        return _event_stream(frames)  # kept by another web process, which sends its frames
+    if await shared.was_cancelled(generation_id):
+        return _cancelled_stream()
+    if await _elsewhere(generation_id) is not None or await _logged(request, generation_id):
+        raise AlreadyStreaming()
+    raise NotFound()
+
+
+def _relay(engine: Engine) -> relay.Relay | None:
+    return relay.relay_of(engine, _serve_resume)
+
+
+async def _serve_resume(generation_id: str, last_event_id: str | None) -> AsyncIterator[bytes]:
+    """A reader that reached another web process resumes a generation kept here (relay.py).
+
+    The frames are exactly those a reader here would get: it is the same path.
+    """
+    generation = registry.get(generation_id)
+    if generation is None or not generation.live or generation.resumable is None:
+        raise AlreadyStreaming("This generation has already ended.")
+    await generation.resumable.attach(last_event_id)  # 409 while read, 400 for a stray id
+    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S)
+    await anext(frames)
+    return _prefixed(_resume_preamble(generation), frames)
+
+
 def _resumable(generation: Generation) -> resume.Resumable | None:
     """Its resume history, when STREAM_RESUME_GRACE_S allows one (docs/resume.md)."""
     grace_s = settings.STREAM_RESUME_GRACE_S
-    if grace_s <= 0 or shared.enabled():
-        # With REDIS_URL a reconnect may reach another process, which cannot see this history.
+    if grace_s <= 0:
         return None
     assert generation.stream is not None
     return resume.Resumable(generation.stream, grace_s=grace_s,
@@ -464,6 +508,20 @@ async def event_stream(
             if not stream.finished:
                 await generation.engine.abort(generation.id)
             registry.finish(generation, status, error_code)
+        elif shared.enabled():
+            await _announce_kept(generation, resumable.grace_s)
+
+
+async def _announce_kept(generation: Generation, grace_s: float) -> None:
+    """With REDIS_URL: tell every web process that a reconnect is ours to serve (relay.py)."""
+    relayed = _relay(generation.engine)
+    if relayed is None:
+        return
+    try:
+        await relayed.keeping(generation.id, grace_s)
+    except StreamingError as error:
+        # Still kept: a reconnect that reaches this process resumes it all the same.
+        logger.warning("could not announce kept generation %s: %s", generation.id, error)
 
 
 @api_view("GET", public=True)

@@ -3,12 +3,15 @@
 Messages, all over the channel layer (Redis):
 
     web → worker (its own channel)  generate {request, reply_to}
+                                    abort {id, unread}  (unread: wasted before the abort)
     web → group "model-workers"     abort {id}          query {id, reply_to}
     worker → web (reply_to)         chunks {items: [[id, index, text, tokens], ...],
                                             ends: [[id, finish_reason, error_code,
                                                     tokens_generated, tokens_after_abort]]}
                                     state {id, tokens_generated, tokens_after_abort, finished}
     worker → group "model-worker-heartbeats"   worker.heartbeat {worker, free, ready, ...}
+
+(Web processes also talk to each other, about resumed streams: streaming/relay.py.)
 
 One `chunks` message carries every new token for one web process: the message rate follows
 decode steps and web processes, not streams (a Redis round trip per token would cap a fleet at
@@ -147,7 +150,9 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     async def abort(self, message: dict[str, Any]) -> None:
         """Stop a generation, if it is ours (aborts are broadcast to every worker)."""
-        if message["id"] in self.generations:
+        entry = self.generations.get(message["id"])
+        if entry is not None:
+            entry[0].count_unread(message.get("unread", 0))  # produced, never read: wasted
             await self.engine.abort(message["id"])
 
     async def worker_ping(self, message: dict[str, Any]) -> None:

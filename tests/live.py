@@ -6,8 +6,10 @@ this module adds the tests' fast pace and a raw-socket client.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +29,9 @@ from streaming.liveserver import (
 )
 from streaming.sse import Event, EventParser
 
-__all__ = ["BIN", "DEFAULT_ENV", "ROOT", "LiveServer", "RawStream", "RedisServer", "WorkerProcess",
-           "free_port", "iter_sse", "start_redis", "start_server", "start_worker", "tokens_of",
-           "wait_until"]
+__all__ = ["BIN", "DEFAULT_ENV", "ROOT", "Fleet", "LiveServer", "RawStream", "RedisServer",
+           "WorkerProcess", "free_port", "iter_sse", "running_fleet", "start_redis",
+           "start_server", "start_worker", "tokens_of", "wait_until"]
 
 # Fast but still paced: tests see real gaps between tokens without waiting long.
 DEFAULT_ENV = {
@@ -48,6 +50,39 @@ def start_server(tmp_dir: Path, *, env: dict[str, str] | None = None, **kwargs: 
 def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
     """streaming.liveserver.start_worker with the tests' defaults under `env`."""
     return liveserver.start_worker(tmp_dir, {**DEFAULT_ENV, **env})
+
+
+@dataclass
+class Fleet:
+    """Redis, model workers and web processes of a test's own."""
+
+    redis: RedisServer
+    workers: list[WorkerProcess]
+    webs: list[LiveServer]
+    env: dict[str, str]
+
+
+@contextlib.contextmanager
+def running_fleet(directory: Path, env: dict[str, str] | None = None, *, webs: int = 2,
+                  workers: int = 1) -> Iterator[Fleet]:
+    """Start a fleet sharing one log database (quick heartbeats); stop it all afterwards."""
+    redis = start_redis(directory)
+    env = {"REDIS_URL": redis.url, "DATABASE_URL": f"sqlite:///{directory / 'log.sqlite3'}",
+           "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5", **(env or {})}
+    fleet = Fleet(redis, [], [], env)
+    try:
+        fleet.workers.extend(start_worker(directory, env) for _ in range(workers))
+        for index in range(webs):
+            web_dir = directory / f"web{index}"
+            web_dir.mkdir()
+            fleet.webs.append(start_server(web_dir, env=env, ready_path="/readyz"))
+        yield fleet
+    finally:
+        for web in fleet.webs:
+            web.stop()
+        for worker in fleet.workers:
+            worker.stop()
+        redis.stop()
 
 
 class RawStream:

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from tests.live import RawStream, start_redis, start_server, start_worker, wait_until
+from tests.live import RawStream, running_fleet, wait_until
 
 pytestmark = pytest.mark.live
 
@@ -15,25 +15,11 @@ pytestmark = pytest.mark.live
 @pytest.fixture(scope="module")
 def two_webs(tmp_path_factory):
     """Redis, one worker, two web processes allowing 2 streams per client between them."""
-    directory = tmp_path_factory.mktemp("limits")
-    redis = start_redis(directory)
-    env = {"REDIS_URL": redis.url, "DATABASE_URL": f"sqlite:///{directory / 'log.sqlite3'}",
-           "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5",
-           "STREAM_MAX_STREAMS_PER_CLIENT": "2", "STREAM_RATE_PER_MIN": "0",
+    env = {"STREAM_MAX_STREAMS_PER_CLIENT": "2", "STREAM_RATE_PER_MIN": "0",
            "STREAM_LEASE_TTL_S": "1.5",
            "DETERMINISTIC_TPS": "5"}  # slow: every stream here lasts 10 s at least
-    worker = start_worker(directory, env)
-    webs = []
-    try:
-        for index in range(2):
-            (directory / f"web{index}").mkdir()
-            webs.append(start_server(directory / f"web{index}", env=env, ready_path="/readyz"))
-        yield {"redis": redis, "webs": webs}
-    finally:
-        for web in webs:
-            web.stop()
-        worker.stop()
-        redis.stop()
+    with running_fleet(tmp_path_factory.mktemp("limits"), env) as fleet:
+        yield {"redis": fleet.redis, "webs": fleet.webs}
 
 
 def long_stream(server) -> RawStream:

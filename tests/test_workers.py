@@ -10,7 +10,7 @@ import pytest
 
 from streaming.engines.base import GenerationRequest, Message
 from streaming.engines.deterministic import tokens_for
-from tests.live import RawStream, start_redis, start_server, start_worker, tokens_of, wait_until
+from tests.live import RawStream, running_fleet, tokens_of, wait_until
 
 pytestmark = pytest.mark.live
 
@@ -24,25 +24,9 @@ def expected_tokens(prompt: str, max_tokens: int, seed: int) -> list[str]:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """Redis, 2 workers and 2 web processes sharing one log database."""
-    directory = tmp_path_factory.mktemp("fleet")
-    redis = start_redis(directory)
-    env = {"REDIS_URL": redis.url, "DATABASE_URL": f"sqlite:///{directory / 'log.sqlite3'}",
-           "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5"}
-    workers = [start_worker(directory, env) for _ in range(2)]
-    webs = []
-    try:
-        for index in range(2):
-            web_dir = directory / f"web{index}"
-            web_dir.mkdir()
-            webs.append(start_server(web_dir, env=env, ready_path="/readyz"))
-        wait_until(lambda: all(len(w.stats()["workers"]) == 2 for w in webs), 15)
-        yield {"redis": redis, "workers": workers, "webs": webs, "env": env, "dir": directory}
-    finally:
-        for web in webs:
-            web.stop()
-        for worker in workers:
-            worker.stop()
-        redis.stop()
+    with running_fleet(tmp_path_factory.mktemp("fleet"), workers=2) as fleet:
+        wait_until(lambda: all(len(w.stats()["workers"]) == 2 for w in fleet.webs), 15)
+        yield fleet
 
 
 def stream(server, **fields) -> RawStream:
@@ -53,7 +37,7 @@ def test_two_web_processes_two_workers_stream_concurrently(fleet):
     results: dict[int, list[str]] = {}
 
     def run(index: int) -> None:
-        web = fleet["webs"][index % 2]
+        web = fleet.webs[index % 2]
         results[index] = tokens_of(stream(web, prompt=f"p{index}", max_tokens=30,
                                           seed=index).read_all())
 
@@ -65,13 +49,13 @@ def test_two_web_processes_two_workers_stream_concurrently(fleet):
     for index in range(8):
         assert results[index] == expected_tokens(f"p{index}", 30, index)
     # Both workers took a share: each reports generations of its own.
-    workers = wait_until(lambda: (w := fleet["webs"][0].stats()["workers"]) and
+    workers = wait_until(lambda: (w := fleet.webs[0].stats()["workers"]) and
                          all(x["generations_total"] > 0 for x in w) and w)
     assert sum(x["generations_total"] for x in workers) >= 8
 
 
 def test_created_on_one_web_process_streamed_on_another(fleet):
-    web_a, web_b = fleet["webs"]
+    web_a, web_b = fleet.webs
     urls = web_a.post("/api/generations", json={"prompt": "hop", "max_tokens": 6,
                                                 "seed": 2}).json()
     events = RawStream(web_b.port, urls["stream_url"]).read_all()
@@ -82,7 +66,7 @@ def test_created_on_one_web_process_streamed_on_another(fleet):
 
 
 def test_cancel_from_another_web_process_stops_the_worker(fleet):
-    web_a, web_b = fleet["webs"]
+    web_a, web_b = fleet.webs
     urls = web_a.post("/api/generations", json={"prompt": "long", "max_tokens": 400}).json()
     reader = RawStream(web_b.port, urls["stream_url"])
     for _ in range(3):
@@ -100,7 +84,7 @@ def test_cancel_from_another_web_process_stops_the_worker(fleet):
 
 
 def test_client_disconnect_aborts_in_the_worker(fleet):
-    web = fleet["webs"][0]
+    web = fleet.webs[0]
     urls = web.post("/api/generations", json={"prompt": "bye", "max_tokens": 400}).json()
     reader = RawStream(web.port, urls["stream_url"])
     for _ in range(3):
@@ -119,19 +103,8 @@ def test_client_disconnect_aborts_in_the_worker(fleet):
 @contextlib.contextmanager
 def one_of_each(tmp_path, **settings: str):
     """Redis, one worker and one web process of this test's own (it may kill or stop them)."""
-    redis = start_redis(tmp_path)
-    env = {"REDIS_URL": redis.url, "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5",
-           **settings}
-    worker = start_worker(tmp_path, env)
-    try:
-        web = start_server(tmp_path, env=env, ready_path="/readyz")
-        try:
-            yield redis, worker, web
-        finally:
-            web.stop()
-    finally:
-        worker.stop()
-        redis.stop()
+    with running_fleet(tmp_path, settings, webs=1) as fleet:
+        yield fleet.redis, fleet.workers[0], fleet.webs[0]
 
 
 def test_a_full_worker_says_so(tmp_path):

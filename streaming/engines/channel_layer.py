@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,9 @@ class ChannelLayerEngine(Engine):
         self._acks: dict[str, asyncio.Future[None]] = {}
         self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Other message types on our reply channel, by type: web processes talking to each
+        # other (streaming/relay.py); the engine only delivers them.
+        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {}
         # We ping our own reply channel every beat (pub/sub can publish while our subscription
         # is still down); workers count only while our pings come back.
         self.pings_sent = 0
@@ -168,7 +172,10 @@ class ChannelLayerEngine(Engine):
         ack = asyncio.get_running_loop().create_future()
         self._acks[stream.id] = ack
         try:
-            await self.layer.send(worker, {"type": "abort", "id": stream.id})
+            # `unread`: tokens produced before the abort that nobody read (a resume's grace
+            # period ran out, resume.py); the worker counts them as wasted with the rest.
+            await self.layer.send(worker, {"type": "abort", "id": stream.id,
+                                           "unread": stream.tokens_after_abort})
             await asyncio.wait_for(ack, ABORT_ACK_S)
         except Exception as error:
             logger.warning("abort of %s not confirmed by %s: %r", stream.id, worker, error)
@@ -215,6 +222,10 @@ class ChannelLayerEngine(Engine):
         finally:
             self._queries.pop(generation_id, None)
 
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        """Send one message to another process's channel (raises what the layer raises)."""
+        await self.layer.send(channel, message)
+
     # --- incoming ---------------------------------------------------------------------------
 
     async def _receive_loop(self) -> None:
@@ -237,6 +248,8 @@ class ChannelLayerEngine(Engine):
                     future = self._queries.get(message["id"])
                     if future is not None and not future.done():
                         future.set_result(message)
+                elif (handler := self.handlers.get(kind)) is not None:
+                    handler(message)
             except Exception:
                 logger.exception("bad message from the channel layer: %r", message)
 
@@ -255,8 +268,10 @@ class ChannelLayerEngine(Engine):
             stream = streams.get(generation_id)
             if stream is None:
                 continue
-            # The worker's counters are the truth: it saw every token, read or not.
-            stream.tokens_generated, stream.tokens_after_abort = generated, after_abort
+            # The worker's counters are the truth: it saw every token, read or not. (Only
+            # tokens this side found unread may be missing there, if it ended before our abort.)
+            stream.tokens_generated = generated
+            stream.tokens_after_abort = max(after_abort, stream.tokens_after_abort)
             ack = self._acks.get(generation_id)
             if ack is not None and not ack.done():
                 ack.set_result(None)  # abort() finishes the stream

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.live import LiveServer, iter_sse, start_server, tokens_of, wait_until
+from tests.live import LiveServer, iter_sse, running_fleet, start_server, tokens_of, wait_until
 
 from .conftest import DESKTOP, PAGE_ENGINE_ENV
 from .helpers import amend_generation_requests, screenshot, send_prompt
@@ -30,7 +30,7 @@ class CuttableProxy:
     """Forwards 127.0.0.1:port to the server; `cut()` breaks every open connection."""
 
     def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
+        self.target_port = target_port  # may change: new connections then go elsewhere
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.open = threading.Event()  # cleared: new connections wait before reaching the server
@@ -106,10 +106,17 @@ def resume_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServ
     server.stop()
 
 
-@pytest.fixture
-def proxied_page(browser: Any, resume_server: LiveServer) -> Iterator[tuple[Any, CuttableProxy]]:
-    """The chat page loaded through a fresh CuttableProxy."""
-    proxy = CuttableProxy(resume_server.port)
+@pytest.fixture(scope="module")
+def resume_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[LiveServer]]:
+    """Redis, a model worker and two web processes, as behind a load balancer."""
+    env = {**PAGE_ENGINE_ENV, "STREAM_RESUME_GRACE_S": "20"}
+    with running_fleet(tmp_path_factory.mktemp("resume-fleet-page"), env) as fleet:
+        yield fleet.webs
+
+
+def open_page(browser: Any, server: LiveServer) -> tuple[Any, CuttableProxy]:
+    """The chat page loaded through a fresh CuttableProxy to `server`."""
+    proxy = CuttableProxy(server.port)
     context = browser.new_context(locale="ja-JP", viewport=DESKTOP)
     context.set_default_timeout(15_000)
     page = context.new_page()
@@ -118,8 +125,15 @@ def proxied_page(browser: Any, resume_server: LiveServer) -> Iterator[tuple[Any,
     amend_generation_requests(page, {"max_tokens": MAX_TOKENS})
     page.goto(f"http://127.0.0.1:{proxy.port}/")
     page.wait_for_selector("html[lang]")
+    return page, proxy
+
+
+@pytest.fixture
+def proxied_page(browser: Any, resume_server: LiveServer) -> Iterator[tuple[Any, CuttableProxy]]:
+    """The chat page loaded through a fresh CuttableProxy."""
+    page, proxy = open_page(browser, resume_server)
     yield page, proxy
-    context.close()
+    page.context.close()
     proxy.close()
 
 
@@ -167,6 +181,33 @@ def test_a_dropped_connection_resumes_without_missing_or_repeated_text(
     assert squeeze(body) == squeeze(expected_answer(resume_server, prompt))
     assert answer.locator(".message-status").inner_text() != CUT_TEXT
     assert page.errors == []
+
+
+def test_the_reconnect_may_land_on_another_web_process(
+    browser: Any, resume_fleet: list[LiveServer]
+) -> None:
+    """Behind a load balancer EventSource's reconnect reaches whichever process is next."""
+    keeper, other = resume_fleet
+    page, proxy = open_page(browser, keeper)
+    try:
+        prompt = "別のサーバーに再接続しても続く回答"
+        answer = send_prompt(page, prompt)
+        generation_id = break_mid_answer(page, proxy, keeper)
+        proxy.target_port = other.port
+        proxy.open.set()
+
+        expect(answer).to_have_attribute("data-state", re.compile(r"^(done|length)$"))
+        screenshot(page, "22-resumed-on-another-process")
+        assert "last-event-id:" in proxy.stream_requests()[-1].lower()
+        body = answer.locator(".message-body").inner_text()
+        assert squeeze(body) == squeeze(expected_answer(other, prompt))
+        assert answer.locator(".message-status").inner_text() != CUT_TEXT
+        assert page.errors == []
+        final = keeper.wait_final(generation_id)
+        assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
+    finally:
+        page.context.close()
+        proxy.close()
 
 
 def test_the_cut_notice_shows_when_the_resume_is_refused(
