@@ -6,10 +6,15 @@ until the server has noticed, then reconnects with `Last-Event-ID` and times the
 first byte of the first replayed token event (the `resume` preamble before it is not counted).
 Rounds alternate between a short history to replay and a long one.
 
+Across web processes (`--fleet`): Redis, a model worker and two web processes; each round drops
+the reader on one process and reconnects on the same one or, alternately, on the other, which
+has the keeper relay the stream (streaming/relay.py): the difference is what the relay costs.
+Workers refuse the stall hook, so the generation runs paced (200 tok/s) while we reconnect.
+
 Memory: streaming.resume.Resumable fed the deterministic engine's own tokens in this process,
 measured with tracemalloc (exact Python allocations) against the cap's estimate (`kept_bytes`).
 
-    .venv/bin/python bench/resume_bench.py [--rounds 200] [--json out.json]
+    .venv/bin/python bench/resume_bench.py [--rounds 200] [--fleet] [--json out.json]
 
 Every process shares this machine's cores: read latencies as orders of magnitude.
 """
@@ -33,39 +38,28 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 
 from streaming.latency import percentile  # noqa: E402
-from tests.live import RawStream, start_server, wait_until  # noqa: E402
+from tests.live import RawStream, running_fleet, start_server, wait_until  # noqa: E402
 
 TOKEN_MARK = b'data: {"token":'
 
 
-def resume_latency(server, history: int) -> float:
-    """One round: seconds from connecting to the first byte of the first replayed event.
-
-    The generation makes `history` tokens, then stalls (the engine's test hook) so that it is
-    still live when we come back; we read one event, so `history - 1` are replayed.
-    """
-    created = server.post(
-        "/api/generations",
-        json={
-            "prompt": "Why does streaming change how an answer feels?",
-            "seed": 1,
-            "fault": {"at": history, "kind": "stall"},
-        },
-    )
-    urls = created.json()
-    first = RawStream(server.port, urls["stream_url"])
+def resume_latency(keeper, target, body: dict) -> float:
+    """One round: seconds from connecting to `target` to the first byte of the first replayed
+    event, after dropping a reader of `keeper` that had read one token event."""
+    urls = keeper.post("/api/generations", json=body).json()
+    first = RawStream(keeper.port, urls["stream_url"])
     while (event := first.next_event()) is not None and event.event != "message":
         pass
     assert event is not None, "ended early"
     last_id = event.id  # the first token's; the socket may already hold the others
     first.close()
-    wait_until(lambda: server.state(urls["id"]).get("resume", {}).get("attached") is False)
+    wait_until(lambda: keeper.state(urls["id"]).get("resume", {}).get("attached") is False)
     request = (
         f"GET {urls['stream_url']} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Accept: text/event-stream\r\nLast-Event-ID: {last_id}\r\n\r\n"
     ).encode()
     start = time.perf_counter()
-    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", target.port), timeout=10)
     sock.sendall(request)
     received = b""
     while TOKEN_MARK not in received:
@@ -74,8 +68,53 @@ def resume_latency(server, history: int) -> float:
         received += data
     elapsed = time.perf_counter() - start
     sock.close()
-    server.post(urls["cancel_url"])
+    keeper.post(urls["cancel_url"])
     return elapsed
+
+
+def stalled(history: int) -> dict:
+    """A generation that makes `history` tokens, then stalls (the engine's test hook) so that it
+    is still live when we come back; we read one event, so `history - 1` are replayed."""
+    return {"prompt": PROMPT, "seed": 1, "fault": {"at": history, "kind": "stall"}}
+
+
+PROMPT = "Why does streaming change how an answer feels?"
+
+
+def single_process(rounds: int, directory: Path) -> dict[str, list[float]]:
+    """Reconnect to the one server, alternating a short and a long history."""
+    server = start_server(directory, env={**SERVER_ENV, "DETERMINISTIC_TPS": "0"})
+    latencies: dict[str, list[float]] = {"replay_10_events": [], "replay_300_events": []}
+    try:
+        for round_ in range(rounds):
+            short = round_ % 2 == 0
+            key = "replay_10_events" if short else "replay_300_events"
+            latencies[key].append(resume_latency(server, server, stalled(11 if short else 301)))
+    finally:
+        server.stop()
+    return latencies
+
+
+def across_processes(rounds: int, directory: Path) -> dict[str, list[float]]:
+    """Reconnect to the keeper or, alternately, to the other web process (through the relay)."""
+    env = {**SERVER_ENV, "DETERMINISTIC_TPS": "200"}
+    latencies: dict[str, list[float]] = {"same_process": [], "other_process_relayed": []}
+    body = {"prompt": PROMPT, "max_tokens": 4000}
+    with running_fleet(directory, env) as fleet:
+        keeper, other = fleet.webs
+        for round_ in range(rounds):
+            same = round_ % 2 == 0
+            key = "same_process" if same else "other_process_relayed"
+            latencies[key].append(resume_latency(keeper, keeper if same else other, body))
+    return latencies
+
+
+SERVER_ENV = {
+    "STREAMING_ENGINE": "deterministic",
+    "DETERMINISTIC_TTFT_MS": "0",
+    "STREAM_RESUME_GRACE_S": "30",
+    "STREAM_HEARTBEAT_S": "15",
+}
 
 
 def memory_per_kept_stream(tokens: int, script: str) -> dict[str, float]:
@@ -121,28 +160,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--fleet", action="store_true",
+                        help="across two web processes over Redis instead of within one")
     args = parser.parse_args()
 
     memory = [memory_per_kept_stream(n, s) for n in (256, 1024) for s in ("en", "ja")]
     directory = Path(tempfile.mkdtemp(prefix="resume-bench-"))
-    server = start_server(
-        directory,
-        env={
-            "STREAMING_ENGINE": "deterministic",
-            "DETERMINISTIC_TTFT_MS": "0",
-            "DETERMINISTIC_TPS": "0",
-            "STREAM_RESUME_GRACE_S": "30",
-            "STREAM_HEARTBEAT_S": "15",
-        },
-    )
-    latencies: dict[str, list[float]] = {"replay_10_events": [], "replay_300_events": []}
-    try:
-        for round_ in range(args.rounds):
-            short = round_ % 2 == 0
-            key = "replay_10_events" if short else "replay_300_events"
-            latencies[key].append(resume_latency(server, 11 if short else 301))
-    finally:
-        server.stop()
+    measure = across_processes if args.fleet else single_process
+    latencies = measure(args.rounds, directory)
     result = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "resume_latency_ms": {

@@ -170,6 +170,14 @@ class StreamCut(Exception):
     """Close the connection now, without `[DONE]` (the deterministic engine's `cut` fault)."""
 
 
+class Superseded(Exception):
+    """End this response: its reader reconnected on a new connection, which has the stream now.
+
+    The old connection is presumed dead (streaming/resume.py): nothing more is written to it
+    and nothing is counted for it.
+    """
+
+
 # Codes a stream may end with, and what a person is told. The context_length message is the
 # article's own example.
 STREAM_ERROR_MESSAGES = {

@@ -1,7 +1,7 @@
 """A kept stream resumed through another web process (STREAM_RESUME_GRACE_S with REDIS_URL).
 
-The web process whose reader dropped keeps the generation and its history (resume.py) and
-names itself in Redis. Behind a load balancer the reconnect may reach any web process; that
+The web process that streams a resumable generation keeps its history (resume.py) and names
+itself in Redis as its keeper. Behind a load balancer the reconnect may reach any web process; that
 one asks the keeper to resume the stream and passes on the bytes it gets back: the `resume`
 event, the replay, then the live stream, exactly what a reader of the keeper would have got
 (same ids, same merged chunks). The keeper stays the generation's only home: it counts, ends
@@ -128,12 +128,9 @@ class Relay:
 
     # --- the keeper's side -----------------------------------------------------------------
 
-    async def keeping(self, generation_id: str, grace_s: float) -> None:
-        """Say in Redis that this process keeps a generation for the grace period."""
-        # A little past the grace period: a reconnect just in time still finds us, and we
-        # refuse it ourselves if it came too late.
-        ttl_s = grace_s + settings.WORKER_TIMEOUT_S
-        await shared.remember_keeper(generation_id, self.channel, ttl_s)
+    async def keeping(self, generation_id: str) -> None:
+        """Say in Redis that this process holds a generation's resume history."""
+        await shared.remember_keeper(generation_id, self.channel)
 
     def _on_resume(self, message: dict[str, Any]) -> None:
         self._spawn(self._serve(message["id"], message["last_event_id"], message["reply_to"]))

@@ -7,6 +7,11 @@ goes on reading the engine's stream into the same history, so the generation nev
 reader that comes back with the id of the last event it got is given the chunks that followed,
 exactly as first sent (same ids, same token counts), then the live stream.
 
+A reconnect with a valid `Last-Event-ID` while the old reader still looks attached takes over:
+after a network change the old TCP connection can stay open on this side for minutes (nobody
+tells the server it is dead), and refusing the reconnect would lose the answer in exactly the
+case resume is for. The old response ends at once; one reader at a time still holds.
+
 Nobody back within the grace period: the generation is aborted and every token produced since
 the reader left counts in `tokens_after_abort`: produced, never read (docs/resume.md).
 """
@@ -20,7 +25,7 @@ from bisect import bisect_left
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from .engines.base import Chunk, TokenStream
-from .exceptions import AlreadyStreaming, BadRequest, GenerationError, StreamCut
+from .exceptions import AlreadyStreaming, BadRequest, GenerationError, StreamCut, Superseded
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +36,7 @@ CHUNK_OVERHEAD_BYTES = 8
 # more than a quarter of the grace period so that a second or third try still fits in it.
 MAX_RETRY_MS = 1000
 MIN_RETRY_MS = 50
+TAKEOVER_WAIT_S = 5.0  # bound on waiting for a superseded reader to let go of the engine stream
 
 
 def retry_ms(grace_s: float) -> int:
@@ -73,6 +79,9 @@ class Resumable:
         self.ended: _Ended | None = None
         self._replay_from: int | None = None  # where attach() said the next reader starts
         self._keeper: asyncio.Task[None] | None = None
+        self._reader = 0  # which attach the current reader came from; a takeover moves it on
+        self._waiting = False  # the current reader is waiting on the engine stream
+        self._let_go: asyncio.Event | None = None  # set when a superseded reader has left it
 
     # --- bookkeeping ---------------------------------------------------------------------
 
@@ -123,14 +132,18 @@ class Resumable:
     async def attach(self, last_event_id: str | None) -> None:
         """A reader comes back: after `last_event_id`, or from the start when it sends none.
 
-        Raises AlreadyStreaming while another reader is attached, BadRequest for an id that is
-        not one this stream sent.
+        Raises BadRequest for an id that is not one this stream sent, AlreadyStreaming while
+        another reader is attached and this one sends no id. With a valid id it takes over
+        from the attached reader (the same reader on a new connection: module docstring).
         """
         if self.given_up:
             raise AlreadyStreaming("This generation has already ended (nobody resumed it).")
-        if self.attached:
+        if self.attached and last_event_id is None:
             raise AlreadyStreaming()
         position = 0 if last_event_id is None else self._position_after(last_event_id)
+        if self.attached:
+            await self._supersede()
+        self._reader += 1
         self.attached = True
         self._replay_from = position
         keeper, self._keeper = self._keeper, None
@@ -148,21 +161,59 @@ class Resumable:
                 return position + 1
         raise BadRequest(f"Last-Event-ID {last_event_id[:40]!r} is not an event of this stream.")
 
+    async def _supersede(self) -> None:
+        """End the attached reader's turn; return once it no longer touches the engine stream."""
+        self._reader += 1  # it checks after every wake and every write, and raises Superseded
+        if self._waiting:
+            # Wake it (an empty batch) and let it leave the stream's wait before a new reader
+            # waits there: the engine stream has room for one waiter.
+            let_go = self._let_go = asyncio.Event()
+            self.stream.wake()
+            try:
+                async with asyncio.timeout(TAKEOVER_WAIT_S):
+                    await let_go.wait()
+            except TimeoutError:
+                logger.warning("generation %s: a superseded reader did not let go", self.stream.id)
+
     async def batches(self, heartbeat_s: float) -> AsyncIterator[list[Chunk]]:
-        """What the attached reader sends: the replay, then the live stream (kept as it goes)."""
+        """What the attached reader sends: the replay, then the live stream (kept as it goes).
+
+        Raises Superseded once a reconnect has taken over (attach).
+        """
+        me = self._reader
         position, self._replay_from = self._replay_from, None
         replay = [] if position is None else self._chunks_from(position)
         if replay:
             yield replay
+            self._check(me)
         ended = self.ended
         if ended is not None:
             if ended.error is not None:
                 raise ended.error
             return
-        async for batch in self.stream.batches(heartbeat_s):
-            if batch:
-                self._keep(batch)
-            yield batch
+        live = self.stream.batches(heartbeat_s)
+        try:
+            while True:
+                self._waiting = True
+                try:
+                    batch = await anext(live)
+                except StopAsyncIteration:
+                    return
+                finally:
+                    self._waiting = False
+                self._check(me)
+                if batch:
+                    self._keep(batch)
+                yield batch
+                self._check(me)
+        finally:
+            await live.aclose()
+            if self._reader != me and self._let_go is not None:
+                self._let_go.set()
+
+    def _check(self, me: int) -> None:
+        if self._reader != me:
+            raise Superseded()
 
     def detach(self) -> bool:
         """The reader left: keep the generation for the grace period; False if it cannot be."""

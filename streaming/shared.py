@@ -100,9 +100,14 @@ async def owner_of(generation_id: str) -> str:
     return "" if raw is None else raw.decode()
 
 
-async def remember_keeper(generation_id: str, channel: str, ttl_s: float) -> None:
-    """This process (its reply channel) keeps a generation for a reader that may come back."""
-    await _call("set", PREFIX + generation_id + ":kept-by", channel, px=max(1, int(ttl_s * 1000)))
+async def remember_keeper(generation_id: str, channel: str) -> None:
+    """This process (its reply channel) holds a generation's resume history.
+
+    Set when the stream starts, so that a reconnect elsewhere finds it even while the old
+    connection still looks open here (a takeover). Left to expire: once the generation has
+    ended, the keeper itself answers that it has.
+    """
+    await _call("set", PREFIX + generation_id + ":kept-by", channel, ex=OWNER_TTL_S)
 
 
 async def keeper_of(generation_id: str) -> str | None:

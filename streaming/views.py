@@ -27,6 +27,7 @@ from .exceptions import (
     ShuttingDown,
     StreamCut,
     StreamingError,
+    Superseded,
 )
 from .lifecycle import draining, ready_engine
 from .limits import limits
@@ -43,6 +44,7 @@ EVENT_STREAM_HEADERS = {
 }
 
 View = Callable[..., Awaitable[HttpResponse]]
+SUPERSEDED = "superseded"  # how a response ends when its reader reconnected (resume.py)
 
 
 def error_response(error: StreamingError) -> JsonResponse:
@@ -219,13 +221,28 @@ async def _open(request: HttpRequest, generation: Generation,
     if generation.status == "cancelled" and generation.stream is None:
         return _cancelled_stream()
     if generation.status == STREAMING and generation.resumable is not None:
-        await generation.resumable.attach(last_event_id)  # 409 while read, 400 for a stray id
+        # 400 for a stray id; while read, 409 without an id, a takeover with a valid one.
+        await generation.resumable.attach(last_event_id)
     else:
         if last_event_id is not None and generation.status == PENDING:
             raise BadRequest(NOT_STARTED)
         await start_admitted(request, generation)
         generation.resumable = _resumable(generation)
+        if generation.resumable is not None and shared.enabled():
+            await _announce_keeper(generation)
     return await open_event_stream(generation, preamble=_resume_preamble(generation))
+
+
+async def _announce_keeper(generation: Generation) -> None:
+    """With REDIS_URL: a reconnect that reaches another web process is ours to serve."""
+    relayed = _relay(generation.engine)
+    if relayed is None:
+        return
+    try:
+        await relayed.keeping(generation.id)
+    except StreamingError as error:
+        # Resumable all the same by a reconnect that reaches this process.
+        logger.warning("could not announce the keeper of %s: %s", generation.id, error)
 
 
 NOT_STARTED = "Last-Event-ID names no event: this stream has not started."
@@ -264,7 +281,7 @@ async def _serve_resume(generation_id: str, last_event_id: str | None) -> AsyncI
     generation = registry.get(generation_id)
     if generation is None or not generation.live or generation.resumable is None:
         raise AlreadyStreaming("This generation has already ended.")
-    await generation.resumable.attach(last_event_id)  # 409 while read, 400 for a stray id
+    await generation.resumable.attach(last_event_id)  # as in _open
     frames = event_stream(generation, settings.STREAM_HEARTBEAT_S)
     await anext(frames)
     return _prefixed(_resume_preamble(generation), frames)
@@ -501,27 +518,17 @@ async def event_stream(
         raise
     except StreamCut:
         status = "truncated"  # end the response without [DONE]: the client sees a cut stream
+    except Superseded:
+        status = SUPERSEDED  # the same reader took the stream over on a new connection
     finally:
         # Within STREAM_RESUME_GRACE_S the generation outlives its reader; resume.py ends it.
         kept = status == "client_disconnected" and resumable is not None and resumable.detach()
-        if not kept:
+        if status == SUPERSEDED:
+            pass  # the generation is the new connection's now: nothing to end, count or log
+        elif not kept:
             if not stream.finished:
                 await generation.engine.abort(generation.id)
             registry.finish(generation, status, error_code)
-        elif shared.enabled():
-            await _announce_kept(generation, resumable.grace_s)
-
-
-async def _announce_kept(generation: Generation, grace_s: float) -> None:
-    """With REDIS_URL: tell every web process that a reconnect is ours to serve (relay.py)."""
-    relayed = _relay(generation.engine)
-    if relayed is None:
-        return
-    try:
-        await relayed.keeping(generation.id, grace_s)
-    except StreamingError as error:
-        # Still kept: a reconnect that reaches this process resumes it all the same.
-        logger.warning("could not announce kept generation %s: %s", generation.id, error)
 
 
 @api_view("GET", public=True)

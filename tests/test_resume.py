@@ -108,16 +108,35 @@ def test_reconnect_without_last_event_id_replays_from_the_start(resuming):
     assert tokens_of(events) == uninterrupted(resuming, 20)
 
 
-def test_a_second_reader_is_refused_while_one_reads(resuming):
+def test_a_second_reader_without_an_id_is_refused_while_one_reads(resuming):
     urls = create(resuming, max_tokens=200)
     first = read_some(resuming, urls["stream_url"], 2)
-    last_id = first.parser.last_event_id
-    for headers in ({}, {"Last-Event-ID": last_id}):
-        assert refusal(resuming, urls["stream_url"], **headers) == (409, "already_streaming")
+    assert refusal(resuming, urls["stream_url"]) == (409, "already_streaming")
+    assert refusal(resuming, urls["stream_url"], **{"Last-Event-ID": "99999"}) == (
+        400, "invalid_request")
     first.close()
     left(resuming, urls["id"])
     assert resuming.post(urls["cancel_url"]).status_code == 202
     assert resuming.wait_final(urls["id"])["status"] == "cancelled"
+
+
+def test_a_reconnect_takes_over_from_a_connection_that_still_looks_open(resuming):
+    """After a network change the old connection can stay open on the server for minutes."""
+    urls = create(resuming, max_tokens=80)
+    first = read_some(resuming, urls["stream_url"], 5)  # then silent, never closed: half-open
+    read = tokens_of(first.events)
+    second = RawStream(resuming.port, urls["stream_url"],
+                       headers={"Last-Event-ID": first.parser.last_event_id})
+    assert second.status == 200
+    events = second.read_all()
+    assert events[-1].data == "[DONE]"
+    assert "".join(read + tokens_of(events)) == "".join(uninterrupted(resuming, 80))
+    # The old response was ended: no [DONE], no error, nothing after the takeover's point.
+    old = first.read_all()
+    assert old[-1].data != "[DONE]" and not any(e.event == "error" for e in old)
+    final = resuming.wait_final(urls["id"])
+    assert (final["status"], final["tokens_generated"], final["tokens_after_abort"]) == (
+        "completed", 80, 0)
 
 
 @pytest.mark.parametrize("bad_id", ["999999", "abc", "-1", "1e3", ""])

@@ -7,6 +7,7 @@ the text must equal an uninterrupted run, and the generation must be counted and
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
@@ -89,29 +90,29 @@ def test_a_resumed_reader_may_drop_again_and_come_back_anywhere(pair):
     assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
 
 
-def test_refusals_through_the_other_process_are_the_keepers(pair):
+def test_refusals_and_takeovers_through_the_other_process_are_the_keepers(pair):
     keeper, other = pair
     urls = create(keeper, max_tokens=300)
-    first = read_some(keeper, urls["stream_url"], 2)
-    last_id = first.parser.last_event_id
-    # Its reader is still attached: one reader at a time, wherever the second one arrives.
-    for headers in ({}, {"Last-Event-ID": last_id}):
-        assert refusal(other, urls["stream_url"], **headers) == (409, "already_streaming")
-    first.close()
-    left(keeper, urls["id"])
-    # An id the stream never sent; the generation stays kept and the right id still works.
+    first = read_some(keeper, urls["stream_url"], 2)  # then silent, never closed: half-open
+    # Its reader looks attached: a second reader without an id is refused wherever it arrives,
+    # and an id the stream never sent is a 400.
+    assert refusal(other, urls["stream_url"]) == (409, "already_streaming")
     assert refusal(other, urls["stream_url"], **{"Last-Event-ID": "99999"}) == (
         400, "invalid_request")
+    # A valid id is the same reader on a new connection: it takes over, through the relay.
+    read = tokens_of(first.events)
     second = resume_on(other, urls["stream_url"], first)
     second.next_event()
-    assert refusal(keeper, urls["stream_url"], **{"Last-Event-ID": last_id}) == (
-        409, "already_streaming")
+    old = first.read_all()
+    assert old[-1].data != "[DONE]" and not any(e.event == "error" for e in old)
 
     # Stop reaches the relayed reader: the keeper's stream ends, and it says why.
     assert other.post(urls["cancel_url"]).status_code == 202
     events = second.read_all()
     assert events[-1].event == "error"
     assert json.loads(events[-1].data)["code"] == "cancelled"
+    text = "".join(read + tokens_of(events))
+    assert uninterrupted(keeper, 300).startswith(text) and len(text) > 0
     final = keeper.wait_final(urls["id"])
     assert (final["status"], final["tokens_after_abort"]) == ("cancelled", 0)
 
@@ -155,3 +156,22 @@ def test_grace_expiry_on_a_worker_aborts_and_the_fleet_counts_it(tmp_path):
         # The worker's counter saw the abort (what ran after it); the unread part is the
         # web process' to count, in its log row.
         assert stats["tokens_generated_total"] >= final["tokens_generated"]
+
+
+def test_a_relaying_process_that_shuts_down_hands_the_stream_back(tmp_path):
+    """A rolling restart: the relayed response ends as a cut, and the keeper keeps it again."""
+    with running_fleet(tmp_path, {"STREAM_RESUME_GRACE_S": "30"}) as fleet:
+        keeper, other = fleet.webs
+        urls, first = dropped(keeper, 200, after=3)
+        second = resume_on(other, urls["stream_url"], first)
+        second.next_event()
+        other.process.send_signal(signal.SIGTERM)
+        events = second.read_all()
+        # No [DONE] and no error: to EventSource a dropped connection, so it reconnects.
+        assert events[-1].event == "message" and events[-1].data != "[DONE]"
+        left(keeper, urls["id"])
+        third = resume_on(keeper, urls["stream_url"], second)
+        text = tokens_of(first.events) + tokens_of(events) + tokens_of(third.read_all())
+        assert "".join(text) == uninterrupted(keeper, 200)
+        final = keeper.wait_final(urls["id"])
+        assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from streaming.engines.base import Chunk, GenerationRequest, Message, TokenStream
-from streaming.exceptions import AlreadyStreaming, BadRequest
+from streaming.exceptions import AlreadyStreaming, BadRequest, Superseded
 from streaming.resume import CHUNK_OVERHEAD_BYTES, Resumable, retry_ms
 
 
@@ -57,7 +59,7 @@ async def test_only_ids_that_were_sent_are_accepted(bad):
         await kept.attach(bad)
     await kept.attach(None)  # no id: from the start
     with pytest.raises(AlreadyStreaming):
-        await kept.attach("0")
+        await kept.attach(None)  # a second reader while one is attached
 
 
 async def test_past_the_cap_the_history_is_dropped_and_resume_refused():
@@ -70,6 +72,39 @@ async def test_past_the_cap_the_history_is_dropped_and_resume_refused():
     await anext(kept.batches(5.0))
     assert not kept.resumable and kept.kept_bytes == 0
     assert kept.detach() is False
+
+
+async def test_a_valid_id_takes_over_from_a_reader_waiting_on_the_stream():
+    stream, kept = resumable()
+    stream.push("a")
+    stream.push("b")
+    old = kept.batches(5.0)
+    assert [c.text for c in await anext(old)] == ["a", "b"]
+    waiting = asyncio.ensure_future(anext(old))
+    await asyncio.sleep(0)  # it reaches the engine stream's wait
+    await kept.attach("0")  # the same reader on a new connection; it had got only "a"
+    with pytest.raises(Superseded):
+        await waiting
+    new = kept.batches(5.0)
+    assert [c.text for c in await anext(new)] == ["b"]  # the replay
+    stream.push("c")
+    assert [c.text for c in await anext(new)] == ["c"]  # live, to the new reader
+
+
+async def test_a_takeover_while_the_old_reader_is_writing_leaves_the_stream_alone():
+    stream, kept = resumable()
+    stream.push("a")
+    old = kept.batches(5.0)
+    await anext(old)  # suspended where it writes: a dead connection's write may never return
+    await kept.attach("0")
+    new = kept.batches(5.0)
+    stream.push("b")
+    assert [c.text for c in await anext(new)] == ["b"]
+    with pytest.raises(Superseded):
+        await anext(old)  # its write returned: it stops before touching the stream again
+    stream.push("c")
+    stream.finish("stop")
+    assert [c.text for c in await anext(new)] == ["c"]
 
 
 def test_retry_fits_the_grace_period():

@@ -273,6 +273,10 @@ class TokenStream:
         self.tokens_after_abort += tokens
         COUNTERS.tokens_after_abort_total += tokens
 
+    def wake(self) -> None:
+        """Wake the reader now: a waiting reader gets an empty batch, as after an idle timeout."""
+        self._wake()
+
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():

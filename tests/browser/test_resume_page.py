@@ -38,6 +38,8 @@ class CuttableProxy:
         self.requests: list[bytes] = []  # what clients sent, one entry per read
         self.lock = threading.Lock()
         self.pairs: list[tuple[socket.socket, socket.socket]] = []
+        self.half_open: set[socket.socket] = set()  # server sides left open, never read again
+        self.closing = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -59,6 +61,9 @@ class CuttableProxy:
     def _pipe(self, source: socket.socket, sink: socket.socket, record: bool) -> None:
         try:
             while data := source.recv(65536):
+                if source in self.half_open:
+                    self.closing.wait()  # read nothing more, close nothing: silence
+                    return
                 if record:
                     with self.lock:
                         self.requests.append(data)
@@ -66,6 +71,8 @@ class CuttableProxy:
         except OSError:
             pass
         for sock in (source, sink):
+            if sock in self.half_open:
+                continue  # the server must not hear that this connection is gone
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -83,6 +90,20 @@ class CuttableProxy:
                     pass
                 sock.close()
 
+    def drop_browser_side(self) -> None:
+        """Break every connection on the browser's side only, as a phone changing networks
+        does: the server's side stays open and is never read again, so the server is not told
+        (its writes fill buffers for minutes before TCP gives up)."""
+        with self.lock:
+            pairs, self.pairs = self.pairs, []
+            self.half_open.update(upstream for _, upstream in pairs)
+        for client, _ in pairs:
+            try:
+                client.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            client.close()
+
     def stream_requests(self) -> list[str]:
         """Request heads that asked for an event stream."""
         with self.lock:
@@ -93,6 +114,9 @@ class CuttableProxy:
         """Stop accepting and break what is open."""
         self.listener.close()
         self.cut()
+        self.closing.set()
+        for sock in self.half_open:
+            sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -208,6 +232,33 @@ def test_the_reconnect_may_land_on_another_web_process(
     finally:
         page.context.close()
         proxy.close()
+
+
+def test_a_network_change_the_server_never_hears_of_still_resumes(
+    proxied_page: tuple[Any, CuttableProxy], resume_server: LiveServer
+) -> None:
+    """The old connection still looks open to the server; the reconnect takes over from it."""
+    page, proxy = proxied_page
+    prompt = "電車でネットワークが切り替わっても続く回答"
+    answer = send_prompt(page, prompt)
+    wait_until(lambda: len(answer.locator(".message-body").inner_text()) > 8, 15)
+    (head,) = proxy.stream_requests()
+    generation_id = head.split("/")[3]
+    proxy.open.clear()
+    proxy.drop_browser_side()
+    expect(answer).to_have_attribute("data-state", "streaming")
+    # The server was told nothing: as far as it knows, its reader is still there.
+    assert resume_server.state(generation_id)["resume"]["attached"] is True
+    proxy.open.set()
+
+    expect(answer).to_have_attribute("data-state", re.compile(r"^(done|length)$"))
+    assert "last-event-id:" in proxy.stream_requests()[-1].lower()
+    body = answer.locator(".message-body").inner_text()
+    assert squeeze(body) == squeeze(expected_answer(resume_server, prompt))
+    assert answer.locator(".message-status").inner_text() != CUT_TEXT
+    assert page.errors == []
+    final = resume_server.wait_final(generation_id)
+    assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
 
 
 def test_the_cut_notice_shows_when_the_resume_is_refused(
