@@ -12,21 +12,24 @@ reader's events (a web process merges chunks into one event when its reader fall
 so only the process that framed the events can tell where the one a `Last-Event-ID` names
 ends. The price is one more hop through Redis for a resumed stream, only while it is resumed.
 
-Messages between web processes' reply channels (delivered by ChannelLayerEngine.handlers):
+Messages between web processes' reply channels (delivered by ChannelLayerEngine.handlers);
+`ticket` names one reconnect, so that a reader that reconnects to the same process (taking
+over from its own dead connection there) is never confused with its old self:
 
-    reader → keeper   relay.resume  {id, last_event_id, reply_to}
-    keeper → reader   relay.resumed {id, keeper, error: [code, message, status] | None}
-                      relay.frames  {id, keeper, data}     relay.end {id, keeper}
-    reader → keeper   relay.detach  {id, reply_to}   its reader left: keep the generation again
-    both ways         relay.alive   {id, sender}     every WORKER_HEARTBEAT_S while relaying;
-                                                     silent for WORKER_TIMEOUT_S: the other
-                                                     process is gone
+    reader → keeper   relay.resume  {id, ticket, last_event_id, reply_to}
+    keeper → reader   relay.resumed {id, ticket, keeper, error: [code, message, status] | None}
+                      relay.frames  {id, ticket, keeper, data}     relay.end {id, ticket, keeper}
+    reader → keeper   relay.detach  {id, ticket}   its reader left: keep the generation again
+    both ways         relay.alive   {id, ticket}   every WORKER_HEARTBEAT_S while relaying;
+                                                   silent for WORKER_TIMEOUT_S: the other
+                                                   process is gone
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -55,10 +58,11 @@ Serve = Callable[[str, str | None], Awaitable[AsyncIterator[bytes]]]
 class _Served:
     """A generation kept here, read through another web process."""
 
-    __slots__ = ("heard_at", "reader", "task")
+    __slots__ = ("heard_at", "reader", "task", "ticket")
 
-    def __init__(self, reader: str, task: asyncio.Task[Any]) -> None:
+    def __init__(self, reader: str, ticket: str, task: asyncio.Task[Any]) -> None:
         self.reader = reader  # its reply channel
+        self.ticket = ticket
         self.task = task
         self.heard_at = time.monotonic()
 
@@ -70,9 +74,11 @@ class _Reading:
     text (and the server's send timeout ends a reader that stops), never to messages.
     """
 
-    __slots__ = ("answer", "ended", "heard_at", "keeper", "keeper_ended", "pending", "wake")
+    __slots__ = ("answer", "ended", "generation_id", "heard_at", "keeper", "keeper_ended",
+                 "pending", "wake")
 
-    def __init__(self, keeper: str) -> None:
+    def __init__(self, generation_id: str, keeper: str) -> None:
+        self.generation_id = generation_id
         self.keeper = keeper
         self.answer: asyncio.Future[list[Any] | None] = asyncio.get_running_loop().create_future()
         self.heard_at = time.monotonic()
@@ -108,8 +114,8 @@ class Relay:
     def __init__(self, engine: ChannelLayerEngine, serve: Serve) -> None:
         self.engine = engine
         self.serve = serve
-        self.served: dict[str, _Served] = {}
-        self.reading: dict[str, _Reading] = {}
+        self.served: dict[str, _Served] = {}  # by generation id: one reader at a time
+        self.reading: dict[str, _Reading] = {}  # by ticket
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watcher: asyncio.Task[None] | None = None
         engine.handlers.update({
@@ -133,10 +139,12 @@ class Relay:
         await shared.remember_keeper(generation_id, self.channel)
 
     def _on_resume(self, message: dict[str, Any]) -> None:
-        self._spawn(self._serve(message["id"], message["last_event_id"], message["reply_to"]))
+        self._spawn(self._serve(message["id"], message["ticket"], message["last_event_id"],
+                                message["reply_to"]))
 
-    async def _serve(self, generation_id: str, last_event_id: str | None, reader: str) -> None:
-        reply: dict[str, Any] = {"type": "relay.resumed", "id": generation_id,
+    async def _serve(self, generation_id: str, ticket: str, last_event_id: str | None,
+                     reader: str) -> None:
+        reply: dict[str, Any] = {"type": "relay.resumed", "id": generation_id, "ticket": ticket,
                                  "keeper": self.channel, "error": None}
         try:
             frames = await self.serve(generation_id, last_event_id)
@@ -144,10 +152,10 @@ class Relay:
             reply["error"] = [error.code, error.message, error.http_status]
             await self._send_quietly(reader, reply)
             return
-        served = self.served[generation_id] = _Served(reader, asyncio.current_task())
+        served = self.served[generation_id] = _Served(reader, ticket, asyncio.current_task())
         self._watch()
-        message = {"type": "relay.frames", "id": generation_id, "keeper": self.channel,
-                   "data": b""}
+        message = {"type": "relay.frames", "id": generation_id, "ticket": ticket,
+                   "keeper": self.channel, "data": b""}
         try:
             # Closing the frames (our reader's process detached, went silent, or Redis failed)
             # is a reader leaving: views.event_stream keeps the generation again.
@@ -157,7 +165,7 @@ class Relay:
                     message["data"] = data
                     await self.engine.send(reader, message)
             await self.engine.send(reader, {"type": "relay.end", "id": generation_id,
-                                            "keeper": self.channel})
+                                            "ticket": ticket, "keeper": self.channel})
         except Exception as error:
             logger.warning("relaying %s to %s failed: %r", generation_id, reader, error)
         finally:
@@ -166,7 +174,7 @@ class Relay:
 
     def _on_detach(self, message: dict[str, Any]) -> None:
         served = self.served.get(message["id"])
-        if served is not None and served.reader == message["reply_to"]:
+        if served is not None and served.ticket == message["ticket"]:
             served.task.cancel()
 
     # --- the reader's side -----------------------------------------------------------------
@@ -175,60 +183,58 @@ class Relay:
                      ) -> AsyncIterator[bytes] | None:
         """The frames of a generation another web process keeps, or None if none keeps it.
 
-        Raises the keeper's refusal (409 while someone reads it, 400 for an id it never sent),
-        or AlreadyStreaming when the keeper does not answer.
+        Raises the keeper's refusal (409 while someone reads it and no id is sent, 400 for an
+        id it never sent), or AlreadyStreaming when the keeper does not answer.
         """
         keeper = await shared.keeper_of(generation_id)
         if keeper is None:
             return None
-        if generation_id in self.reading:
-            raise AlreadyStreaming()
-        reading = self.reading[generation_id] = _Reading(keeper)
+        ticket = secrets.token_hex(8)
+        reading = self.reading[ticket] = _Reading(generation_id, keeper)
         refusal: StreamingError | None = None
         try:
             await self.engine.send(keeper, {"type": "relay.resume", "id": generation_id,
-                                            "last_event_id": last_event_id,
+                                            "ticket": ticket, "last_event_id": last_event_id,
                                             "reply_to": self.channel})
             error = await asyncio.wait_for(reading.answer, ANSWER_S)
             if error is not None:
                 refusal = _refusal(*error)
-        except (TimeoutError, OSError, Exception) as error:
+        except Exception as error:
             logger.warning("resuming %s through %s failed: %r", generation_id, keeper, error)
             refusal = AlreadyStreaming(
                 "This generation can no longer be resumed: the process keeping it is gone.")
         finally:
             if refusal is not None or not reading.answer.done():
-                self.reading.pop(generation_id, None)
+                self.reading.pop(ticket, None)
         if refusal is not None:
             raise refusal
         self._watch()
-        return self._frames(generation_id, reading)
+        return self._frames(ticket, reading)
 
-    async def _frames(self, generation_id: str, reading: _Reading) -> AsyncIterator[bytes]:
+    async def _frames(self, ticket: str, reading: _Reading) -> AsyncIterator[bytes]:
         try:
             while (data := await reading.take()) is not None:
                 yield data
         finally:
-            if self.reading.get(generation_id) is reading:
-                del self.reading[generation_id]
+            self.reading.pop(ticket, None)
             if not reading.keeper_ended:
                 # Our reader left first: the keeper keeps the generation again, for the next
                 # reconnect (anywhere).
                 await self._send_quietly(reading.keeper, {
-                    "type": "relay.detach", "id": generation_id, "reply_to": self.channel})
+                    "type": "relay.detach", "id": reading.generation_id, "ticket": ticket})
 
     def _current(self, message: dict[str, Any]) -> _Reading | None:
-        reading = self.reading.get(message["id"])
-        if reading is None or reading.keeper != message["keeper"]:
-            # Our reader is gone (or gave up waiting for the answer): let the keeper know.
+        reading = self.reading.get(message["ticket"])
+        if reading is None:
+            # Our reader is gone (or we gave up waiting for the answer): let the keeper know.
             self._spawn(self._send_quietly(message["keeper"], {
-                "type": "relay.detach", "id": message["id"], "reply_to": self.channel}))
+                "type": "relay.detach", "id": message["id"], "ticket": message["ticket"]}))
             return None
         reading.heard_at = time.monotonic()
         return reading
 
     def _on_resumed(self, message: dict[str, Any]) -> None:
-        reading = self.reading.get(message["id"])
+        reading = self.reading.get(message["ticket"])
         if reading is not None and not reading.answer.done():
             reading.heard_at = time.monotonic()
             reading.answer.set_result(message["error"])
@@ -241,8 +247,8 @@ class Relay:
             reading.push(message["data"])
 
     def _on_end(self, message: dict[str, Any]) -> None:
-        reading = self.reading.get(message["id"])
-        if reading is not None and reading.keeper == message["keeper"]:
+        reading = self.reading.get(message["ticket"])
+        if reading is not None:
             reading.end(by_keeper=True)
 
     def end_all(self) -> None:
@@ -258,10 +264,10 @@ class Relay:
     def _on_alive(self, message: dict[str, Any]) -> None:
         now = time.monotonic()
         served = self.served.get(message["id"])
-        if served is not None and served.reader == message["sender"]:
+        if served is not None and served.ticket == message["ticket"]:
             served.heard_at = now
-        reading = self.reading.get(message["id"])
-        if reading is not None and reading.keeper == message["sender"]:
+        reading = self.reading.get(message["ticket"])
+        if reading is not None:
             reading.heard_at = now
 
     def _watch(self) -> None:
@@ -272,23 +278,24 @@ class Relay:
         while self.served or self.reading:
             await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
             silent_since = time.monotonic() - settings.WORKER_TIMEOUT_S
-            alive = {"type": "relay.alive", "sender": self.channel}
             for generation_id, served in list(self.served.items()):
                 if served.heard_at < silent_since:
                     logger.warning("the reader of %s (%s) is silent", generation_id,
                                    served.reader)
                     served.task.cancel()  # its process is gone: keep it for a reconnect
                 else:
-                    await self._send_quietly(served.reader, {**alive, "id": generation_id})
-            for generation_id, reading in list(self.reading.items()):
+                    await self._send_quietly(served.reader, {
+                        "type": "relay.alive", "id": generation_id, "ticket": served.ticket})
+            for ticket, reading in list(self.reading.items()):
                 if reading.heard_at < silent_since and reading.answer.done():
-                    logger.warning("the keeper of %s (%s) is silent", generation_id,
+                    logger.warning("the keeper of %s (%s) is silent", reading.generation_id,
                                    reading.keeper)
-                    del self.reading[generation_id]
+                    del self.reading[ticket]
                     reading.push(KEEPER_GONE)
                     reading.end(by_keeper=True)
                 else:
-                    await self._send_quietly(reading.keeper, {**alive, "id": generation_id})
+                    await self._send_quietly(reading.keeper, {
+                        "type": "relay.alive", "id": reading.generation_id, "ticket": ticket})
 
     # --- plumbing --------------------------------------------------------------------------
 

@@ -46,6 +46,18 @@ def dropped(keeper, max_tokens: int, after: int) -> tuple[dict, RawStream]:
     return urls, first
 
 
+def read_until(stream: RawStream, count: int) -> None:
+    """Go on reading until `count` token events have arrived in all."""
+    while len(tokens_of(stream.events)) < count:
+        assert stream.next_event() is not None, "the stream ended early"
+
+
+def assert_superseded(stream: RawStream) -> None:
+    """A response ended by a takeover: no `[DONE]`, no error, just the end."""
+    events = stream.read_all()
+    assert events[-1].data != "[DONE]" and not any(e.event == "error" for e in events)
+
+
 def resume_on(web, url: str, stream: RawStream) -> RawStream:
     """Reconnect on `web` after the last event `stream` got, as EventSource does."""
     resumed = RawStream(web.port, url, headers={"Last-Event-ID": stream.parser.last_event_id})
@@ -77,8 +89,7 @@ def test_a_resumed_reader_may_drop_again_and_come_back_anywhere(pair):
     keeper, other = pair
     urls, first = dropped(keeper, 90, after=5)
     second = resume_on(other, urls["stream_url"], first)
-    while len(tokens_of(second.events)) < 10:
-        assert second.next_event() is not None
+    read_until(second, 10)
     second.close()  # the relayed reader leaves: the keeper keeps the generation again
     left(keeper, urls["id"])
 
@@ -103,8 +114,7 @@ def test_refusals_and_takeovers_through_the_other_process_are_the_keepers(pair):
     read = tokens_of(first.events)
     second = resume_on(other, urls["stream_url"], first)
     second.next_event()
-    old = first.read_all()
-    assert old[-1].data != "[DONE]" and not any(e.event == "error" for e in old)
+    assert_superseded(first)
 
     # Stop reaches the relayed reader: the keeper's stream ends, and it says why.
     assert other.post(urls["cancel_url"]).status_code == 202
@@ -115,6 +125,22 @@ def test_refusals_and_takeovers_through_the_other_process_are_the_keepers(pair):
     assert uninterrupted(keeper, 300).startswith(text) and len(text) > 0
     final = keeper.wait_final(urls["id"])
     assert (final["status"], final["tokens_after_abort"]) == ("cancelled", 0)
+
+
+def test_a_relayed_reader_takes_over_from_its_own_dead_connection_on_the_same_process(pair):
+    keeper, other = pair
+    urls, first = dropped(keeper, 120, after=3)
+    second = resume_on(other, urls["stream_url"], first)
+    read_until(second, 5)
+    read = tokens_of(first.events) + tokens_of(second.events)
+    # `second` goes silent without closing; its reconnect reaches the same relaying process.
+    third = resume_on(other, urls["stream_url"], second)
+    events = third.read_all()
+    assert events[-1].data == "[DONE]"
+    assert "".join(read + tokens_of(events)) == uninterrupted(keeper, 120)
+    assert_superseded(second)
+    final = keeper.wait_final(urls["id"])
+    assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
 
 
 def test_last_event_id_on_a_pending_generation_is_refused_and_leaves_it_claimable(pair):
