@@ -5,6 +5,7 @@ Messages, all over the channel layer (Redis):
     web → worker (its own channel)  generate {request, reply_to}
                                     abort {id, unread}  (unread: wasted before the abort)
     web → group "model-workers"     abort {id}          query {id, reply_to}
+                                    web.heartbeat {channel}   (every WORKER_HEARTBEAT_S)
     worker → web (reply_to)         chunks {items: [[id, index, text, tokens], ...],
                                             ends: [[id, finish_reason, error_code,
                                                     tokens_generated, tokens_after_abort]]}
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from typing import Any
 
 from channels.consumer import AsyncConsumer
@@ -102,6 +104,9 @@ class ModelWorkerConsumer(AsyncConsumer):
         # Ids a web process may still wait for: live, or ended but the end not yet delivered.
         self.known: set[str] = set()
         self.outboxes: dict[str, Outbox] = {}
+        # When each web process we generate for was last heard of (its heartbeats, or work
+        # it sent): silent for WORKER_TIMEOUT_S, it is gone and so are its readers.
+        self.webs_heard: dict[str, float] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         self.engine = build_engine(local=True)
         await self.engine.start()
@@ -135,6 +140,7 @@ class ModelWorkerConsumer(AsyncConsumer):
     async def generate(self, message: dict[str, Any]) -> None:
         """Start a generation; its tokens go to `reply_to`."""
         reply_to = message["reply_to"]
+        self.webs_heard[reply_to] = time.monotonic()
         request = GenerationRequest.from_message(message["request"])
         try:
             self.engine.check_request(request)
@@ -154,6 +160,10 @@ class ModelWorkerConsumer(AsyncConsumer):
         if entry is not None:
             entry[0].count_unread(message.get("unread", 0))  # produced, never read: wasted
             await self.engine.abort(message["id"])
+
+    async def web_heartbeat(self, message: dict[str, Any]) -> None:
+        """A web process is alive."""
+        self.webs_heard[message["channel"]] = time.monotonic()
 
     async def worker_ping(self, message: dict[str, Any]) -> None:
         """Our own ping came back: we can receive, so we may say we are ready."""
@@ -269,7 +279,20 @@ class ModelWorkerConsumer(AsyncConsumer):
             except Exception as error:
                 logger.warning("heartbeat failed: %s", error)
                 self.pings_seen = 0  # a ping from before the outage proves nothing after it
+            await self._abort_for_silent_webs()
             await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
+
+    async def _abort_for_silent_webs(self) -> None:
+        """Stop generating for a web process that has gone silent: nobody can read it."""
+        silent_since = time.monotonic() - settings.WORKER_TIMEOUT_S
+        for generation_id, (_, reply_to) in list(self.generations.items()):
+            if self.webs_heard.get(reply_to, silent_since) < silent_since:
+                logger.warning("%s is silent: aborting %s", reply_to, generation_id)
+                await self.engine.abort(generation_id)
+        in_use = {reply_to for _, reply_to in self.generations.values()}
+        for web in [w for w, heard in self.webs_heard.items() if heard < silent_since]:
+            if web not in in_use:
+                del self.webs_heard[web]
 
 
 class ModelWorker(Worker):

@@ -147,3 +147,22 @@ def test_redis_restart_gives_503_then_recovers_without_restarts(tmp_path):
         # while pub/sub subscriptions come back; it never hangs.)
         wait_until(lambda: stream(web, prompt="back", max_tokens=4).read_all()[-1].data
                    == "[DONE]", 20, interval=0.5)
+
+
+def test_a_killed_web_process_stops_its_generations_on_the_worker(tmp_path):
+    """No reader can be left behind a dead web process: the worker stops within its timeout."""
+    with running_fleet(tmp_path, {"DETERMINISTIC_TPS": "20"}) as fleet:  # ~15 s an answer
+        doomed, survivor = fleet.webs
+        reader = stream(doomed, prompt="orphan", max_tokens=1000, seed=3)
+        for _ in range(3):
+            reader.next_event()
+        wait_until(lambda: survivor.stats()["generations_in_flight"] == 1)  # a fresh heartbeat
+        doomed.process.kill()
+        # The worker's own counters (its heartbeat, read through the surviving process).
+        stats = wait_until(lambda: (s := survivor.stats())["generations_in_flight"] == 0 and s)
+        stopped_at = stats["tokens_generated_total"]
+        tokens_of(stream(survivor, prompt="clock", max_tokens=10).read_all())  # time passes
+        after = wait_until(lambda: (s := survivor.stats())["generations_total"] == 2
+                           and s["generations_in_flight"] == 0 and s)
+        assert after["tokens_generated_total"] == stopped_at + 10  # the orphan stays stopped
+        assert stopped_at < len(expected_tokens("orphan", 1000, 3))  # well before its end

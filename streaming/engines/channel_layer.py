@@ -320,6 +320,10 @@ class ChannelLayerEngine(Engine):
                 await self.layer.send(self.reply_channel,
                                       {"type": "web.ping", "seq": self.pings_sent + 1})
                 self.pings_sent += 1
+                # Workers stop what they generate for a web process that has gone silent (a
+                # killed process sends no aborts; with pub/sub, messages to it just vanish).
+                await self.layer.group_send(WORKERS_GROUP, {"type": "web.heartbeat",
+                                                            "channel": self.reply_channel})
             except Exception as error:
                 self.layer_error = str(error) or type(error).__name__
             now = time.monotonic()
