@@ -105,8 +105,8 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 # A worker announces itself this often; silent for WORKER_TIMEOUT_S, it is presumed dead and
 # its streams end with `worker_unavailable`. Web processes announce themselves to the workers
-# as often: one silent for WORKER_TIMEOUT_S has its generations aborted. Keep the timeout well above 1 s: channels_redis'
-# pub/sub reader pauses a second after any connection error.
+# as often: one silent for WORKER_TIMEOUT_S has its generations aborted. Keep the timeout well
+# above 1 s: channels_redis' pub/sub reader pauses a second after any connection error.
 WORKER_HEARTBEAT_S = env_float("WORKER_HEARTBEAT_S", 1.0, minimum=0.05)
 WORKER_TIMEOUT_S = env_float("WORKER_TIMEOUT_S", 3.0, minimum=0.1)
 
