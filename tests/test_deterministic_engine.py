@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from streaming.engines.base import COUNTERS, Fault, GenerationRequest, Message
+from streaming.engines.base import COUNTERS, Fault, GenerationRequest, Message, TokenStream
 from streaming.engines.deterministic import DeterministicEngine, tokens_for
 from streaming.exceptions import EngineBusy, GenerationError, StreamCut
 
@@ -125,3 +125,16 @@ async def test_slow_reader_makes_the_unpaced_producer_wait():
         await asyncio.sleep(0)
     assert stream.tokens_generated == produced  # waiting for the reader, not piling up
     await engine.abort("g1")
+
+
+async def test_an_idle_stream_pings_again_and_again_then_ends_cleanly():
+    stream = TokenStream(request())
+    batches = stream.batches(0.02)
+    assert await anext(batches) == []
+    assert await anext(batches) == []  # the idle timer re-arms itself
+    stream.push("a")
+    assert [c.text for c in await anext(batches)] == ["a"]
+    stream.finish("stop")
+    with pytest.raises(StopAsyncIteration):
+        await anext(batches)
+    stream.wake()  # nothing waits and no timer is left to fire: a no-op

@@ -292,32 +292,53 @@ class TokenStream:
         """
         buffer = self._buffer
         loop = asyncio.get_running_loop()
-        while True:
-            if not buffer:
-                self._waiter = loop.create_future()
-                handle = loop.call_later(idle_timeout, self._wake)
-                try:
-                    await self._waiter
-                finally:
-                    handle.cancel()
-                    self._waiter = None
+        # One idle timer for the whole stream, re-armed lazily, rather than one armed and
+        # cancelled around every wait (a heap push and a cancel per token): each batch only
+        # moves `idle_at` on, and the timer, when it fires early, sleeps again until then.
+        idle_at = loop.time() + idle_timeout
+        timer: asyncio.TimerHandle | None = None
+
+        def on_timer() -> None:
+            nonlocal timer
+            now = loop.time()
+            if now >= idle_at:
+                self._wake()  # a waiting reader gets [] (a ping), which moves idle_at on
+                timer = loop.call_at(now + idle_timeout, on_timer)
+            else:
+                timer = loop.call_at(idle_at, on_timer)
+
+        try:
+            while True:
                 if not buffer:
-                    yield []
-                    continue
-            batch: list[Chunk] = []
-            while buffer:
-                item = buffer.popleft()
-                if isinstance(item, _Finished):
-                    if batch:
-                        yield batch
-                    if item.error is not None:
-                        raise item.error
-                    return
-                batch.append(item)
-            room = self._room_waiter
-            if room is not None and not room.done():
-                room.set_result(None)
-            yield batch
+                    if timer is None:
+                        timer = loop.call_at(idle_at, on_timer)
+                    self._waiter = loop.create_future()
+                    try:
+                        await self._waiter
+                    finally:
+                        self._waiter = None
+                    if not buffer:
+                        idle_at = loop.time() + idle_timeout
+                        yield []
+                        continue
+                batch: list[Chunk] = []
+                while buffer:
+                    item = buffer.popleft()
+                    if isinstance(item, _Finished):
+                        if batch:
+                            yield batch
+                        if item.error is not None:
+                            raise item.error
+                        return
+                    batch.append(item)
+                room = self._room_waiter
+                if room is not None and not room.done():
+                    room.set_result(None)
+                idle_at = loop.time() + idle_timeout
+                yield batch
+        finally:
+            if timer is not None:
+                timer.cancel()
 
 
 class Engine(ABC):
