@@ -240,7 +240,7 @@ def main() -> None:
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "rows": rows,
     }, indent=2))
-    print(f"\nwrote {path.relative_to(ROOT)}")
+    print(f"\nwrote {path}")
 
 
 if __name__ == "__main__":
