@@ -12,13 +12,18 @@ reader's events (a web process merges chunks into one event when its reader fall
 so only the process that framed the events can tell where the one a `Last-Event-ID` names
 ends. The price is one more hop through Redis for a resumed stream, only while it is resumed.
 
+Pub/sub delivers at most once: a frame lost on the way (a subscription reconnecting) would leave
+a hole in the text, so frames are numbered, and a gap ends the relayed response like a dropped
+connection: EventSource reconnects with the last id it really got, and the replay fills it.
+
 Messages between web processes' reply channels (delivered by ChannelLayerEngine.handlers);
 `ticket` names one reconnect, so that a reader that reconnects to the same process (taking
 over from its own dead connection there) is never confused with its old self:
 
     reader → keeper   relay.resume  {id, ticket, last_event_id, reply_to}
     keeper → reader   relay.resumed {id, ticket, keeper, error: [code, message, status] | None}
-                      relay.frames  {id, ticket, keeper, data}     relay.end {id, ticket, keeper}
+                      relay.frames  {id, ticket, keeper, seq, data}
+                      relay.end     {id, ticket, keeper, seq}
     reader → keeper   relay.detach  {id, ticket}   its reader left: keep the generation again
     both ways         relay.alive   {id, ticket}   every WORKER_HEARTBEAT_S while relaying;
                                                    silent for WORKER_TIMEOUT_S: the other
@@ -75,7 +80,7 @@ class _Reading:
     """
 
     __slots__ = ("answer", "ended", "generation_id", "heard_at", "keeper", "keeper_ended",
-                 "pending", "wake")
+                 "pending", "seq", "wake")
 
     def __init__(self, generation_id: str, keeper: str) -> None:
         self.generation_id = generation_id
@@ -86,6 +91,7 @@ class _Reading:
         self.wake = asyncio.Event()
         self.ended = False
         self.keeper_ended = False  # the keeper ended it (or is gone): nothing to hand back
+        self.seq = 0  # the number the next message from the keeper must carry
 
     def push(self, data: bytes) -> None:
         self.pending += data
@@ -155,7 +161,7 @@ class Relay:
         served = self.served[generation_id] = _Served(reader, ticket, asyncio.current_task())
         self._watch()
         message = {"type": "relay.frames", "id": generation_id, "ticket": ticket,
-                   "keeper": self.channel, "data": b""}
+                   "keeper": self.channel, "seq": 0, "data": b""}
         try:
             # Closing the frames (our reader's process detached, went silent, or Redis failed)
             # is a reader leaving: views.event_stream keeps the generation again.
@@ -164,8 +170,10 @@ class Relay:
                 async for data in frames:
                     message["data"] = data
                     await self.engine.send(reader, message)
+                    message["seq"] += 1
             await self.engine.send(reader, {"type": "relay.end", "id": generation_id,
-                                            "ticket": ticket, "keeper": self.channel})
+                                            "ticket": ticket, "keeper": self.channel,
+                                            "seq": message["seq"]})
         except Exception as error:
             logger.warning("relaying %s to %s failed: %r", generation_id, reader, error)
         finally:
@@ -243,13 +251,27 @@ class Relay:
 
     def _on_frames(self, message: dict[str, Any]) -> None:
         reading = self._current(message)
-        if reading is not None:
+        if reading is not None and self._in_sequence(reading, message):
             reading.push(message["data"])
 
     def _on_end(self, message: dict[str, Any]) -> None:
         reading = self.reading.get(message["ticket"])
-        if reading is not None:
+        if reading is not None and self._in_sequence(reading, message):
             reading.end(by_keeper=True)
+
+    @staticmethod
+    def _in_sequence(reading: _Reading, message: dict[str, Any]) -> bool:
+        if reading.ended:
+            return False
+        if message["seq"] != reading.seq:
+            # A message was lost: end here, as a dropped connection would; the reader's
+            # reconnect names the last event it got and the keeper replays from there.
+            logger.warning("relayed stream %s lost a message (%s, expected %s)",
+                           reading.generation_id, message["seq"], reading.seq)
+            reading.end(by_keeper=False)
+            return False
+        reading.seq += 1
+        return True
 
     def end_all(self) -> None:
         """Shutting down: end every relayed response, handing each generation back to its keeper.
