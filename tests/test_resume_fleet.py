@@ -143,6 +143,18 @@ def test_a_relayed_reader_takes_over_from_its_own_dead_connection_on_the_same_pr
     assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
 
 
+def test_stop_from_another_process_ends_a_kept_generation_at_once(pair):
+    """The page's Stop (or its beacon when the tab closes) may reach any process."""
+    keeper, other = pair
+    urls, first = dropped(keeper, 300, after=3)
+    assert other.post(urls["cancel_url"]).status_code == 202
+    final = keeper.wait_final(urls["id"])
+    assert final["status"] == "cancelled"
+    assert final["tokens_generated"] < 300
+    late = refusal(other, urls["stream_url"], **{"Last-Event-ID": first.parser.last_event_id})
+    assert late == (409, "already_streaming")
+
+
 def test_last_event_id_on_a_pending_generation_is_refused_and_leaves_it_claimable(pair):
     keeper, other = pair
     urls = create(keeper, max_tokens=5)

@@ -28,6 +28,7 @@ WORKERS_GROUP = "model-workers"
 HEARTBEATS_GROUP = "model-worker-heartbeats"
 ABORT_ACK_S = 2.0  # how long an abort waits for the worker's final counters
 QUERY_S = 0.5  # how long a cross-process lookup waits for the owning worker to answer
+ABORT_CODES = ("cancelled", "server_shutdown")  # the codes Engine.abort ends a stream with
 
 
 @dataclass
@@ -276,6 +277,10 @@ class ChannelLayerEngine(Engine):
             if ack is not None and not ack.done():
                 ack.set_result(None)  # abort() finishes the stream
             elif not stream.finished:
+                if error_code in ABORT_CODES:
+                    # Aborted at the worker on another process's word (a Stop that reached
+                    # another web process): aborted all the same, for whoever reads it here.
+                    stream.mark_aborted()
                 if error_code == "cut":
                     stream.finish(error=StreamCut())
                 elif error_code:
