@@ -1,8 +1,8 @@
 """The remote engine: our server in front of a second instance of itself (the upstream).
 
 Live tests prove the streaming guarantees by the upstream's own counters. How each upstream
-answer maps onto our errors is checked in-process, with canned answers on httpx's mock
-transport, since a real upstream cannot be made to send every kind of failure.
+answer maps onto our errors is checked in-process, against canned answers from a socket server
+of the test's own, since a real upstream cannot be made to send every kind of failure.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ import asyncio
 import json
 from collections.abc import Iterator
 
-import httpx
 import openai
 import pytest
 
 from streaming.engines.base import GenerationRequest, Message
 from streaming.engines.remote import RemoteEngine
 from streaming.exceptions import BadRequest, EngineBusy, EngineUnavailable, GenerationError
-from tests.live import LiveServer, RawStream, start_server, tokens_of, wait_until
+from tests.live import LiveServer, RawStream, free_port, start_server, tokens_of, wait_until
 
 UPSTREAM_ENV = {
     # 50 ms a token: "within one token" leaves the abort chain a whole gap to reach the back.
@@ -147,25 +146,61 @@ def chunk(content: str | None = None, finish: str | None = None, **extra) -> str
     return f"data: {json.dumps(payload)}\n\n"
 
 
-def run(handler) -> tuple[list[str], TokenStreamResult]:
-    """Drive one generation against a canned upstream; the texts read and how it ended."""
+# A canned answer: (status, JSON or event-stream text), or None to close without answering.
+Answer = tuple[int, object] | None
+
+
+async def canned_upstream(handler, sent: list[dict]) -> asyncio.Server:
+    """A real socket speaking just enough HTTP/1.1 to play `handler`'s answers back."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                request = json.loads(await reader.readexactly(length))
+                sent.append(request)
+                answer = handler(request)
+                if answer is None:
+                    return  # the pooled connection the upstream had already closed
+                status, content = answer
+                kind = "text/event-stream" if isinstance(content, str) else "application/json"
+                body = (content if isinstance(content, str) else json.dumps(content)).encode()
+                writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\n"
+                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
+def run(handler, *, base_url: str | None = None, max_buffered: int = 256
+        ) -> tuple[list[dict], TokenStreamResult]:
+    """Drive one generation against canned answers; the bodies sent, what the reader saw."""
     sent: list[dict] = []
 
-    def record(request: httpx.Request) -> httpx.Response:
-        sent.append(json.loads(request.content))
-        return handler(request)
-
     async def drive() -> TokenStreamResult:
-        engine = RemoteEngine(base_url="http://upstream/v1", model="m",
-                              transport=httpx.MockTransport(record))
+        server = await canned_upstream(handler, sent)
+        port = server.sockets[0].getsockname()[1]
+        engine = RemoteEngine(base_url=base_url or f"http://127.0.0.1:{port}/v1", model="m")
         stream = engine.generate(REQUEST)
+        stream.max_buffered = max_buffered  # before any token: its task has not run yet
         texts: list[str] = []
         try:
             await stream.accepted()
-            async for batch in stream.batches(5.0):
-                texts += [c.text for c in batch]
+            async with asyncio.timeout(30):
+                async for batch in stream.batches(5.0):
+                    texts += [c.text for c in batch]
+                    await asyncio.sleep(0)  # a reader slower than the upstream
         except Exception as error:
             return TokenStreamResult(texts, stream, error)
+        finally:
+            engine.pool.close()
+            server.close()
         return TokenStreamResult(texts, stream, None)
 
     result = asyncio.run(drive())
@@ -179,10 +214,9 @@ class TokenStreamResult:
         self.texts, self.stream, self.error = texts, stream, error
 
 
-def sse_reply(*frames: str) -> httpx.Response:
+def sse_reply(*frames: str) -> Answer:
     """A 200 event stream with these frames."""
-    return httpx.Response(200, headers={"Content-Type": "text/event-stream"},
-                          content="".join(frames).encode())
+    return 200, "".join(frames)
 
 
 def test_chunks_finish_reason_and_usage_are_relayed():
@@ -235,30 +269,35 @@ def test_a_stream_ending_without_done_is_worker_unavailable():
     ],
 )
 def test_a_refusal_before_the_stream_is_an_http_error(status, body, refusal, message):
-    _, result = run(lambda request: httpx.Response(status, json=body))
+    _, result = run(lambda request: (status, body))
     assert type(result.error) is refusal and message in result.error.message
     assert result.stream.finished and result.texts == []
 
 
-def test_an_unreachable_upstream_is_engine_unavailable():
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused", request=request)
+def test_a_slow_reader_pauses_the_upstream_and_loses_nothing():
+    words = [f"w{i} " for i in range(2000)]
+    _, result = run(lambda request: sse_reply(*map(chunk, words), chunk(finish="stop"),
+                                              "data: [DONE]\n\n"), max_buffered=4)
+    assert result.error is None
+    assert "".join(result.texts) == "".join(words)
+    assert result.stream.tokens_generated == 2000
 
-    _, result = run(refuse)
+
+def test_an_unreachable_upstream_is_engine_unavailable():
+    _, result = run(lambda request: None, base_url=f"http://127.0.0.1:{free_port()}/v1")
     assert isinstance(result.error, EngineUnavailable)
     assert result.error.http_status == 503
 
 
 def test_a_connection_closed_before_any_answer_is_sent_once_more():
-    attempts = []
-
-    def flaky(request: httpx.Request) -> httpx.Response:
-        attempts.append(request)
-        if len(attempts) == 1:  # the upstream closed the pooled connection as we reused it
-            raise httpx.RemoteProtocolError("Server disconnected", request=request)
+    def flaky(request: dict) -> Answer:
+        if flaky.calls == 0:  # the upstream closed the pooled connection as we reused it
+            flaky.calls += 1
+            return None
         return sse_reply(chunk("a"), chunk(finish="stop"), "data: [DONE]\n\n")
 
-    _, result = run(flaky)
-    assert len(attempts) == 2
+    flaky.calls = 0
+    sent, result = run(flaky)
+    assert len(sent) == 2
     assert result.error is None and result.texts == ["a"]
     assert result.stream.finish_reason == "stop"

@@ -221,6 +221,11 @@ class TokenStream:
         if refusal is not None:
             self.finish(error=refusal)
 
+    @property
+    def acceptance_pending(self) -> bool:
+        """An asynchronously accepting engine has not yet said yes or no."""
+        return self._acceptance is not None and not self._acceptance.done()
+
     async def accepted(self) -> None:
         """Return once the engine has taken the request; raise its refusal if it turned it down.
 

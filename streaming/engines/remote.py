@@ -1,8 +1,9 @@
 """A remote OpenAI-compatible upstream (vLLM, TGI, llama.cpp's server) as an engine.
 
-Each generation is one streamed `POST {base}/chat/completions`, read by a producer task into
-the generation's TokenStream. Aborting closes that response, which closes its connection: the
-upstream sees the disconnect and drops the sequence from its batch (how vLLM and TGI abort).
+Each generation is one streamed `POST {base}/chat/completions` on a connection of our own lean
+client (upstream.py: with httpx the front spent twice the CPU per token), parsed as it arrives
+into the generation's TokenStream. Aborting closes that connection: the upstream
+sees the disconnect and drops the sequence from its batch (how vLLM and TGI abort).
 The upstream's answer to the request is awaited before our 200 (`TokenStream.accepted`), so a
 dead or refusing upstream is still an HTTP error; after that, failures are error events.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -27,13 +27,15 @@ from ..exceptions import (
 )
 from ..openai_format import our_code
 from ..sse import EventParser
+from ..streamclient import Origin
 from .base import GenerationRequest, TaskEngine, TokenStream
+from .upstream import Connection, UpstreamError, UpstreamPool
 
 logger = logging.getLogger(__name__)
 
 
 class RemoteEngine(TaskEngine):
-    """Streams from an OpenAI-compatible `/v1` base URL; one pooled httpx client per process."""
+    """Streams from an OpenAI-compatible `/v1` base URL over pooled connections."""
 
     name = "openai"
     HEALTH_TIMEOUT_S = 5.0  # /models must answer within this for /readyz
@@ -42,11 +44,11 @@ class RemoteEngine(TaskEngine):
     # Idle pooled connections are dropped before the upstream's own keep-alive timeout (5 s in
     # uvicorn, so vLLM, and in llama.cpp's server), so that we rarely reuse a closing one.
     KEEPALIVE_EXPIRY_S = 2.0
+    MAX_IDLE = 128  # idle connections kept for reuse
 
     def __init__(
         self, *, base_url: str, model: str, api_key: str = "",
         connect_timeout_s: float = 5.0, read_timeout_s: float | None = 300.0,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__()
         if not base_url or not model:
@@ -60,8 +62,10 @@ class RemoteEngine(TaskEngine):
         # client's connection alive meanwhile, so the read limit only catches a dead upstream.
         self.timeout = httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s,
                                      write=connect_timeout_s, pool=connect_timeout_s)
-        self.transport = transport  # None: real sockets; tests may pass httpx.MockTransport
-        self._client: httpx.AsyncClient | None = None
+        self.read_timeout_s = read_timeout_s
+        self.origin = Origin.parse(self.base_url)  # ValueError for a URL that is not one
+        self._client: httpx.AsyncClient | None = None  # for /models only
+        self._pool: UpstreamPool | None = None
 
     @property
     def model(self) -> str:
@@ -69,8 +73,17 @@ class RemoteEngine(TaskEngine):
         return self.remote_model
 
     @property
+    def pool(self) -> UpstreamPool:
+        """Connections for the streams (made on first use, on the serving loop)."""
+        if self._pool is None:
+            self._pool = UpstreamPool(self.origin, connect_timeout_s=self.timeout.connect or 5.0,
+                                      keepalive_s=self.KEEPALIVE_EXPIRY_S,
+                                      max_idle=self.MAX_IDLE)
+        return self._pool
+
+    @property
     def client(self) -> httpx.AsyncClient:
-        """The pooled client (made on first use, on the serving loop)."""
+        """An httpx client for the health check (made on first use, on the serving loop)."""
         if self._client is None:
             headers = {"Accept": "text/event-stream"}
             if self.api_key:
@@ -81,7 +94,6 @@ class RemoteEngine(TaskEngine):
                                   keepalive_expiry=self.KEEPALIVE_EXPIRY_S)
             self._client = httpx.AsyncClient(
                 base_url=self.base_url, headers=headers, timeout=self.timeout, limits=limits,
-                transport=self.transport,
             )
         return self._client
 
@@ -89,8 +101,7 @@ class RemoteEngine(TaskEngine):
         """Start the upstream request; readers wait in `accepted()` for its answer."""
         stream = TokenStream(request)
         stream.defer_acceptance()
-        # Abort cancels this task, which leaves `client.stream()`'s block: that closes the
-        # response and, since it is unfinished, its connection (how vLLM and TGI see an abort).
+        # Abort cancels this task, which closes its connection (how vLLM and TGI see an abort).
         return self._start(stream, self._run(stream))
 
     async def check_health(self) -> None:
@@ -126,84 +137,84 @@ class RemoteEngine(TaskEngine):
             body["seed"] = request.seed
         return body
 
+    def request_bytes(self, request: GenerationRequest) -> bytes:
+        """The whole HTTP request for one generation."""
+        body = json.dumps(self.body_of(request)).encode()
+        origin = self.origin
+        auth = f"Authorization: Bearer {self.api_key}\r\n" if self.api_key else ""
+        head = (f"POST {origin.prefix}/chat/completions HTTP/1.1\r\n"
+                f"Host: {origin.host_header}\r\nAccept: text/event-stream\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{auth}\r\n")
+        return head.encode("latin-1") + body
+
     async def _run(self, stream: TokenStream) -> None:
-        accepted = False
-        body = self.body_of(stream.request)
+        relay = _Relay(stream)
+        reusable = False
         try:
-            for attempt in range(self.ATTEMPTS):
+            connection = await self._send(self.request_bytes(stream.request), relay)
+            if connection.status != 200:
                 try:
-                    async with self.client.stream("POST", "/chat/completions", json=body) as reply:
-                        if reply.status_code != 200:
-                            stream.accept(await self._refusal(reply))
-                            return
-                        accepted = True
-                        stream.accept()
-                        await self._relay(stream, reply)
-                        return
-                except (httpx.ReadError, httpx.RemoteProtocolError):
-                    # Before any answer this is a pooled connection that the upstream closed
-                    # as we reused it (its keep-alive ran out): it never read the request.
-                    if accepted or attempt == self.ATTEMPTS - 1:
-                        raise
+                    async with asyncio.timeout(self.HEALTH_TIMEOUT_S):
+                        await connection.finished()  # the error body, for its message
+                    reusable = True
+                except (TimeoutError, UpstreamError):
+                    pass  # what came of it will do
+                stream.accept(self._refusal(connection))
+                return
+            stream.accept()
+            await connection.finished()
+            if not relay.done:
+                raise GenerationError("worker_unavailable", "The upstream ended the stream "
+                                                            "before [DONE].")
+            reusable = True
         except StreamingError as error:
             stream.finish(error=error)
-        except httpx.HTTPError as error:
-            if accepted:
-                stream.finish(error=_stream_error(error))
-            else:
+        except UpstreamError as error:
+            if stream.finished:
+                pass  # we closed it ourselves: an error frame, or the body's end never came
+            elif stream.acceptance_pending:
                 stream.accept(EngineUnavailable(
-                    f"The upstream {self.base_url} is unavailable: {_describe(error)}"))
+                    f"The upstream {self.base_url} is unavailable: {error}"))
+            else:
+                code = "timeout" if error.timeout else "worker_unavailable"
+                what = "sent nothing for too long" if error.timeout else "connection broke"
+                stream.finish(error=GenerationError(code, f"The upstream {what}: {error}."))
         except Exception as error:
             logger.exception("remote engine: generation %s failed", stream.id)
-            if accepted:
-                stream.finish(error=GenerationError("engine_error"))
-            else:
+            if stream.acceptance_pending:
                 stream.accept(EngineUnavailable(f"The upstream request failed: {error!r}"))
+            else:
+                stream.finish(error=GenerationError("engine_error"))
+        finally:
+            relay.stop()
+            if relay.connection is not None:
+                if reusable:
+                    self.pool.release(relay.connection)
+                else:
+                    relay.connection.close()  # an abort: the upstream sees the disconnect
 
-    async def _relay(self, stream: TokenStream, response: httpx.Response) -> None:
-        """Push each chunk's text as it arrives; one chunk with content counts as one token."""
-        parser = EventParser()
-        finish_reason = "stop"
-        usage: dict[str, Any] | None = None
-        chunks = response.aiter_bytes()
-        async for data in chunks:
-            for event in parser.feed(data):
-                if event.data == "[DONE]":
-                    if usage:
-                        stream.prompt_tokens = usage.get("prompt_tokens")
-                        stream.recount(usage.get("completion_tokens") or 0)
-                    stream.finish("length" if finish_reason == "length" else "stop")
-                    await _drain(chunks)  # so that the connection goes back to the pool
-                    return
-                try:
-                    payload = json.loads(event.data)
-                except ValueError:
-                    raise GenerationError("engine_error", "The upstream sent a frame that is "
-                                                          "not JSON.") from None
-                error = payload.get("error")
-                if error:
-                    message = error.get("message") if isinstance(error, dict) else str(error)
-                    raise GenerationError(our_code(error), message or None)
-                for choice in payload.get("choices") or ():
-                    content = (choice.get("delta") or {}).get("content")
-                    if content:
-                        if not stream.has_room:
-                            await stream.wait_for_room()  # the reader is slow: so is reading
-                        stream.push(content)
-                    finish_reason = choice.get("finish_reason") or finish_reason
-                usage = payload.get("usage") or usage
-        raise GenerationError("worker_unavailable", "The upstream ended the stream before "
-                                                    "[DONE].")
+    async def _send(self, request: bytes, relay: _Relay) -> Connection:
+        """The request sent and the upstream's head in; sent again on a fresh connection if a
+        pooled one turns out closed before any answer."""
+        for attempt in range(self.ATTEMPTS):
+            connection = relay.connection = await self.pool.acquire()
+            connection.send(request, read_timeout_s=self.read_timeout_s,
+                            body_limit=self.ERROR_BODY_LIMIT, body_callback=relay.feed)
+            try:
+                await connection.response()
+                return connection
+            except UpstreamError as error:
+                connection.close()
+                # Before any answer this is a pooled connection that the upstream closed as we
+                # reused it (its keep-alive ran out): it never read the request.
+                if error.answered or attempt == self.ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
 
-    async def _refusal(self, response: httpx.Response) -> StreamingError:
+    def _refusal(self, response: Connection) -> StreamingError:
         """An upstream's non-200 as the error our client gets before its stream."""
-        body = b""
-        async for part in response.aiter_bytes():
-            body += part
-            if len(body) > self.ERROR_BODY_LIMIT:
-                break
-        message = _message_of(body) or f"The upstream answered {response.status_code}."
-        status = response.status_code
+        message = _message_of(bytes(response.body)) or f"The upstream answered {response.status}."
+        status = response.status
         if status in (400, 422):  # 422: TGI's validation errors
             return BadRequest(message)
         if status == 413:
@@ -228,20 +239,94 @@ def _message_of(body: bytes) -> str:
     return str(payload)[:500]
 
 
-def _retry_after(response: httpx.Response) -> int:
+def _retry_after(response: Connection) -> int:
     try:
-        return max(1, int(response.headers.get("Retry-After", "1")))
+        return max(1, int(response.headers.get("retry-after", "1")))
     except ValueError:
         return 1
 
 
-def _stream_error(error: httpx.HTTPError) -> GenerationError:
-    """A transport failure after the 200, as the code our client receives."""
-    if isinstance(error, httpx.TimeoutException):
-        return GenerationError("timeout", f"The upstream sent nothing for too long "
-                                          f"({_describe(error)}).")
-    return GenerationError("worker_unavailable", f"The upstream connection broke: "
-                                                 f"{_describe(error)}.")
+class _Relay:
+    """The body of a 200, parsed as it arrives: each chunk with content is one token.
+
+    Runs inside the connection's reads (no coroutine per chunk), so it never raises: a failure
+    finishes the stream and closes the connection.
+    """
+
+    def __init__(self, stream: TokenStream) -> None:
+        self.stream = stream
+        self.connection: Connection | None = None
+        self.parser = EventParser()
+        self.finish_reason = "stop"
+        self.usage: dict[str, Any] | None = None
+        self.done = False
+        self._waiting_for_room: asyncio.Task[None] | None = None
+        self._drain_timer: asyncio.TimerHandle | None = None
+
+    def feed(self, data: bytes) -> None:
+        """Body bytes from the upstream."""
+        stream = self.stream
+        if self.done or stream.finished:
+            return
+        try:
+            for event in self.parser.feed(data):
+                if event.data == "[DONE]":
+                    self._done()
+                    return
+                self._event(event.data)
+        except StreamingError as error:
+            stream.finish(error=error)
+            self._close()
+            return
+        if not stream.has_room and self.connection is not None:
+            # The reader is slow: stop reading, and TCP makes the upstream wait too.
+            self.connection.pause()
+            self._waiting_for_room = asyncio.ensure_future(stream.wait_for_room())
+            self._waiting_for_room.add_done_callback(self._room)
+
+    def _event(self, data: str) -> None:
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            raise GenerationError("engine_error", "The upstream sent a frame that is not "
+                                                  "JSON.") from None
+        error = payload.get("error")
+        if error:
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise GenerationError(our_code(error), message or None)
+        for choice in payload.get("choices") or ():
+            content = (choice.get("delta") or {}).get("content")
+            if content:
+                self.stream.push(content)
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        self.usage = payload.get("usage") or self.usage
+
+    def _done(self) -> None:
+        self.done = True
+        stream, usage = self.stream, self.usage
+        if usage:
+            stream.prompt_tokens = usage.get("prompt_tokens")
+            stream.recount(usage.get("completion_tokens") or 0)
+        stream.finish("length" if self.finish_reason == "length" else "stop")
+        # Only the body's end is left (the connection goes back to the pool with it); a close
+        # is fine if it does not come soon.
+        self._drain_timer = asyncio.get_running_loop().call_later(DRAIN_S, self._close)
+
+    def _room(self, _: asyncio.Future[None]) -> None:
+        self._waiting_for_room = None
+        if self.connection is not None:
+            self.connection.resume()
+
+    def _close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+
+    def stop(self) -> None:
+        """The generation's task is over: nothing of ours may touch the connection after it."""
+        if self._waiting_for_room is not None:
+            self._waiting_for_room.cancel()
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
 
 
 def _describe(error: BaseException) -> str:
@@ -249,13 +334,3 @@ def _describe(error: BaseException) -> str:
 
 
 DRAIN_S = 1.0  # seconds we wait for the body's end after `[DONE]` before closing instead
-
-
-async def _drain(chunks: AsyncIterator[bytes]) -> None:
-    """Read what is left after `[DONE]` (only the body's end); a close is fine if it fails."""
-    try:
-        async with asyncio.timeout(DRAIN_S):
-            async for _ in chunks:
-                pass
-    except (httpx.HTTPError, TimeoutError):
-        pass
