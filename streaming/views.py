@@ -45,6 +45,7 @@ EVENT_STREAM_HEADERS = {
 
 View = Callable[..., Awaitable[HttpResponse]]
 SUPERSEDED = "superseded"  # how a response ends when its reader reconnected (resume.py)
+NOT_STARTED = "Last-Event-ID names no event: this stream has not started."
 
 
 def error_response(error: StreamingError) -> JsonResponse:
@@ -154,10 +155,11 @@ async def start_admitted(request: HttpRequest, generation: Generation) -> None:
         raise
 
 
-async def _claim(request: HttpRequest, generation_id: str) -> Generation | None:
-    """With REDIS_URL: take a generation created by any web process, exactly once (its owner)."""
-    if not await _may_see_elsewhere(request, generation_id):
-        return None
+async def _claim(generation_id: str) -> Generation | None:
+    """With REDIS_URL: take a generation created by any web process, exactly once.
+
+    Only for whoever may see it: callers check `_may_see_elsewhere` first.
+    """
     record = await shared.claim_pending(generation_id)
     if record is None:
         return None
@@ -245,9 +247,6 @@ async def _announce_keeper(generation: Generation) -> None:
         logger.warning("could not announce the keeper of %s: %s", generation.id, error)
 
 
-NOT_STARTED = "Last-Event-ID names no event: this stream has not started."
-
-
 async def _stream_elsewhere(request: HttpRequest, generation_id: str,
                             last_event_id: str | None) -> HttpResponse:
     """With REDIS_URL: a generation this process does not hold (yet)."""
@@ -255,7 +254,7 @@ async def _stream_elsewhere(request: HttpRequest, generation_id: str,
         raise NotFound()
     if last_event_id is not None and await shared.peek_pending(generation_id) is not None:
         raise BadRequest(NOT_STARTED)  # and it stays unclaimed, for a correct request
-    generation = await _claim(request, generation_id)
+    generation = await _claim(generation_id)
     if generation is not None:
         return await _open(request, generation, last_event_id)
     relayed = _relay(await ready_engine())
@@ -282,9 +281,7 @@ async def _serve_resume(generation_id: str, last_event_id: str | None) -> AsyncI
     if generation is None or not generation.live or generation.resumable is None:
         raise AlreadyStreaming("This generation has already ended.")
     await generation.resumable.attach(last_event_id)  # as in _open
-    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S)
-    await anext(frames)
-    return _prefixed(_resume_preamble(generation), frames)
+    return await _started_frames(generation, preamble=_resume_preamble(generation))
 
 
 def _resumable(generation: Generation) -> resume.Resumable | None:
@@ -335,10 +332,10 @@ async def _logged(request: HttpRequest, generation_id: str) -> GenerationLog | N
 async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
     """`POST /api/generations/<id>/cancel`: abort it on the engine; idempotent."""
     generation = _owned(request, registry.get(generation_id))
-    if shared.enabled() and generation is None:
-        generation = await _claim(request, generation_id)
-        if (generation is None and await _may_see_elsewhere(request, generation_id)
-                and await _elsewhere(generation_id) is not None):
+    if shared.enabled() and generation is None and await _may_see_elsewhere(request,
+                                                                            generation_id):
+        generation = await _claim(generation_id)
+        if generation is None and await _elsewhere(generation_id) is not None:
             # Streamed by another web process: its worker aborts, its reader hears why.
             await (await ready_engine()).broadcast_abort(generation_id)
             return JsonResponse({"status": "cancelled"}, status=202)
@@ -454,9 +451,16 @@ async def open_event_stream(
     generation: Generation, framer: Framer = NATIVE, preamble: bytes = b""
 ) -> StreamingHttpResponse:
     """The 200 for a started generation, once its engine has taken it."""
+    return _event_stream(await _started_frames(generation, framer, preamble))
+
+
+async def _started_frames(
+    generation: Generation, framer: Framer = NATIVE, preamble: bytes = b""
+) -> AsyncIterator[bytes]:
+    """A started generation's frames, once its engine has taken it."""
     frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, framer)
     await anext(frames)  # raises the engine's refusal while it can still be an HTTP error
-    return _event_stream(_prefixed(preamble, frames) if preamble else frames)
+    return _prefixed(preamble, frames) if preamble else frames
 
 
 async def _prefixed(first: bytes, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
