@@ -90,7 +90,9 @@ class Connection(asyncio.Protocol):
         self._last_read = loop.time()
         if read_timeout_s is not None and self._timer is None:
             self._timer = loop.call_at(self._last_read + read_timeout_s, self._check_idle)
-        assert self.transport is not None
+        if self.closed or self.transport is None:
+            self._ended(UpstreamError("the connection was already closed", answered=False))
+            return
         self.transport.write(request)
 
     async def response(self) -> None:
