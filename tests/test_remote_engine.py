@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Iterator
 
 import openai
 import pytest
+import trustme
 
 from streaming.engines.base import GenerationRequest, Message
 from streaming.engines.remote import RemoteEngine
@@ -150,7 +152,8 @@ def chunk(content: str | None = None, finish: str | None = None, **extra) -> str
 Answer = tuple[int, object] | None
 
 
-async def canned_upstream(handler, sent: list[dict]) -> asyncio.Server:
+async def canned_upstream(handler, sent: list[dict], tls: ssl.SSLContext | None = None
+                          ) -> asyncio.Server:
     """A real socket speaking just enough HTTP/1.1 to play `handler`'s answers back."""
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -175,18 +178,19 @@ async def canned_upstream(handler, sent: list[dict]) -> asyncio.Server:
         finally:
             writer.close()
 
-    return await asyncio.start_server(serve, "127.0.0.1", 0)
+    return await asyncio.start_server(serve, "127.0.0.1", 0, ssl=tls)
 
 
-def run(handler, *, base_url: str | None = None, max_buffered: int = 256
-        ) -> tuple[list[dict], TokenStreamResult]:
+def run(handler, *, base_url: str | None = None, max_buffered: int = 256,
+        tls: ssl.SSLContext | None = None) -> tuple[list[dict], TokenStreamResult]:
     """Drive one generation against canned answers; the bodies sent, what the reader saw."""
     sent: list[dict] = []
 
     async def drive() -> TokenStreamResult:
-        server = await canned_upstream(handler, sent)
+        server = await canned_upstream(handler, sent, tls)
         port = server.sockets[0].getsockname()[1]
-        engine = RemoteEngine(base_url=base_url or f"http://127.0.0.1:{port}/v1", model="m")
+        scheme = "https" if tls else "http"
+        engine = RemoteEngine(base_url=base_url or f"{scheme}://127.0.0.1:{port}/v1", model="m")
         stream = engine.generate(REQUEST)
         stream.max_buffered = max_buffered  # before any token: its task has not run yet
         texts: list[str] = []
@@ -281,6 +285,29 @@ def test_a_slow_reader_pauses_the_upstream_and_loses_nothing():
     assert result.error is None
     assert "".join(result.texts) == "".join(words)
     assert result.stream.tokens_generated == 2000
+
+
+@pytest.fixture
+def upstream_tls(tmp_path, monkeypatch) -> ssl.SSLContext:
+    """A certificate for 127.0.0.1 from a throwaway CA, which this process is told to trust."""
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))  # OpenSSL's default trust
+    return context
+
+
+def test_an_https_upstream_streams_and_one_we_cannot_trust_is_refused(upstream_tls,
+                                                                     monkeypatch):
+    answer = sse_reply(chunk("a"), chunk("b", finish="stop"), "data: [DONE]\n\n")
+    _, result = run(lambda request: answer, tls=upstream_tls)
+    assert result.error is None and result.texts == ["a", "b"]
+
+    monkeypatch.delenv("SSL_CERT_FILE")  # the system's CAs only: ours is unknown there
+    _, result = run(lambda request: answer, tls=upstream_tls)
+    assert isinstance(result.error, EngineUnavailable)
+    assert "CERTIFICATE_VERIFY_FAILED" in result.error.message
 
 
 def test_an_unreachable_upstream_is_engine_unavailable():

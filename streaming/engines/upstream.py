@@ -55,10 +55,10 @@ class Connection(asyncio.Protocol):
         self._paused = False
 
     @classmethod
-    async def open(cls, origin: Origin, timeout_s: float) -> Connection:
-        """Connect, or UpstreamError (not answered: nothing was sent)."""
+    async def open(cls, origin: Origin, timeout_s: float,
+                   context: ssl_module.SSLContext | None = None) -> Connection:
+        """Connect (with TLS when `context` is given), or UpstreamError (nothing was sent)."""
         loop = asyncio.get_running_loop()
-        context = ssl_module.create_default_context() if origin.scheme == "https" else None
         try:
             async with asyncio.timeout(timeout_s):
                 _, connection = await loop.create_connection(
@@ -220,6 +220,9 @@ class UpstreamPool:
         self.keepalive_s = keepalive_s
         self.max_idle = max_idle
         self._idle: list[tuple[Connection, float]] = []
+        # Made once: loading the system's CA certificates is too slow to do per connection.
+        self.ssl_context = ssl_module.create_default_context() \
+            if origin.scheme == "https" else None
 
     async def acquire(self) -> Connection:
         """An idle connection, or a new one."""
@@ -230,7 +233,7 @@ class UpstreamPool:
             if not connection.closed and idle_since > fresh_after:
                 return connection
             connection.close()
-        return await Connection.open(self.origin, self.connect_timeout_s)
+        return await Connection.open(self.origin, self.connect_timeout_s, self.ssl_context)
 
     def release(self, connection: Connection) -> None:
         """Back to the pool if it can serve another request; closed otherwise."""
