@@ -141,9 +141,10 @@ class Resumable:
         if self.attached and last_event_id is None:
             raise AlreadyStreaming()
         position = 0 if last_event_id is None else self._position_after(last_event_id)
-        if self.attached:
+        superseding = self.attached
+        self._reader += 1  # a reader of an earlier attach sees this, and raises Superseded
+        if superseding:
             await self._supersede()
-        self._reader += 1
         self.attached = True
         self._replay_from = position
         keeper, self._keeper = self._keeper, None
@@ -162,8 +163,11 @@ class Resumable:
         raise BadRequest(f"Last-Event-ID {last_event_id[:40]!r} is not an event of this stream.")
 
     async def _supersede(self) -> None:
-        """End the attached reader's turn; return once it no longer touches the engine stream."""
-        self._reader += 1  # it checks after every wake and every write, and raises Superseded
+        """Return once the attached reader no longer touches the engine stream.
+
+        It checks `_reader` after every wake and every write: one that is writing stops when
+        its write returns; one that waits on the engine stream is woken here.
+        """
         if self._waiting:
             # Wake it (an empty batch) and let it leave the stream's wait before a new reader
             # waits there: the engine stream has room for one waiter.

@@ -40,6 +40,7 @@ class RemoteEngine(TaskEngine):
     name = "openai"
     HEALTH_TIMEOUT_S = 5.0  # /models must answer within this for /readyz
     ERROR_BODY_LIMIT = 64 * 1024  # bytes of an upstream error body we read for its message
+    ERROR_BODY_WAIT_S = 5.0  # how long we wait for that body's end before using what came
     ATTEMPTS = 2  # sends of one request when the connection breaks before any answer
     # Idle pooled connections are dropped before the upstream's own keep-alive timeout (5 s in
     # uvicorn, so vLLM, and in llama.cpp's server), so that we rarely reuse a closing one.
@@ -60,8 +61,7 @@ class RemoteEngine(TaskEngine):
         # Connecting is quick or broken: fail fast. Reading waits for a model that may think
         # for a long time between tokens (prompt processing); our own heartbeat keeps the
         # client's connection alive meanwhile, so the read limit only catches a dead upstream.
-        self.timeout = httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s,
-                                     write=connect_timeout_s, pool=connect_timeout_s)
+        self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self.origin = Origin.parse(self.base_url)  # ValueError for a URL that is not one
         self._client: httpx.AsyncClient | None = None  # for /models only
@@ -76,7 +76,7 @@ class RemoteEngine(TaskEngine):
     def pool(self) -> UpstreamPool:
         """Connections for the streams (made on first use, on the serving loop)."""
         if self._pool is None:
-            self._pool = UpstreamPool(self.origin, connect_timeout_s=self.timeout.connect or 5.0,
+            self._pool = UpstreamPool(self.origin, connect_timeout_s=self.connect_timeout_s,
                                       keepalive_s=self.KEEPALIVE_EXPIRY_S,
                                       max_idle=self.MAX_IDLE)
         return self._pool
@@ -85,15 +85,11 @@ class RemoteEngine(TaskEngine):
     def client(self) -> httpx.AsyncClient:
         """An httpx client for the health check (made on first use, on the serving loop)."""
         if self._client is None:
-            headers = {"Accept": "text/event-stream"}
-            if self.api_key:
-                headers["Authorization"] = f"Bearer {self.api_key}"
-            # No cap on connections: each stream holds one for its whole life (HTTP/1.1), and
-            # a cap would queue streams out of sight; our own limits bound how many there are.
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=128,
-                                  keepalive_expiry=self.KEEPALIVE_EXPIRY_S)
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
             self._client = httpx.AsyncClient(
-                base_url=self.base_url, headers=headers, timeout=self.timeout, limits=limits,
+                base_url=self.base_url, headers=headers,
+                timeout=httpx.Timeout(self.HEALTH_TIMEOUT_S, connect=self.connect_timeout_s),
+                limits=httpx.Limits(keepalive_expiry=self.KEEPALIVE_EXPIRY_S),
             )
         return self._client
 
@@ -154,7 +150,7 @@ class RemoteEngine(TaskEngine):
             connection = await self._send(self.request_bytes(stream.request), relay)
             if connection.status != 200:
                 try:
-                    async with asyncio.timeout(self.HEALTH_TIMEOUT_S):
+                    async with asyncio.timeout(self.ERROR_BODY_WAIT_S):
                         await connection.finished()  # the error body, for its message
                     reusable = True
                 except (TimeoutError, UpstreamError):
