@@ -15,6 +15,7 @@ framing (`sse.token_event`), the same cooperative yield every 32 tokens as the u
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import uuid
@@ -83,12 +84,23 @@ async def _ok(send) -> None:
     await send({"type": "http.response.body", "body": b"ok"})
 
 
+def _bare_app(serve):
+    """A raw ASGI app around `serve` (the stream): lifespan and `/healthz` answered for it."""
+
+    @functools.wraps(serve)
+    async def app(scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            return await _lifespan(receive, send)
+        if scope["path"] == "/healthz":
+            return await _ok(send)
+        return await serve(scope, receive, send)
+
+    return app
+
+
+@_bare_app
 async def bare(scope, receive, send) -> None:
     """`POST /api/stream` as a raw ASGI app: no framework, one `send` per frame."""
-    if scope["type"] == "lifespan":
-        return await _lifespan(receive, send)
-    if scope["path"] == "/healthz":
-        return await _ok(send)
     tokens, finish_reason = answer(await _read_body(receive))
     await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
     token_event = sse.token_event
@@ -103,16 +115,13 @@ async def bare(scope, receive, send) -> None:
     )
 
 
+@_bare_app
 async def bare_batched(scope, receive, send) -> None:
     """The bare app writing each run of 32 frames in one `send`: the ceiling for coalescing.
 
     Our view writes every frame that is ready in one `send` (it coalesces when the reader is
     behind, as it is with an unpaced generator); this is the same trick with nothing else around.
     """
-    if scope["type"] == "lifespan":
-        return await _lifespan(receive, send)
-    if scope["path"] == "/healthz":
-        return await _ok(send)
     tokens, finish_reason = answer(await _read_body(receive))
     await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
     token_event = sse.token_event
@@ -133,6 +142,7 @@ async def bare_batched(scope, receive, send) -> None:
 _bare_engine: DeterministicEngine | None = None
 
 
+@_bare_app
 async def engine_bare(scope, receive, send) -> None:
     """Our engine and `TokenStream`, written straight to ASGI: no Django, no middleware.
 
@@ -140,10 +150,6 @@ async def engine_bare(scope, receive, send) -> None:
     rest of our server's cost per frame and per request is Django's and ours to see.
     """
     global _bare_engine
-    if scope["type"] == "lifespan":
-        return await _lifespan(receive, send)
-    if scope["path"] == "/healthz":
-        return await _ok(send)
     if _bare_engine is None:
         _bare_engine = DeterministicEngine(
             ttft_s=float(os.environ.get("DETERMINISTIC_TTFT_MS", "200")) / 1000,
