@@ -70,7 +70,9 @@ export class MessageView {
     this.stats.textContent = this.#statsText(meta);
     drawTimeline(this.timeline, meta, sinceStartMs);
     this.copyButton.disabled = this.message.content === "";
-    this.scheduleBodyRender();
+    // An ended answer shows its final text together with its final state, not a frame later.
+    if (live || meta.state === "stopping") this.scheduleBodyRender();
+    else this.#renderBody();
   }
 
   /** Show or hide Regenerate (only the last answer, only while nothing streams). */
@@ -93,10 +95,15 @@ export class MessageView {
       ? Math.max(0, LONG_ANSWER_RENDER_MS - (performance.now() - this.lastRenderAt)) : 0;
     setTimeout(() => requestAnimationFrame(() => {
       this.renderScheduled = false;
-      this.lastRenderAt = performance.now();
-      this.renderedContent = this.message.content;
-      this.body.replaceChildren(renderMarkdown(this.message.content));
+      this.#renderBody();
     }), wait);
+  }
+
+  #renderBody() {
+    if (this.renderedContent === this.message.content) return;
+    this.lastRenderAt = performance.now();
+    this.renderedContent = this.message.content;
+    this.body.replaceChildren(renderMarkdown(this.message.content));
   }
 
   #statusText(meta, sinceStartMs, stalled) {

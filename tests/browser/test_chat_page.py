@@ -96,6 +96,37 @@ def test_tokens_appear_progressively(open_page, chat_server: LiveServer) -> None
     assert page.errors == []
 
 
+# Records, at the instant an answer's state turns final, what its body shows and what the page
+# holds as its text (saved in the same step): the two must already agree, not a frame later.
+WATCH_ENDINGS = """() => {
+  window.endings = [];
+  new MutationObserver((records) => {
+    for (const record of records) {
+      const el = record.target;
+      if (!["done", "length", "stopped", "cut", "error"].includes(el.dataset.state)) continue;
+      const saved = JSON.parse(localStorage.getItem("chat.conversations.v1"))[0].messages.at(-1);
+      const body = el.querySelector(".message-body").innerText;
+      window.endings.push({state: el.dataset.state, body, text: saved.content});
+    }
+  }).observe(document.getElementById("messages"),
+             {subtree: true, attributes: true, attributeFilter: ["data-state"]});
+}"""
+
+
+def test_the_final_text_is_on_screen_when_the_answer_ends(open_page) -> None:
+    """The last tokens and [DONE] often arrive in one read: the body shows them with `done`."""
+    page = open_page()
+    page.evaluate(WATCH_ENDINGS)
+    amend_generation_requests(page, {"max_tokens": 30})
+    answer = send_prompt(page, "ストリーミングについて教えて")
+    expect(answer).to_have_attribute("data-state", FINISHED, timeout=20_000)
+
+    [ending] = page.evaluate("window.endings")
+    assert squeeze(ending["text"])
+    assert squeeze(ending["body"]) == squeeze(ending["text"])
+    assert page.errors == []
+
+
 def test_stop_aborts_on_the_server_and_keeps_the_partial_answer(
     open_page, chat_server: LiveServer
 ) -> None:
