@@ -260,12 +260,11 @@ class Resumable:
             self.ended = _Ended(error)
 
     @property
-    def abort_code(self) -> str | None:
-        """The code it was aborted with while kept (`cancelled`, `server_shutdown`), if so."""
+    def error_code(self) -> str | None:
+        """The error it ended with while kept, if any: an abort's (`cancelled`,
+        `server_shutdown`) or the engine's own (`engine_error`, …)."""
         error = self.ended.error if self.ended is not None else None
-        if self.stream.aborted and isinstance(error, GenerationError):
-            return error.code
-        return None
+        return error.code if isinstance(error, GenerationError) else None
 
     def unread_tokens(self) -> int:
         """Tokens produced since the reader left and before any abort: never read by anyone."""

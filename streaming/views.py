@@ -311,7 +311,9 @@ async def _abandon(generation: Generation, resumable: resume.Resumable) -> None:
     stream.mark_aborted()
     if not stream.finished:
         await generation.engine.abort(generation.id)
-    code = resumable.abort_code  # aborted while kept: logged as its reader would have seen it
+    # Ended with an error while kept (aborted, or the engine failed): logged as its reader would
+    # have seen it, so that an engine failure nobody came back for still shows in the log.
+    code = resumable.error_code
     if code is None:
         registry.finish(generation, "client_disconnected")
     else:

@@ -181,6 +181,24 @@ def test_grace_expiry_aborts_and_counts_what_nobody_read(brief):
     assert late == (409, "already_streaming")
 
 
+def test_an_engine_error_while_kept_is_logged_with_its_code(tmp_path):
+    # At 100 tokens/s the error comes about 1 s in: after the reader left (3 tokens in), before
+    # the 2 s grace period ends. Nobody comes back; the log still says what went wrong.
+    from tests.live import start_server
+
+    server = start_server(tmp_path, env={"STREAM_RESUME_GRACE_S": "2"})
+    try:
+        urls = create(server, max_tokens=300, fault={"at": 100, "code": "engine_error"})
+        stream = read_some(server, urls["stream_url"], 3)
+        stream.close()
+        final = server.wait_final(urls["id"])
+    finally:
+        server.stop()
+    assert (final["status"], final["error_code"]) == ("error", "engine_error")
+    assert final["tokens_generated"] == 100
+    assert final["tokens_after_abort"] > 0  # produced after the reader left, never read
+
+
 def test_past_the_memory_cap_a_leaving_reader_aborts_at_once(brief):
     urls = create(brief, max_tokens=300)  # 8 bytes an event: over 1 KiB within 200
     stream = read_some(brief, urls["stream_url"], 120)
