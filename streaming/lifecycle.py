@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
+import threading
 import time
 
 from .engines import Engine, get_engine
@@ -16,6 +18,7 @@ READY_WAIT_S = 5.0  # how long a request waits for a loading engine before a 503
 _start_tasks: dict[int, asyncio.Task[None]] = {}  # per engine; a task lives on one event loop
 _draining = False
 _drain_task: asyncio.Task[None] | None = None
+_drain_installed = False
 
 
 def begin_start(engine: Engine | None = None) -> asyncio.Task[None]:
@@ -43,6 +46,8 @@ async def ready_engine() -> Engine:
     engine = get_engine()
     if engine.ready:
         return engine
+    if not _drain_installed and _under_daphne():
+        drain_on_sigterm()  # what lifespan start-up does under uvicorn; daphne has no lifespan
     task = begin_start(engine)
     try:
         await asyncio.wait_for(asyncio.shield(task), READY_WAIT_S)
@@ -77,10 +82,13 @@ def drain_on_sigterm() -> None:
 
     uvicorn's own handling closes the listening socket and then waits for open streams to end
     by themselves, which for a long generation means the full `--timeout-graceful-shutdown`
-    and a cut with no word to the client. Draining first ends every stream with `event: error`
+    and a cut with no word to the client; daphne's cancels every response at once and exits
+    before the log rows are written. Draining first ends every stream with `event: error`
     `server_shutdown`, aborts its generation and writes its log row, all in bounded time; the
-    server's own handler (uvicorn's, restored and re-raised) then finds nothing left to wait for.
+    server's own handler (restored and re-raised) then finds nothing left to wait for.
     """
+    global _drain_installed
+    _drain_installed = True
     previous = signal.getsignal(signal.SIGTERM)
     loop = asyncio.get_running_loop()
 
@@ -102,6 +110,17 @@ def drain_on_sigterm() -> None:
         loop.call_soon_threadsafe(begin)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def _under_daphne() -> bool:
+    """Served by a Twisted reactor (daphne) running in the main thread, where signals go.
+
+    Under `runserver`'s autoreloader daphne runs in another thread and leaves signals to the
+    reloader; in-process tests run no reactor at all.
+    """
+    reactor = sys.modules.get("twisted.internet.reactor")
+    return (reactor is not None and getattr(reactor, "running", False)
+            and threading.current_thread() is threading.main_thread())
 
 
 async def drain(grace_s: float | None = None) -> None:

@@ -23,8 +23,11 @@ async def test_while_draining_new_requests_get_503(engine, monkeypatch):
 
 
 @pytest.mark.live
-def test_sigterm_ends_open_streams_with_server_shutdown_and_logs_them(server_factory):
-    server = server_factory(env={"DETERMINISTIC_TPS": "20", "STREAM_SHUTDOWN_GRACE_S": "5"})
+@pytest.mark.parametrize("server_name", ["uvicorn", "daphne"])
+def test_sigterm_ends_open_streams_with_server_shutdown_and_logs_them(server_factory, server_name):
+    # daphne has no lifespan: its first request sets the drain up (lifecycle.ready_engine).
+    server = server_factory(server=server_name,
+                            env={"DETERMINISTIC_TPS": "20", "STREAM_SHUTDOWN_GRACE_S": "5"})
     ids, streams = [], []
     for prompt in ("one", "two"):
         created = server.post("/api/generations", json={"prompt": prompt,
