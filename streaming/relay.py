@@ -44,6 +44,7 @@ from django.conf import settings
 
 from . import shared, sse
 from .exceptions import AlreadyStreaming, StreamingError
+from .request_thread import release_request_thread
 
 if TYPE_CHECKING:
     from .engines.channel_layer import ChannelLayerEngine
@@ -220,6 +221,7 @@ class Relay:
         return self._frames(ticket, reading)
 
     async def _frames(self, ticket: str, reading: _Reading) -> AsyncIterator[bytes]:
+        release_request_thread()  # first iterated once the view and the middleware are done
         try:
             while (data := await reading.take()) is not None:
                 yield data

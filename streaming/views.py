@@ -33,6 +33,7 @@ from .lifecycle import draining, ready_engine
 from .limits import limits
 from .models import GenerationLog
 from .registry import PENDING, STREAMING, Generation, registry
+from .request_thread import release_request_thread
 from .validation import parse_generation_body
 
 logger = logging.getLogger(__name__)
@@ -509,6 +510,7 @@ async def event_stream(
     try:
         await stream.accepted()
         yield b""
+        release_request_thread()  # the view and the middleware are done: no thread while streaming
         async for batch in batches(heartbeat_s):
             frame = framer.tokens(batch) if batch else framer.ping()
             if frame:
