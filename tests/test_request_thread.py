@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -46,3 +47,18 @@ def test_open_streams_hold_no_thread_each(server_factory):
 
     # Room for one pool thread starting meanwhile, none for a thread per stream.
     assert during <= before + 1, (before, during)
+
+
+def test_request_started_has_no_sync_receiver_under_asgi():
+    # In a fresh process: Django's test client reconnects `close_old_connections` in this one.
+    probe = (
+        "import django; django.setup()\n"
+        "from django.core.handlers.asgi import ASGIHandler\n"
+        "from django.core.handlers.wsgi import WSGIHandler\n"
+        "from django.core.signals import request_started\n"
+        "print([len(request_started._live_receivers(s)[0]) for s in (ASGIHandler, WSGIHandler)])"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "chatsite.settings"}
+    counts = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    assert counts == "[0, 2]"  # none run for ASGI requests; WSGI keeps Django's two
