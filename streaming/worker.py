@@ -33,6 +33,7 @@ from channels.layers import get_channel_layer
 from channels.worker import Worker
 from django.conf import settings
 
+from . import lifecycle
 from .engines import build_engine
 from .engines.base import Engine, GenerationRequest, TokenStream
 from .exceptions import GenerationError, StreamCut, StreamingError
@@ -110,6 +111,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.tasks: set[asyncio.Task[Any]] = set()
         self.engine = build_engine(local=True)
         await self.engine.start()
+        lifecycle.freeze_loaded()
         logger.info("model worker %s ready: %s (%s)", self.channel_name, self.engine.name,
                     self.engine.model)
         self._spawn(self._heartbeats())
