@@ -475,12 +475,39 @@ async def _prefixed(first: bytes, frames: AsyncIterator[bytes]) -> AsyncIterator
             yield frame
 
 
+class EventStreamResponse(StreamingHttpResponse):
+    """A StreamingHttpResponse whose frames are closed the moment Django closes the response.
+
+    Django iterates a streaming response through two generators of its own (`__aiter__` and
+    the `streaming_content` wrapper) and closes only the outer one, so our frames would be
+    closed, and their `finally` (abort the generation, log it) run, only once the garbage
+    collector found them. A reader cancelled while writing (the send timeout: the task waits in
+    `send()`, not inside our generator) then left its generation running for as long as no
+    collection came. Here Django's `aclosing(aiter(response))` gets our generator itself, one
+    layer instead of three per frame; a middleware that wrapped the content still gets Django's
+    path, with our frames closed after it.
+    """
+
+    def __init__(self, frames: AsyncIterator[bytes]) -> None:
+        # An async iterator, never a sync one: Django would buffer a sync one whole under ASGI.
+        super().__init__(frames, content_type="text/event-stream; charset=utf-8")
+        self._frames = frames
+        for name, value in EVENT_STREAM_HEADERS.items():
+            self[name] = value
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._iterator is self._frames:
+            return self._frames  # already bytes: Django's make_bytes has nothing to do
+        return self._wrapped()
+
+    async def _wrapped(self) -> AsyncIterator[bytes]:
+        async with aclosing(self._frames):  # type: ignore[type-var]
+            async for part in super().__aiter__():
+                yield part
+
+
 def _event_stream(frames: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    # An async iterator, never a sync one: Django would buffer a sync iterator whole under ASGI.
-    response = StreamingHttpResponse(frames, content_type="text/event-stream; charset=utf-8")
-    for name, value in EVENT_STREAM_HEADERS.items():
-        response[name] = value
-    return response
+    return EventStreamResponse(frames)
 
 
 async def _only(frame: bytes) -> AsyncIterator[bytes]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from pathlib import Path
 
 import pytest
 
 from streaming.engines.base import GenerationRequest, Message, TokenStream
+from streaming.views import EventStreamResponse
 
 TOKENS = 1_000_000  # about 40 MB of frames: far more than any socket buffer holds
 
@@ -57,3 +60,29 @@ def test_a_reader_that_stops_reading_is_dropped_and_its_generation_aborted(serve
     assert server.stats()["generations_in_flight"] == 0
     assert grown < 30 * 1024, f"the server grew by {grown} KiB"
     assert "no write progress" in server.log()
+
+
+async def _frames(closed: list[str]) -> AsyncIterator[bytes]:
+    try:
+        yield b"data: 1\n\n"
+        yield b"data: 2\n\n"
+    finally:
+        closed.append("closed")
+
+
+async def _wrapped(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async for frame in frames:  # as a middleware that rewrites the content would
+        yield frame
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["as built", "wrapped by a middleware"])
+async def test_closing_the_response_closes_its_frames_at_once(wrapped):
+    # What Django does when the response's task is cancelled in the middle of a send (the send
+    # timeout): it closes the iterator it took from the response, and nothing else.
+    closed: list[str] = []
+    response = EventStreamResponse(_frames(closed))
+    if wrapped:
+        response.streaming_content = _wrapped(response.streaming_content)
+    async with aclosing(aiter(response)) as content:
+        assert await anext(content) == b"data: 1\n\n"
+    assert closed == ["closed"]  # not left to the garbage collector
