@@ -538,10 +538,13 @@ async def event_stream(
         await stream.accepted()
         yield b""
         release_request_thread()  # the view and the middleware are done: no thread while streaming
-        async for batch in batches(heartbeat_s):
-            frame = framer.tokens(batch) if batch else framer.ping()
-            if frame:
-                yield frame
+        # aclosing: closed at a `yield` (a reader gone mid-write), this generator closes the one
+        # it reads from at once, not whenever the garbage collector finds it.
+        async with aclosing(batches(heartbeat_s)) as chunks:
+            async for batch in chunks:
+                frame = framer.tokens(batch) if batch else framer.ping()
+                if frame:
+                    yield frame
         status = "completed"
         yield framer.done(stream)
     except GenerationError as error:
