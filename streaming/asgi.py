@@ -166,8 +166,7 @@ class Lifespan:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                lifecycle.begin_start()  # in the background: /readyz tells when it is done
-                lifecycle.drain_on_sigterm()
+                lifecycle.serving()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await lifecycle.shutdown()

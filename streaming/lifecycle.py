@@ -40,7 +40,18 @@ async def _start(engine: Engine) -> None:
         logger.exception("engine %s failed to start", engine.name)
         raise
     logger.info("engine %s ready", engine.name)
-    freeze_loaded()
+
+
+def serving() -> None:
+    """A server process starts serving (lifespan start-up, or daphne's first request).
+
+    The engine starts loading in the background (`/readyz` tells when it is done), SIGTERM
+    drains first, and once the engine is up what is loaded is frozen (`freeze_loaded`).
+    """
+    begin_start().add_done_callback(
+        lambda task: None if task.cancelled() or task.exception() else freeze_loaded()
+    )
+    drain_on_sigterm()
 
 
 def freeze_loaded() -> None:
@@ -49,8 +60,12 @@ def freeze_loaded() -> None:
     Everything loaded so far (Django, the URL and template machinery, the engine: a model's
     whole module tree) lives as long as the process. Frozen, the collector stops walking it at
     every full collection, which with 1,000 streams open paused the event loop for up to
-    ~150 ms and made the TTFT tail (docs/bench.md).
+    ~150 ms and made the TTFT tail (docs/bench.md). Once per server process, at start-up:
+    anything frozen that later turns into garbage is never freed (a thread's database
+    connection would never be closed), so what is frozen must be what lives for good, and the
+    garbage of the moment is collected first.
     """
+    gc.collect()
     gc.freeze()
 
 
@@ -60,7 +75,7 @@ async def ready_engine() -> Engine:
     if engine.ready:
         return engine
     if not _drain_installed and _under_daphne():
-        drain_on_sigterm()  # what lifespan start-up does under uvicorn; daphne has no lifespan
+        serving()  # what lifespan start-up does under uvicorn; daphne has no lifespan
     task = begin_start(engine)
     try:
         await asyncio.wait_for(asyncio.shield(task), READY_WAIT_S)
