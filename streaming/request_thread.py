@@ -42,10 +42,14 @@ def release_request_thread() -> None:
     Call it from the request's task once no sync work of the request is in flight (the view
     has returned); a later thread-sensitive call of the request gets a fresh thread.
     """
-    context = SyncToAsync.thread_sensitive_context.get(None)
-    if context is None:
+    # asgiref's bookkeeping, not its documented API: should a release rename it, streams keep
+    # working and only hold their thread again (tests/test_request_thread.py says so).
+    current = getattr(SyncToAsync, "thread_sensitive_context", None)
+    executors = getattr(SyncToAsync, "context_to_thread_executor", None)
+    context = current.get(None) if current is not None else None
+    if context is None or executors is None:
         return
-    executor = SyncToAsync.context_to_thread_executor.pop(context, None)
+    executor = executors.pop(context, None)
     if executor is None:
         return  # nothing synchronous ran in this request: no thread to give back
     # Connections are per thread: closed in their own thread, or left open until the garbage
