@@ -81,15 +81,25 @@ async def rate(app, requests: int) -> float:
     return requests / (time.perf_counter() - start)
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+def arguments(doc: str, requests: int, rounds: int) -> argparse.Namespace:
+    """`--requests` per round and `--rounds`, for the in-process request benchmarks."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--requests", type=int, default=requests)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    return parser.parse_args()
+
+
+async def prepare() -> None:
+    """A migrated log database and a zero-delay engine: the request is all that is measured."""
     from django.core.management import call_command
 
     await asyncio.to_thread(call_command, "migrate", verbosity=0)
     set_engine(DeterministicEngine(ttft_s=0, tokens_per_s=0))
+
+
+async def main() -> None:
+    args = arguments(__doc__, requests=300, rounds=3)
+    await prepare()
     stacks = {"django": DJANGO_STACK, "inline": list(settings.MIDDLEWARE)}
     apps = {}
     for name, middleware in stacks.items():
