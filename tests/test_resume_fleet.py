@@ -202,7 +202,7 @@ def test_a_relaying_process_that_shuts_down_hands_the_stream_back(tmp_path):
         keeper, other = fleet.webs
         urls, first = dropped(keeper, 200, after=3)
         second = resume_on(other, urls["stream_url"], first)
-        second.next_event()
+        read_until(second, 1)  # mid-answer: tokens are being relayed
         other.process.send_signal(signal.SIGTERM)
         events = second.read_all()
         # No [DONE] and no error: to EventSource a dropped connection, so it reconnects.
