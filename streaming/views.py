@@ -481,11 +481,12 @@ class EventStreamResponse(StreamingHttpResponse):
     Django iterates a streaming response through two generators of its own (`__aiter__` and
     the `streaming_content` wrapper) and closes only the outer one, so our frames would be
     closed, and their `finally` (abort the generation, log it) run, only once the last
-    reference to them went, which here meant a pass of the garbage collector. A reader cancelled while writing (the send timeout: the task waits in
-    `send()`, not inside our generator) then left its generation running for as long as no
-    collection came. Here Django's `aclosing(aiter(response))` gets our generator itself, one
-    layer instead of three per frame; a middleware that wrapped the content still gets Django's
-    path, with our frames closed after it.
+    reference to them went, which here meant a pass of the garbage collector. A reader
+    cancelled while writing (the send timeout: the task waits in `send()`, not inside our
+    generator) then left its generation running for as long as no collection came. Here
+    Django's `aclosing(aiter(response))` gets our generator itself, one layer instead of three
+    per frame; a middleware that wrapped the content still gets Django's path, with our frames
+    closed after it.
     """
 
     def __init__(self, frames: AsyncIterator[bytes]) -> None:
