@@ -55,6 +55,15 @@ def read_some(server, url: str, count: int, **headers: str) -> RawStream:
     return stream
 
 
+def abandoned(server, **fields) -> tuple[dict, RawStream, dict]:
+    """A generation whose reader leaves after 3 tokens and never comes back: its urls, that
+    reader's stream, and its final state."""
+    urls = create(server, **fields)
+    stream = read_some(server, urls["stream_url"], 3)
+    stream.close()
+    return urls, stream, server.wait_final(urls["id"])
+
+
 def left(server, generation_id: str) -> dict:
     """Wait until the server has noticed that the reader went away."""
     return wait_until(
@@ -169,10 +178,7 @@ def test_last_event_id_on_a_stream_never_started_is_refused(resuming):
 
 
 def test_grace_expiry_aborts_and_counts_what_nobody_read(brief):
-    urls = create(brief, max_tokens=40)
-    stream = read_some(brief, urls["stream_url"], 3)
-    stream.close()
-    final = brief.wait_final(urls["id"])
+    urls, stream, final = abandoned(brief, max_tokens=40)
     assert final["status"] == "client_disconnected"
     # Produced after the reader left: never read by anyone, so wasted, as after an abort.
     assert final["tokens_after_abort"] > 0
@@ -188,10 +194,7 @@ def test_an_engine_error_while_kept_is_logged_with_its_code(tmp_path):
 
     server = start_server(tmp_path, env={"STREAM_RESUME_GRACE_S": "2"})
     try:
-        urls = create(server, max_tokens=300, fault={"at": 100, "code": "engine_error"})
-        stream = read_some(server, urls["stream_url"], 3)
-        stream.close()
-        final = server.wait_final(urls["id"])
+        _, _, final = abandoned(server, max_tokens=300, fault={"at": 100, "code": "engine_error"})
     finally:
         server.stop()
     assert (final["status"], final["error_code"]) == ("error", "engine_error")

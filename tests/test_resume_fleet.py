@@ -12,7 +12,7 @@ import signal
 import pytest
 
 from tests.live import RawStream, running_fleet, tokens_of, wait_until
-from tests.test_resume import PROMPT, left, read_some, refusal
+from tests.test_resume import PROMPT, abandoned, create, left, read_some, refusal
 
 pytestmark = pytest.mark.live
 
@@ -23,12 +23,6 @@ def pair(tmp_path_factory):
     with running_fleet(tmp_path_factory.mktemp("resume-fleet"),
                        {"STREAM_RESUME_GRACE_S": "30"}) as fleet:
         yield fleet.webs
-
-
-def create(web, **fields) -> dict:
-    response = web.post("/api/generations", json={**PROMPT, **fields})
-    assert response.status_code == 201, response.text
-    return response.json()
 
 
 def uninterrupted(web, max_tokens: int) -> str:
@@ -182,10 +176,7 @@ def test_grace_expiry_on_a_worker_aborts_and_the_fleet_counts_it(tmp_path):
     from tests.test_workers import one_of_each
 
     with one_of_each(tmp_path, STREAM_RESUME_GRACE_S="0.5") as (_, _, web):
-        urls = create(web, max_tokens=400)
-        stream = read_some(web, urls["stream_url"], 3)
-        stream.close()
-        final = web.wait_final(urls["id"])
+        _, _, final = abandoned(web, max_tokens=400)
         assert final["status"] == "client_disconnected"
         # Produced after the reader left and before the abort: never read, so wasted.
         assert final["tokens_after_abort"] > 0

@@ -173,6 +173,15 @@ def squeeze(text: str) -> str:
     return "".join(text.split())
 
 
+def assert_resumed_whole(page: Any, proxy: CuttableProxy, answer: Any, expected: str) -> None:
+    """The answer ended after a reconnect that named its last event, whole and not cut."""
+    assert "last-event-id:" in proxy.stream_requests()[-1].lower()
+    body = answer.locator(".message-body").inner_text()
+    assert squeeze(body) == squeeze(expected)
+    assert answer.locator(".message-status").inner_text() != CUT_TEXT
+    assert page.errors == []
+
+
 def break_mid_answer(page: Any, proxy: CuttableProxy, server: LiveServer) -> str:
     """Wait for a few tokens, break the connection, and return the generation's id once the
     server has noticed (new connections are held back until the caller opens the proxy)."""
@@ -198,13 +207,9 @@ def test_a_dropped_connection_resumes_without_missing_or_repeated_text(
 
     expect(answer).to_have_attribute("data-state", re.compile(r"^(done|length)$"))
     screenshot(page, "20-resumed-after-drop")
-    first, again = proxy.stream_requests()
+    first, _ = proxy.stream_requests()
     assert "last-event-id:" not in first.lower()
-    assert "last-event-id:" in again.lower()
-    body = answer.locator(".message-body").inner_text()
-    assert squeeze(body) == squeeze(expected_answer(resume_server, prompt))
-    assert answer.locator(".message-status").inner_text() != CUT_TEXT
-    assert page.errors == []
+    assert_resumed_whole(page, proxy, answer, expected_answer(resume_server, prompt))
 
 
 def test_the_reconnect_may_land_on_another_web_process(
@@ -222,11 +227,7 @@ def test_the_reconnect_may_land_on_another_web_process(
 
         expect(answer).to_have_attribute("data-state", re.compile(r"^(done|length)$"))
         screenshot(page, "22-resumed-on-another-process")
-        assert "last-event-id:" in proxy.stream_requests()[-1].lower()
-        body = answer.locator(".message-body").inner_text()
-        assert squeeze(body) == squeeze(expected_answer(other, prompt))
-        assert answer.locator(".message-status").inner_text() != CUT_TEXT
-        assert page.errors == []
+        assert_resumed_whole(page, proxy, answer, expected_answer(other, prompt))
         final = keeper.wait_final(generation_id)
         assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
     finally:
@@ -252,11 +253,7 @@ def test_a_network_change_the_server_never_hears_of_still_resumes(
     proxy.open.set()
 
     expect(answer).to_have_attribute("data-state", re.compile(r"^(done|length)$"))
-    assert "last-event-id:" in proxy.stream_requests()[-1].lower()
-    body = answer.locator(".message-body").inner_text()
-    assert squeeze(body) == squeeze(expected_answer(resume_server, prompt))
-    assert answer.locator(".message-status").inner_text() != CUT_TEXT
-    assert page.errors == []
+    assert_resumed_whole(page, proxy, answer, expected_answer(resume_server, prompt))
     final = resume_server.wait_final(generation_id)
     assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
 
