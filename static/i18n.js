@@ -1,5 +1,10 @@
 // Interface text in Japanese and English; the browser's language list picks one.
 
+// The product's definition (from the article): when a stream ends without [DONE] the page shows
+// 「応答が途中で切れました」. So every language shows these words verbatim, whatever the browser's
+// language; a language other than Japanese adds its own words after them.
+const CUT_NOTICE = "応答が途中で切れました";
+
 const MESSAGES = {
   en: {
     appTitle: "Chat",
@@ -26,7 +31,7 @@ const MESSAGES = {
     "state.done": "Finished",
     "state.length": "Finished at the length limit",
     "state.stopped": "Stopped",
-    "state.cut": "The response was cut off",
+    "state.cut": `${CUT_NOTICE} — The response was cut off`,
     "state.refused": "Could not open the stream",
     "state.error": "Error: {message}",
     "state.stalled": "No token for {seconds} s…",
@@ -64,7 +69,7 @@ const MESSAGES = {
     "state.done": "完了",
     "state.length": "長さの上限で終了",
     "state.stopped": "停止しました",
-    "state.cut": "応答が途中で切れました",
+    "state.cut": CUT_NOTICE,
     "state.refused": "ストリームを開けませんでした",
     "state.error": "エラー: {message}",
     "state.stalled": "{seconds} 秒間トークンが届いていません…",

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import expect
 
 from tests.live import LiveServer, iter_sse, tokens_of
@@ -156,25 +157,42 @@ def test_stop_aborts_on_the_server_and_keeps_the_partial_answer(
     assert page.errors == []
 
 
+# The cut notice is the product's words in every language (an English page adds its own line
+# after them); other text on the page proves which language the browser chose.
+CUT_LOCALES = {
+    "en-US": {"lang": "en", "send": "Send", "tokens": "5 tokens"},
+    "ja-JP": {"lang": "ja", "send": "送信", "tokens": "5 トークン"},
+}
+
+
+@pytest.mark.parametrize("locale", list(CUT_LOCALES))
 def test_stream_cut_by_the_server_keeps_the_text_and_says_so(
-    open_page, chat_server: LiveServer
+    open_page, chat_server: LiveServer, locale: str
 ) -> None:
     """No [DONE] and no error event: keep what arrived and show 「応答が途中で切れました」."""
+    language = CUT_LOCALES[locale]
     prompt = "途中で切れる回答"
     fault = {"fault": {"at": 5, "kind": "cut"}}
-    page = open_page()
+    page = open_page(locale=locale)
+    assert page.get_attribute("html", "lang") == language["lang"]
+    expect(page.locator("#send-button")).to_have_text(language["send"])
     amend_generation_requests(page, fault)
     answer = send_prompt(page, prompt)
     expect(answer).to_have_attribute("data-state", "cut")
-    screenshot(page, "03-cut")
+    screenshot(page, f"03-cut-{locale}")
 
     expected, _ = server_stream(
         chat_server, {"messages": [{"role": "user", "content": prompt}], **fault}
     )
     assert len(expected) == 5
-    assert answer.locator(".message-status").inner_text() == CUT_TEXT
+    status = answer.locator(".message-status").inner_text()
+    assert status.startswith(CUT_TEXT), status
+    if language["lang"] == "ja":
+        assert status == CUT_TEXT
+    # The screen-reader announcement says the same words.
+    expect(page.locator("#announcer")).to_have_text(status)
     assert squeeze(answer.locator(".message-body").inner_text()) == squeeze("".join(expected))
-    assert "5 トークン" in answer.locator(".message-stats").inner_text()
+    assert language["tokens"] in answer.locator(".message-stats").inner_text()
     assert page.errors == []
 
 
