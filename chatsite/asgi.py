@@ -1,17 +1,31 @@
 """ASGI entry point: `uvicorn chatsite.asgi:application` or `daphne chatsite.asgi:application`."""
 
 import os
+import sys
+import threading
 
 from django.core.asgi import get_asgi_application
+from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
-django_asgi_app = get_asgi_application()  # sets Django up before anything imports models
+try:
+    django_asgi_app = get_asgi_application()  # sets Django up before anything imports models
+    from streaming.lifecycle import check_configuration
 
-from channels.routing import ChannelNameRouter, ProtocolTypeRouter  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+    check_configuration()
+except ImproperlyConfigured as error:
+    # Here, not in lifespan: every server (uvicorn in any lifespan mode, daphne, runserver)
+    # stops before its port serves anything, with the variable's name and no traceback.
+    print(f"Configuration error: {error}", file=sys.stderr, flush=True)
+    if threading.current_thread() is not threading.main_thread():
+        os._exit(1)  # runserver's autoreloader imports this in a thread SystemExit would only end
+    raise SystemExit(1) from None
 
-from streaming.asgi import BodySizeLimit, Lifespan, SendTimeout  # noqa: E402
-from streaming.worker import WORKER_CHANNEL, ModelWorkerConsumer  # noqa: E402
+from channels.routing import ChannelNameRouter, ProtocolTypeRouter
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+from streaming.asgi import BodySizeLimit, Lifespan, SendTimeout
+from streaming.worker import WORKER_CHANNEL, ModelWorkerConsumer
 
 application = ProtocolTypeRouter(
     {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -70,3 +71,22 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_url(name: str, schemes: tuple[str, ...], default: str = "") -> str:
+    """A URL with one of `schemes` (and a host, unless it is a `unix` socket path), or ""."""
+    value = _raw(name) or default
+    if not value:
+        return ""
+    parts = urlsplit(value)
+    if parts.scheme not in schemes:
+        raise ImproperlyConfigured(
+            f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}; "
+            f"got {value!r}")
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} has an invalid port; got {value!r}") from None
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ImproperlyConfigured(f"{name} names no host; got {value!r}")
+    return value

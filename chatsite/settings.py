@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_float, env_int, env_list, env_str
+from .env import env_bool, env_float, env_int, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -62,11 +63,14 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=0
-    )
-}
+try:
+    DATABASES = {
+        "default": dj_database_url.parse(
+            env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=0
+        )
+    }
+except ValueError as error:  # an unknown scheme, or no URL at all
+    raise ImproperlyConfigured(f"DATABASE_URL: {error}") from None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
@@ -81,14 +85,26 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"streaming": {"handlers": ["console"], "level": "INFO"}},
+    "filters": {
+        # An exception's record, not the line Django writes for every 5xx (a 503 is an answer).
+        "with_traceback": {"()": "django.utils.log.CallbackFilter",
+                           "callback": lambda record: bool(record.exc_info)},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        "tracebacks": {"class": "logging.StreamHandler", "filters": ["with_traceback"]},
+    },
+    "loggers": {
+        "streaming": {"handlers": ["console"], "level": "INFO"},
+        # Every 500 with its traceback (Django's default sends it only to ADMINS by mail).
+        "django.request": {"handlers": ["tracebacks"], "level": "ERROR", "propagate": False},
+    },
 }
 
 # --- Channels ---------------------------------------------------------------------------
 # Set: web processes hand generations to `runworker model-worker` processes over Redis.
 # Unset: the engine runs inside the web process (the embedded default).
-REDIS_URL = env_str("REDIS_URL", "")
+REDIS_URL = env_url("REDIS_URL", ("redis", "rediss", "unix"))
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -120,7 +136,12 @@ STREAMING_MODEL_CACHE = env_str("STREAMING_MODEL_CACHE", str(BASE_DIR / ".cache"
 # Tokens of context (prompt + answer) per sequence; 0 = the engine's default (2048 on CPU, the
 # model's own window on a GPU). It also sizes the KV cache, hence the memory the engine takes.
 STREAMING_CONTEXT_TOKENS = env_int("STREAMING_CONTEXT_TOKENS", 0)
-STREAMING_REMOTE_URL = env_str("STREAMING_REMOTE_URL", "")
+# The `openai` engine's upstream: its base URL (ending in /v1, as vLLM's and llama.cpp's do)
+# and model. Without a model the upstream's own is taken at start-up, when it serves just one.
+STREAMING_REMOTE_URL = env_url("STREAMING_REMOTE_URL", ("http", "https"))
+if STREAMING_ENGINE == "openai" and not STREAMING_REMOTE_URL:
+    raise ImproperlyConfigured("STREAMING_REMOTE_URL must be set with STREAMING_ENGINE=openai: "
+                               "the upstream's base URL, such as http://127.0.0.1:8001/v1")
 STREAMING_REMOTE_MODEL = env_str("STREAMING_REMOTE_MODEL", "")
 STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
 # Connecting to the upstream fails fast; a read waits this long for its next byte (0 = forever).
@@ -151,6 +172,11 @@ STREAM_MAX_PROMPT_CHARS = env_int("STREAM_MAX_PROMPT_CHARS", 32_000, minimum=1)
 STREAM_MAX_MESSAGES = env_int("STREAM_MAX_MESSAGES", 256, minimum=1)
 STREAM_DEFAULT_MAX_TOKENS = env_int("STREAM_DEFAULT_MAX_TOKENS", 256, minimum=1)
 STREAM_MAX_TOKENS_LIMIT = env_int("STREAM_MAX_TOKENS_LIMIT", 4096, minimum=1)
+if STREAM_DEFAULT_MAX_TOKENS > STREAM_MAX_TOKENS_LIMIT:
+    # Every request that leaves max_tokens out would be refused.
+    raise ImproperlyConfigured(
+        f"STREAM_DEFAULT_MAX_TOKENS ({STREAM_DEFAULT_MAX_TOKENS}) must not exceed "
+        f"STREAM_MAX_TOKENS_LIMIT ({STREAM_MAX_TOKENS_LIMIT})")
 # A generation created by POST /api/generations but never streamed is forgotten after this.
 STREAM_UNCLAIMED_TTL_S = env_float("STREAM_UNCLAIMED_TTL_S", 300.0, minimum=1.0)
 STREAM_MAX_PENDING = env_int("STREAM_MAX_PENDING", 10_000, minimum=1)

@@ -166,7 +166,14 @@ class Lifespan:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                lifecycle.serving()
+                try:
+                    lifecycle.serving()
+                except Exception as error:
+                    # Said, not raised: uvicorn's default lifespan mode ("auto") would take a
+                    # raise for "lifespan unsupported", log no traceback and serve 500s.
+                    logger.exception("start-up failed")
+                    await send({"type": "lifespan.startup.failed", "message": repr(error)})
+                    return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await lifecycle.shutdown()

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 
 from .engines import Engine, get_engine
 from .exceptions import EngineUnavailable
@@ -17,29 +18,59 @@ logger = logging.getLogger(__name__)
 
 READY_WAIT_S = 5.0  # how long a request waits for a loading engine before a 503
 _start_tasks: dict[int, asyncio.Task[None]] = {}  # per engine; a task lives on one event loop
+# Engines whose start failed for good (a model not found, an upstream that refused): every
+# request gets 503 with the reason until the process is restarted, and it was logged once.
+_failed: weakref.WeakKeyDictionary[Engine, BaseException] = weakref.WeakKeyDictionary()
+_not_yet: str | None = None  # the last "not available yet" reason logged, so it is logged once
+_freeze_once_started = False
 _draining = False
 _drain_task: asyncio.Task[None] | None = None
 _drain_installed = False
 
 
+def check_configuration() -> None:
+    """Before the port serves anything: refuse a configuration only the engine can judge.
+
+    Settings check themselves as they are read (chatsite/settings.py); what needs the world
+    (the one model a remote upstream serves) is asked here, once, by the server's entry point.
+    Raises ImproperlyConfigured, naming the variable.
+    """
+    get_engine().preflight()
+
+
 def begin_start(engine: Engine | None = None) -> asyncio.Task[None]:
-    """Start loading the engine in the background (idempotent)."""
+    """Start loading the engine in the background (idempotent; a failed start stays failed)."""
     engine = engine or get_engine()
     task = _start_tasks.get(id(engine))
-    if task is None or (task.done() and not engine.ready) or task.get_loop().is_closed():
+    retry = task is not None and task.done() and not engine.ready and engine not in _failed
+    if task is None or retry or task.get_loop().is_closed():
         task = asyncio.get_running_loop().create_task(_start(engine))
         _start_tasks[id(engine)] = task
     return task
 
 
 async def _start(engine: Engine) -> None:
-    logger.info("starting engine %s (%s)", engine.name, engine.model)
+    global _freeze_once_started, _not_yet
+    if _not_yet is None:  # a retry after "not yet" is not news
+        logger.info("starting engine %s (%s)", engine.name, engine.model or "model not named")
     try:
         await engine.start()
-    except Exception:
-        logger.exception("engine %s failed to start", engine.name)
+    except EngineUnavailable as error:
+        # Not there yet (an upstream that is down): the next request tries again.
+        if error.message != _not_yet:
+            logger.warning("engine %s is not available yet: %s", engine.name, error.message)
+        _not_yet = error.message
         raise
-    logger.info("engine %s ready", engine.name)
+    except Exception as error:
+        _failed[engine] = error
+        logger.exception("engine %s failed to start; every request gets 503 until a restart",
+                         engine.name)
+        raise
+    _not_yet = None
+    logger.info("engine %s ready (%s)", engine.name, engine.model)
+    if _freeze_once_started:
+        _freeze_once_started = False
+        freeze_loaded()
 
 
 def serving() -> None:
@@ -48,9 +79,9 @@ def serving() -> None:
     The engine starts loading in the background (`/readyz` tells when it is done), SIGTERM
     drains first, and once the engine is up what is loaded is frozen (`freeze_loaded`).
     """
-    begin_start().add_done_callback(
-        lambda task: None if task.cancelled() or task.exception() else freeze_loaded()
-    )
+    global _freeze_once_started
+    _freeze_once_started = True
+    begin_start()
     drain_on_sigterm()
 
 
@@ -76,6 +107,9 @@ async def ready_engine() -> Engine:
         return engine
     if not _drain_installed and _under_daphne():
         serving()  # what lifespan start-up does under uvicorn; daphne has no lifespan
+    failure = _failed.get(engine)
+    if failure is not None:
+        raise EngineUnavailable(f"The engine failed to start: {_reason(failure)}")
     task = begin_start(engine)
     try:
         await asyncio.wait_for(asyncio.shield(task), READY_WAIT_S)
@@ -83,9 +117,16 @@ async def ready_engine() -> Engine:
         raise EngineUnavailable(
             "The model is still loading; try again shortly.", headers={"Retry-After": "5"}
         ) from None
+    except EngineUnavailable as error:
+        error.headers.setdefault("Retry-After", "5")  # not there yet: worth asking again soon
+        raise
     except Exception as error:
-        raise EngineUnavailable(f"The model failed to start: {error}") from None
+        raise EngineUnavailable(f"The engine failed to start: {_reason(error)}") from None
     return engine
+
+
+def _reason(error: BaseException) -> str:
+    return str(error) or type(error).__name__
 
 
 async def shutdown() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import time
 from typing import Any
 
@@ -110,7 +111,14 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.webs_heard: dict[str, float] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         self.engine = build_engine(local=True)
-        await self.engine.start()
+        try:
+            self.engine.preflight()
+            await self.engine.start()
+        except Exception:
+            # A worker without its engine would sit on its channel answering nobody. Nothing
+            # has started yet, so it leaves at once (a SystemExit here would end only this task).
+            logger.exception("the model worker's engine failed to start; exiting")
+            os._exit(1)
         lifecycle.freeze_loaded()
         logger.info("model worker %s ready: %s (%s)", self.channel_name, self.engine.name,
                     self.engine.model)

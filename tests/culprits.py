@@ -98,7 +98,13 @@ async def no_accel(request: HttpRequest) -> HttpResponse:
     return response
 
 
+async def boom(request: HttpRequest) -> HttpResponse:
+    """A bug in a view: the 500 that is still possible, which must be logged."""
+    raise RuntimeError("boom")
+
+
 urlpatterns = [
+    path("api/boom", boom),
     path("culprit/lumps", lumps),
     path("culprit/late-start", late_start),
     path("culprit/sync-stream", sync_stream),
@@ -107,3 +113,6 @@ urlpatterns = [
     path("culprit/no-accel", no_accel),
     path("", include("chatsite.urls")),
 ]
+
+handler404 = "streaming.views.handler404"
+handler500 = "streaming.views.handler500"

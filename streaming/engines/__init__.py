@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from .base import COUNTERS, Chunk, Engine, GenerationRequest, Message, TokenStream
 
@@ -33,13 +34,16 @@ def build_engine(name: str | None = None, *, local: bool = False) -> Engine:
     if name == "openai":
         from .remote import RemoteEngine
 
-        return RemoteEngine(
-            base_url=settings.STREAMING_REMOTE_URL,
-            model=settings.STREAMING_REMOTE_MODEL,
-            api_key=settings.STREAMING_REMOTE_KEY,
-            connect_timeout_s=settings.STREAMING_REMOTE_CONNECT_TIMEOUT_S,
-            read_timeout_s=settings.STREAMING_REMOTE_READ_TIMEOUT_S or None,
-        )
+        try:
+            return RemoteEngine(
+                base_url=settings.STREAMING_REMOTE_URL,
+                model=settings.STREAMING_REMOTE_MODEL,
+                api_key=settings.STREAMING_REMOTE_KEY,
+                connect_timeout_s=settings.STREAMING_REMOTE_CONNECT_TIMEOUT_S,
+                read_timeout_s=settings.STREAMING_REMOTE_READ_TIMEOUT_S or None,
+            )
+        except ValueError as error:  # a URL that cannot be a base URL
+            raise ImproperlyConfigured(f"STREAMING_REMOTE_URL: {error}") from None
     if name == "transformers":
         from .transformers import TransformersEngine
 

@@ -366,8 +366,16 @@ class Engine(ABC):
         """Requests accepted but waiting for a batch slot (the metrics' queue gauge)."""
         return 0
 
+    def preflight(self) -> None:  # noqa: B027 - optional hook
+        """Before the server serves anything: raise ImproperlyConfigured for a configuration
+        that cannot work but that only this engine can judge (blocking; once per process)."""
+
     async def start(self) -> None:
-        """Load and warm up; called once before serving. Engines that load override it."""
+        """Load and warm up; called once before serving. Engines that load override it.
+
+        EngineUnavailable means "not yet" (an upstream that is down): a later request tries
+        again. Any other exception is a failure to start, answered with 503 until a restart.
+        """
         self.ready = True
 
     def check_request(self, request: GenerationRequest) -> None:

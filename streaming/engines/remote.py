@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 import httpx
+from django.core.exceptions import ImproperlyConfigured
 
 from ..exceptions import (
     BadRequest,
@@ -52,11 +53,10 @@ class RemoteEngine(TaskEngine):
         connect_timeout_s: float = 5.0, read_timeout_s: float | None = 300.0,
     ) -> None:
         super().__init__()
-        if not base_url or not model:
-            raise ValueError("the openai engine needs STREAMING_REMOTE_URL and "
-                             "STREAMING_REMOTE_MODEL")
+        if not base_url:
+            raise ValueError("the openai engine needs the upstream's base URL")
         self.base_url = base_url.rstrip("/")
-        self.remote_model = model
+        self.remote_model = model  # "" until the upstream names its one model (preflight, start)
         self.api_key = api_key
         # Connecting is quick or broken: fail fast. Reading waits for a model that may think
         # for a long time between tokens (prompt processing); our own heartbeat keeps the
@@ -85,13 +85,17 @@ class RemoteEngine(TaskEngine):
     def client(self) -> httpx.AsyncClient:
         """An httpx client for the health check (made on first use, on the serving loop)."""
         if self._client is None:
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
             self._client = httpx.AsyncClient(
-                base_url=self.base_url, headers=headers,
-                timeout=httpx.Timeout(self.HEALTH_TIMEOUT_S, connect=self.connect_timeout_s),
+                base_url=self.base_url, headers=self._headers(), timeout=self._health_timeout(),
                 limits=httpx.Limits(keepalive_expiry=self.KEEPALIVE_EXPIRY_S),
             )
         return self._client
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def _health_timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(self.HEALTH_TIMEOUT_S, connect=self.connect_timeout_s)
 
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start the upstream request; readers wait in `accepted()` for its answer."""
@@ -100,8 +104,47 @@ class RemoteEngine(TaskEngine):
         # Abort cancels this task, which closes its connection (how vLLM and TGI see an abort).
         return self._start(stream, self._run(stream))
 
-    async def check_health(self) -> None:
-        """The upstream answers `GET /models` and lists our model."""
+    def preflight(self) -> None:
+        """Without STREAMING_REMOTE_MODEL: ask the upstream now which one model it serves.
+
+        Several (or none) is a configuration error. An upstream that does not answer yet is
+        not: `start()` asks again until it does, and /readyz says 503 meanwhile.
+        """
+        if self.remote_model:
+            return
+        try:
+            response = httpx.get(f"{self.base_url}/models", headers=self._headers(),
+                                 timeout=self._health_timeout())
+        except httpx.HTTPError as error:
+            logger.warning("the upstream %s does not answer (%s); its model is asked for "
+                           "again until it does", self.base_url, _describe(error))
+            return
+        if response.status_code == 200:
+            try:
+                self.remote_model = self._only_model(_served_models(response))
+            except ValueError as error:
+                raise ImproperlyConfigured(f"STREAMING_REMOTE_URL: {error}") from None
+        # Any other answer is start()'s to report, as a 503 with the upstream's words.
+
+    async def start(self) -> None:
+        """Ready at once with STREAMING_REMOTE_MODEL; without it, once the upstream names the
+        one model it serves (EngineUnavailable until it answers)."""
+        if not self.remote_model:
+            self.remote_model = self._only_model(await self._models())
+            logger.info("the upstream %s serves %s", self.base_url, self.remote_model)
+        self.ready = True
+
+    def _only_model(self, served: list[str]) -> str:
+        """The model to ask for when STREAMING_REMOTE_MODEL leaves it to the upstream."""
+        if len(served) == 1:
+            return served[0]
+        raise ImproperlyConfigured(
+            f"STREAMING_REMOTE_MODEL is not set and the upstream {self.base_url} serves "
+            + (f"{len(served)} models ({', '.join(served)}): set it to one of them"
+               if served else "no model"))
+
+    async def _models(self) -> list[str]:
+        """The ids the upstream's `GET /models` lists; EngineUnavailable when it cannot say."""
         try:
             response = await self.client.get("/models", timeout=self.HEALTH_TIMEOUT_S)
         except httpx.HTTPError as error:
@@ -109,14 +152,18 @@ class RemoteEngine(TaskEngine):
                                     f"{_describe(error)}") from None
         if response.status_code != 200:
             raise EngineUnavailable(f"The upstream answered /models with "
-                                    f"{response.status_code}.")
+                                    f"{response.status_code}: {_message_of(response.content)}")
         try:
-            served = [card.get("id") for card in response.json().get("data", [])]
-        except (ValueError, AttributeError):
-            raise EngineUnavailable("The upstream's /models is not OpenAI's shape.") from None
+            return _served_models(response)
+        except ValueError as error:
+            raise EngineUnavailable(f"The upstream {self.base_url}: {error}.") from None
+
+    async def check_health(self) -> None:
+        """The upstream answers `GET /models` and lists our model."""
+        served = await self._models()
         if self.remote_model not in served:
             raise EngineUnavailable(f"The upstream does not serve {self.remote_model!r} "
-                                    f"(it serves {', '.join(map(str, served))}).")
+                                    f"(it serves {', '.join(served)}).")
 
     def body_of(self, request: GenerationRequest) -> dict[str, Any]:
         """The upstream request: our validated parameters, streamed, with usage at the end."""
@@ -233,6 +280,14 @@ def _message_of(body: bytes) -> str:
     if isinstance(error, str):
         return error
     return str(payload)[:500]
+
+
+def _served_models(response: httpx.Response) -> list[str]:
+    """The model ids of a `GET /models` answer; ValueError when it is not OpenAI's list."""
+    try:
+        return [str(card["id"]) for card in response.json()["data"]]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"GET {response.url} is not OpenAI's model list") from None
 
 
 def _retry_after(response: Connection) -> int:
