@@ -198,8 +198,8 @@ STREAM_MAX_STREAMS_PER_CLIENT = env_int("STREAM_MAX_STREAMS_PER_CLIENT", 16)
 STREAM_MAX_IN_FLIGHT = env_int("STREAM_MAX_IN_FLIGHT", 512)
 # With Redis, a stream's slot lapses this long after its process stopped renewing it (killed).
 STREAM_LEASE_TTL_S = env_float("STREAM_LEASE_TTL_S", 30.0, minimum=0.3)
-# A response send that makes no progress for this long (the client stopped reading): the stream
-# is treated as disconnected and its generation aborted.
+# A reader that has taken no bytes for this long while some wait for it (a suspended laptop, a
+# frozen tab) is treated as disconnected and its generation aborted (streaming/stalled_readers.py).
 STREAM_SEND_TIMEOUT_S = env_float("STREAM_SEND_TIMEOUT_S", 30.0, minimum=0.0, exclusive=True)
 # On SIGTERM: open streams end with `server_shutdown`, then this long at most for their last
 # frames and log rows before the server closes its connections.

@@ -8,6 +8,8 @@ import logging
 
 from django.conf import settings
 
+from . import stalled_readers
+
 logger = logging.getLogger(__name__)
 
 
@@ -91,14 +93,14 @@ async def _refuse(send, status: int, code: str, message: str) -> None:
 class SendTimeout:
     """Treat a client that stops reading as gone once a send makes no progress for too long.
 
-    A stalled reader does not close its connection, so Django never hears of a disconnect; the
-    only sign is that the server stops being able to write. uvicorn shows it: past its
-    write-buffer high-water mark (64 KiB) its `send()` waits for the socket to drain. When one
-    send has waited STREAM_SEND_TIMEOUT_S, the task running the response is cancelled, exactly
-    as Django cancels it on a disconnect: the stream's generator is closed, `event_stream`
-    aborts the generation and logs `client_disconnected`. (daphne's `send()` never waits:
-    Twisted buffers whatever is written, so under daphne a stalled reader costs the rest of its
-    generation's text in memory, bounded by `max_tokens`, and the timeout never fires.)
+    The backstop of stalled_readers.py, which finds such a reader from the kernel's counters
+    whatever the buffers; this one needs nothing from the kernel (a Unix socket, not Linux) but
+    fires only once the buffers are full. uvicorn shows it: past its write-buffer high-water
+    mark (64 KiB) its `send()` waits for the socket to drain. When one send has waited
+    STREAM_SEND_TIMEOUT_S, the task running the response is cancelled, exactly as Django
+    cancels it on a disconnect: the stream's generator is closed, `event_stream` aborts the
+    generation and logs `client_disconnected`. (daphne's `send()` never waits: Twisted buffers
+    whatever is written, so there only the kernel's counters can tell.)
     """
 
     def __init__(self, app, timeout_s: float | None = None) -> None:
@@ -119,6 +121,7 @@ class SendTimeout:
         seen = -1
         watchdog: asyncio.TimerHandle | None = None
         sender: asyncio.Task | None = None  # Django's response task, which a give-up cancels
+        proxied = None  # the proxy's client connection that stalled_readers watches for us
 
         def look() -> None:
             nonlocal seen, watchdog
@@ -129,10 +132,11 @@ class SendTimeout:
             watchdog = loop.call_later(timeout / 2, look)
 
         async def send_or_give_up(message):
-            nonlocal pending, completed, watchdog, sender
+            nonlocal pending, completed, watchdog, sender, proxied
             if watchdog is None:
                 sender = asyncio.current_task()
                 watchdog = loop.call_later(timeout / 2, look)
+                proxied = stalled_readers.read_through_proxy(scope, sender)
             pending = True
             await send(message)
             pending = False
@@ -143,6 +147,8 @@ class SendTimeout:
         finally:
             if watchdog is not None:
                 watchdog.cancel()
+            if proxied is not None:
+                stalled_readers.forget(proxied)
 
 
 def _give_up(task: asyncio.Task | None, scope, timeout: float) -> None:

@@ -77,12 +77,18 @@ def serving() -> None:
     """A server process starts serving (lifespan start-up, or daphne's first request).
 
     The engine starts loading in the background (`/readyz` tells when it is done), SIGTERM
-    drains first, and once the engine is up what is loaded is frozen (`freeze_loaded`).
+    drains first, readers that stop reading are watched for (stalled_readers.py), and once the
+    engine is up what is loaded is frozen (`freeze_loaded`).
     """
+    from django.conf import settings
+
+    from . import stalled_readers
+
     global _freeze_once_started
     _freeze_once_started = True
     begin_start()
     drain_on_sigterm()
+    stalled_readers.watch(settings.STREAM_SEND_TIMEOUT_S)
 
 
 def freeze_loaded() -> None:

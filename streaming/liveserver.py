@@ -120,15 +120,18 @@ def stop_process(process: subprocess.Popen, grace_s: float = 10.0) -> None:
 def start_server(
     tmp_dir: Path, *, server: str = "uvicorn", env: dict[str, str] | None = None,
     app: str = APPLICATION, migrate: bool = True, ready_path: str = "/healthz",
-    timeout: float = 60.0,
+    timeout: float = 60.0, root: Path = ROOT,
 ) -> LiveServer:
-    """Start `server` serving `app` on a free port (our app on a freshly migrated SQLite log)."""
+    """Start `server` serving `app` on a free port (our app on a freshly migrated SQLite log).
+
+    `root`: the checkout whose code it runs (a benchmark compares another one with this).
+    """
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.setdefault("DATABASE_URL", f"sqlite:///{tmp_dir / 'live.sqlite3'}")
     if migrate:
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=ROOT, env=full_env, check=True,
+            cwd=root, env=full_env, check=True,
         )
     port = free_port()
     if server == "uvicorn":
@@ -140,7 +143,7 @@ def start_server(
         raise ValueError(server)
     log_path = tmp_dir / f"{server}-{port}.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=log,
+        process = subprocess.Popen(command, cwd=root, env=full_env, stdout=log,
                                    stderr=subprocess.STDOUT)
     live = LiveServer(f"http://127.0.0.1:{port}", port, process, full_env, log_path)
 

@@ -19,6 +19,7 @@ import pytest
 
 from tests.live import BIN, ROOT, LiveServer, RawStream, tokens_of
 from tests.nginx import HTTP11_UPSTREAM, SETUPS, nginx_binary
+from tests.test_stalled_readers import FLOOD, stalled_reader
 
 pytestmark = [
     pytest.mark.live,
@@ -176,6 +177,28 @@ def test_the_deploy_example_streams_aborts_and_compresses_pages(paced_server, ng
     stream.next_event()
     stream.close()
     assert paced_server.wait_final(generation_id)["status"] == "client_disconnected"
+
+
+@pytest.mark.parametrize("tokens_per_s", ["1000", "20"])
+def test_a_reader_that_stops_reading_behind_the_deploy_config_is_cut(server_factory,
+                                                                     nginx_factory, tokens_per_s):
+    # A reader that takes nothing, behind nginx as deployed (send_timeout 30 s). nginx keeps
+    # taking the stream into its buffers, so before the app watched nginx's client connection
+    # this ran over a minute at 1,000 tokens/s and over ten at 20.
+    server = server_factory(env={
+        **FLOOD, "DETERMINISTIC_TPS": tokens_per_s,
+        "STREAM_REQUIRE_AUTH": "false",  # nginx's X-Forwarded-For would make "auto" ask for a key
+    })
+    proxy = nginx_factory(server, site=deploy_site())
+    generation = server.post("/api/generations", json={"prompt": "x", "max_tokens": 100000})
+    sock = stalled_reader(proxy.port, generation.json()["stream_url"])
+    try:
+        final = server.wait_final(generation.json()["id"], timeout=40)
+    finally:
+        sock.close()
+    assert final["status"] == "client_disconnected"
+    assert final["tokens_after_abort"] == 0 and final["tokens_generated"] < 100000
+    assert "took no bytes for 2s (through a proxy)" in server.log()
 
 
 # --- Django's side ----------------------------------------------------------------------

@@ -59,7 +59,7 @@ def test_a_reader_that_stops_reading_is_dropped_and_its_generation_aborted(serve
     assert final["tokens_after_abort"] <= 1
     assert server.stats()["generations_in_flight"] == 0
     assert grown < 30 * 1024, f"the server grew by {grown} KiB"
-    assert "no write progress" in server.log()
+    assert "treating it as disconnected" in server.log()  # the watch or the send timeout
 
 
 async def _frames(closed: list[str]) -> AsyncIterator[bytes]:
