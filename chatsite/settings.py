@@ -1,4 +1,4 @@
-"""Settings: every value comes from the environment (CONTRACT.md lists them), read here once."""
+"""Settings: every value comes from the environment (docs/api.md lists them), read here once."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ else:
 WORKER_HEARTBEAT_S = env_float("WORKER_HEARTBEAT_S", 1.0, minimum=0.05)
 WORKER_TIMEOUT_S = env_float("WORKER_TIMEOUT_S", 3.0, minimum=0.1)
 
-# --- Streaming (CONTRACT.md, "Running it") ----------------------------------------------
+# --- Streaming (docs/api.md, "Settings") ------------------------------------------------
 ENGINES = ("deterministic", "transformers", "openai")
 STREAMING_ENGINE = env_str("STREAMING_ENGINE", "deterministic", choices=ENGINES)
 STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-135M-Instruct

@@ -1,4 +1,4 @@
-// The JSON side of the streaming API (CONTRACT.md): start, cancel and inspect a generation.
+// The JSON side of the streaming API (docs/api.md): start, cancel and inspect a generation.
 
 /** A refusal from the API: its HTTP status and the contract's {"error": {code, message}}. */
 export class ApiError extends Error {

@@ -43,7 +43,7 @@ def decode_json_object(body: bytes) -> dict[str, Any]:
 
 
 def parse_generation_body(body: bytes) -> GenerationRequest:
-    """Validate a native API body (CONTRACT.md, "Native streaming API")."""
+    """Validate a native API body (docs/api.md, "Request body")."""
     data = decode_json_object(body)
     unknown = sorted(set(data) - BODY_KEYS)
     if unknown:
@@ -124,7 +124,7 @@ def _chat_messages(raw: Any) -> tuple[Message, ...]:
 
 
 def parse_fault(raw: Any) -> Fault:
-    """The deterministic engine's test hook (CONTRACT.md, "Test hook")."""
+    """The deterministic engine's test hook (docs/api.md, "The deterministic engine")."""
     if not isinstance(raw, dict) or set(raw) - {"at", "code", "kind"}:
         raise BadRequest("`fault` must be an object with `at` and `code` or `kind`.")
     at = _integer("fault.at", raw.get("at"), 0, 1_000_000)

@@ -1,4 +1,4 @@
-"""The native streaming API (CONTRACT.md): validate, hand the engine the request, stream back.
+"""The native streaming API (docs/api.md): validate, hand the engine the request, stream back.
 
 Views are thin; framing is in sse.py, cancellation in one place (`event_stream`).
 """
@@ -419,7 +419,7 @@ class Framer(Protocol):
 
 
 class NativeFramer:
-    """The native API's frames (CONTRACT.md, "Stream bytes")."""
+    """The native API's frames (docs/api.md, "Frames")."""
 
     @staticmethod
     def tokens(batch: list[Chunk]) -> bytes:
