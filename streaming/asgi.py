@@ -100,7 +100,8 @@ class SendTimeout:
     STREAM_SEND_TIMEOUT_S, the task running the response is cancelled, exactly as Django
     cancels it on a disconnect: the stream's generator is closed, `event_stream` aborts the
     generation and logs `client_disconnected`. (daphne's `send()` never waits: Twisted buffers
-    whatever is written, so there only the kernel's counters can tell.)
+    whatever is written, so there only the kernel's counters can tell.) At a response's first
+    send it also hands the watch the proxy's client connection the request names, if any.
     """
 
     def __init__(self, app, timeout_s: float | None = None) -> None:
