@@ -18,21 +18,14 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from . import openai_format, sse
-from .auth import principal
-from .engines import Chunk, GenerationRequest, TokenStream
-from .exceptions import BadRequest, GenerationError, NotFound, StreamingError
+from .admission import admit, api_view, start_new
+from .engines import Chunk, Engine, GenerationRequest, TokenStream
+from .errors import openai_error_response
+from .exceptions import BadRequest, GenerationError, NotFound
 from .lifecycle import ready_engine
-from .limits import limits
 from .openai_format import ChunkWriter
+from .responses import event_stream, open_event_stream
 from .validation import build_request, decode_json_object, parse_messages
-from .views import (
-    api_view,
-    event_stream,
-    open_event_stream,
-    register,
-    remember_owner,
-    start_new,
-)
 
 SUPPORTED = {
     "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
@@ -102,17 +95,6 @@ class ChatOptions:
     include_usage: bool
 
 
-def openai_error_response(error: StreamingError) -> JsonResponse:
-    """OpenAI's error JSON with the error's status (and headers, e.g. Retry-After)."""
-    body = openai_format.error_body(
-        error.code, error.message, error.http_status, getattr(error, "param", None)
-    )
-    response = JsonResponse(body, status=error.http_status)
-    for name, value in error.headers.items():
-        response[name] = value
-    return response
-
-
 def parse_chat_body(body: bytes, model: str) -> tuple[GenerationRequest, ChatOptions]:
     """Validate a chat-completions body into a GenerationRequest and the reply's options."""
     data = decode_json_object(body)
@@ -148,6 +130,10 @@ def parse_chat_body(body: bytes, model: str) -> tuple[GenerationRequest, ChatOpt
         fault=data.get("fault"),
     )
     return generation_request, options
+
+
+def _chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, ChatOptions]:
+    return parse_chat_body(body, engine.model)
 
 
 def _options(data: dict[str, Any]) -> ChatOptions:
@@ -263,11 +249,8 @@ class CompletionCollector:
 @api_view("POST", errors=openai_error_response)
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     """`POST /v1/chat/completions`, streamed or not."""
-    await limits().hit(principal(request))
-    engine = await ready_engine()
-    generation_request, options = parse_chat_body(request.body, engine.model)
-    generation = register(request, generation_request, engine, api="openai")
-    await remember_owner(generation)
+    generation, options = await admit(request, _chat_body, api="openai")
+    engine = generation.engine
     await start_new(request, generation)
     completion_id, created = f"chatcmpl-{generation.id}", int(time.time())
     if options.stream:

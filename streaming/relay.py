@@ -57,7 +57,7 @@ KEEPER_GONE = sse.error_event(
 )
 
 # Given a kept generation's id and the reader's Last-Event-ID: its frames from there on, or
-# the StreamingError that refuses the resume (views.py, which owns generations and framing).
+# the StreamingError that refuses the resume (native_api.py, which owns generations and framing).
 Serve = Callable[[str, str | None], Awaitable[AsyncIterator[bytes]]]
 
 
@@ -165,7 +165,7 @@ class Relay:
                    "keeper": self.channel, "seq": 0, "data": b""}
         try:
             # Closing the frames (our reader's process detached, went silent, or Redis failed)
-            # is a reader leaving: views.event_stream keeps the generation again.
+            # is a reader leaving: responses.event_stream keeps the generation again.
             async with aclosing(frames):
                 await self.engine.send(reader, reply)
                 async for data in frames:

@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from . import metrics, openai_api, views
+from . import metrics, native_api, openai_api
 
 
 class GenerationIdConverter:
@@ -24,16 +24,17 @@ class GenerationIdConverter:
 register_converter(GenerationIdConverter, "gid")
 
 urlpatterns = [
-    path("api/generations", views.create_generation, name="create-generation"),
-    path("api/generations/<gid:generation_id>", views.generation_state, name="generation-state"),
-    path("api/generations/<gid:generation_id>/stream", views.stream_generation, name="stream"),
-    path("api/generations/<gid:generation_id>/cancel", views.cancel_generation, name="cancel"),
-    path("api/stream", views.stream_direct, name="stream-direct"),
-    path("api/stats", views.stats, name="stats"),
+    path("api/generations", native_api.create_generation, name="create-generation"),
+    path("api/generations/<gid:generation_id>", native_api.generation_state,
+         name="generation-state"),
+    path("api/generations/<gid:generation_id>/stream", native_api.stream_generation, name="stream"),
+    path("api/generations/<gid:generation_id>/cancel", native_api.cancel_generation, name="cancel"),
+    path("api/stream", native_api.stream_direct, name="stream-direct"),
+    path("api/stats", native_api.stats, name="stats"),
     path("v1/chat/completions", openai_api.chat_completions, name="openai-chat-completions"),
     path("v1/models", openai_api.list_models, name="openai-models"),
     path("v1/models/<path:model>", openai_api.retrieve_model, name="openai-model"),
-    path("healthz", views.healthz, name="healthz"),
-    path("readyz", views.readyz, name="readyz"),
+    path("healthz", native_api.healthz, name="healthz"),
+    path("readyz", native_api.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
 ]

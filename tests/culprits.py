@@ -15,14 +15,14 @@ from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.gzip import gzip_page
 
-from streaming import sse, views
+from streaming import native_api, responses, sse
 
 SYNC_TOKENS = 24
 SYNC_INTERVAL_S = 0.05  # the pace of the sync generator below, like a 20 tokens/s model
 
 
 async def _stream(request: HttpRequest) -> HttpResponse:
-    return await views.stream_direct(request)
+    return await native_api.stream_direct(request)
 
 
 @csrf_exempt
@@ -83,7 +83,7 @@ def sync_stream(request: HttpRequest) -> StreamingHttpResponse:
         yield sse.DONE
 
     response = StreamingHttpResponse(frames(), content_type="text/event-stream; charset=utf-8")
-    for name, value in views.EVENT_STREAM_HEADERS.items():
+    for name, value in responses.EVENT_STREAM_HEADERS.items():
         response[name] = value
     return response
 
@@ -114,5 +114,5 @@ urlpatterns = [
     path("", include("chatsite.urls")),
 ]
 
-handler404 = "streaming.views.handler404"
-handler500 = "streaming.views.handler500"
+handler404 = "streaming.errors.handler404"
+handler500 = "streaming.errors.handler500"

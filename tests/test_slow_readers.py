@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streaming.engines.base import GenerationRequest, Message, TokenStream
-from streaming.views import EventStreamResponse
+from streaming.responses import EventStreamResponse
 
 TOKENS = 1_000_000  # about 40 MB of frames: far more than any socket buffer holds
 
