@@ -127,8 +127,16 @@ WORKER_HEARTBEAT_S = env_float("WORKER_HEARTBEAT_S", 1.0, minimum=0.05)
 WORKER_TIMEOUT_S = env_float("WORKER_TIMEOUT_S", 3.0, minimum=0.1)
 
 # --- Streaming (docs/api.md, "Settings") ------------------------------------------------
-ENGINES = ("deterministic", "transformers", "openai")
-STREAMING_ENGINE = env_str("STREAMING_ENGINE", "deterministic", choices=ENGINES)
+# The engines STREAMING_ENGINE may name, by dotted path (as Channels names a layer's backend).
+STREAMING_ENGINES = {
+    "deterministic": "streaming.engines.deterministic.DeterministicEngine",
+    "transformers": "streaming.engines.transformers.TransformersEngine",
+    "openai": "streaming.engines.remote.RemoteEngine",
+}
+STREAMING_ENGINE = env_str("STREAMING_ENGINE", "deterministic", choices=tuple(STREAMING_ENGINES))
+# With REDIS_URL, a web process's engine: it hands generations to the model workers, which run
+# the one STREAMING_ENGINE names.
+STREAMING_FLEET_ENGINE = "streaming.engines.channel_layer.ChannelLayerEngine"
 STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-135M-Instruct
 # Where the transformers engine keeps the dequantized GGUF, so a second start skips the ~15 s
 # conversion. Delete the folder to rebuild it.

@@ -106,6 +106,6 @@ async def start_admitted(request: HttpRequest, generation: Generation) -> None:
     try:
         generation.start()
     except BaseException:
-        limits().release(generation.lease)
+        generation.lease.release()
         generation.lease = None
         raise

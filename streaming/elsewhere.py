@@ -38,9 +38,7 @@ async def claim(generation_id: str) -> Generation | None:
 
 async def streamed_elsewhere(generation_id: str) -> dict | None:
     """With REDIS_URL: a generation another web process is streaming (its worker answers)."""
-    engine = await ready_engine()
-    query = getattr(engine, "query", None)
-    return None if query is None else await query(generation_id)
+    return await (await ready_engine()).query(generation_id)
 
 
 async def logged(request: HttpRequest, generation_id: str) -> GenerationLog | None:

@@ -82,11 +82,14 @@ def serving() -> None:
     """
     from django.conf import settings
 
-    from . import stalled_readers
+    from . import relay, shared, stalled_readers
+    from .native_api import serve_resume
 
     global _freeze_once_started
     _freeze_once_started = True
     begin_start()
+    if shared.enabled():  # a reconnect that reaches another web process is relayed here
+        relay.install(get_engine(), serve_resume)
     drain_on_sigterm()
     stalled_readers.watch(settings.STREAM_SEND_TIMEOUT_S)
 
@@ -202,7 +205,7 @@ async def drain(grace_s: float | None = None) -> None:
     """Refuse new requests, end every open stream with `server_shutdown`, write the log rows."""
     from django.conf import settings
 
-    from . import recording
+    from . import recording, relay
     from .limits import limits
     from .registry import registry
 
@@ -218,7 +221,7 @@ async def drain(grace_s: float | None = None) -> None:
         else:
             aborts.append(generation.engine.abort(generation.id, code="server_shutdown"))
     await asyncio.gather(*aborts, return_exceptions=True)
-    relayed = getattr(get_engine(), "relay", None)
+    relayed = relay.current()
     if relayed is not None:
         # Streams kept by another web process go back to it, for a reconnect elsewhere.
         relayed.end_all()
@@ -227,6 +230,4 @@ async def drain(grace_s: float | None = None) -> None:
     while registry.live() and time.monotonic() < deadline:  # noqa: ASYNC110 - no event to wait on
         await asyncio.sleep(0.05)
     await recording.flush()
-    flush = getattr(limits(), "flush", None)
-    if flush is not None:
-        await flush()
+    await limits().flush()

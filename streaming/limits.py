@@ -18,6 +18,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from typing import Protocol
 
 from django.conf import settings
 
@@ -30,13 +31,34 @@ RATE_WINDOW_S = 60  # the rate limit counts requests per fixed minute
 PREFIX = "llm-streaming:limits:"
 
 
+class Limits(Protocol):
+    """What both limiters do (this process's counts, or Redis's)."""
+
+    async def hit(self, client: str) -> None:
+        """Count one request against the client's rate; RateLimited past it."""
+
+    async def acquire(self, client: str) -> Lease:
+        """A stream slot, or TooManyStreams (this client) / EngineBusy (everyone)."""
+
+    def release(self, lease: Lease) -> None:
+        """Give the slot back (idempotent)."""
+
+    async def flush(self) -> None:
+        """Wait for the releases under way (shutdown and tests)."""
+
+
 @dataclass(eq=False)
 class Lease:
     """One stream's slot, held from admission until the stream ends."""
 
     client: str
     token: str
+    issuer: Limits  # the limiter it came from, which it goes back to
     released: bool = False
+
+    def release(self) -> None:
+        """Give the slot back (idempotent)."""
+        self.issuer.release(self)
 
 
 def _full(limit: int, count: int) -> bool:
@@ -73,7 +95,7 @@ class LocalLimits:
             raise TooManyStreams(settings.STREAM_MAX_STREAMS_PER_CLIENT)
         self.streams[client] += 1
         self.in_flight += 1
-        return Lease(client, "")
+        return Lease(client, "", self)
 
     def release(self, lease: Lease) -> None:
         """Give the slot back (idempotent)."""
@@ -84,6 +106,9 @@ class LocalLimits:
         self.streams[lease.client] -= 1
         if self.streams[lease.client] <= 0:
             del self.streams[lease.client]
+
+    async def flush(self) -> None:
+        """Nothing is under way: releases here are immediate."""
 
 
 # Both scripts read the clock of Redis, not of the web host: the hosts' clocks may disagree.
@@ -140,7 +165,7 @@ class RedisLimits:
 
     async def acquire(self, client: str) -> Lease:
         """A lease on a stream slot, or TooManyStreams / EngineBusy."""
-        lease = Lease(client, uuid.uuid4().hex)
+        lease = Lease(client, uuid.uuid4().hex, self)
         verdict = await shared.call(
             "eval", _ACQUIRE, 2, f"{PREFIX}streams:{client}", GLOBAL_KEY, lease.token,
             settings.STREAM_MAX_IN_FLIGHT, settings.STREAM_MAX_STREAMS_PER_CLIENT,
@@ -214,10 +239,10 @@ def _service_full() -> EngineBusy:
     )
 
 
-_limits: LocalLimits | RedisLimits | None = None
+_limits: Limits | None = None
 
 
-def limits() -> LocalLimits | RedisLimits:
+def limits() -> Limits:
     """This process's limiter: Redis-backed when REDIS_URL is set (read lazily)."""
     global _limits
     if _limits is None:

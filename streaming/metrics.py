@@ -14,7 +14,7 @@ import itertools
 import logging
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -180,16 +180,16 @@ def get_metrics() -> Metrics:
     return _metrics
 
 
-def stream_started(engine: Engine) -> None:
-    """Hook for `Generation.start`; a metrics failure never breaks a stream."""
+def on_started(sender: Any, generation: Generation, **kwargs: Any) -> None:
+    """Receiver of `generation_started`; a metrics failure never breaks a stream."""
     try:
-        get_metrics().stream_started(engine)
+        get_metrics().stream_started(generation.engine)
     except Exception:
         logger.exception("could not update the metrics of a started stream")
 
 
-def generation_ended(generation: Generation) -> None:
-    """Hook for `Registry.finish`; a metrics failure never breaks a stream."""
+def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
+    """Receiver of `generation_finished`; a metrics failure never breaks a stream."""
     try:
         get_metrics().generation_ended(generation)
     except Exception:

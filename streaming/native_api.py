@@ -20,7 +20,13 @@ from .engines import Engine, GenerationRequest, get_engine
 from .exceptions import AlreadyStreaming, BadRequest, NotFound, StreamingError
 from .lifecycle import ready_engine
 from .registry import PENDING, STREAMING, Generation, registry
-from .responses import EventStreamResponse, cancelled_stream, open_event_stream, started_frames
+from .responses import (
+    EventStreamResponse,
+    cancelled_stream,
+    open_event_stream,
+    relayed_frames,
+    started_frames,
+)
 from .validation import parse_generation_body
 
 logger = logging.getLogger(__name__)
@@ -93,7 +99,7 @@ async def _open(request: HttpRequest, generation: Generation,
 
 async def _announce_keeper(generation: Generation) -> None:
     """With REDIS_URL: a reconnect that reaches another web process is ours to serve."""
-    relayed = _relay(generation.engine)
+    relayed = relay.current()
     if relayed is None:
         return
     try:
@@ -113,10 +119,11 @@ async def _stream_elsewhere(request: HttpRequest, generation_id: str,
     generation = await claim(generation_id)
     if generation is not None:
         return await _open(request, generation, last_event_id)
-    relayed = _relay(await ready_engine())
+    relayed = relay.current()
     frames = None if relayed is None else await relayed.resume(generation_id, last_event_id)
     if frames is not None:
-        return EventStreamResponse(frames)  # kept by another web process, which sends its frames
+        # Kept by another web process, which sends its frames.
+        return EventStreamResponse(relayed_frames(frames))
     if await shared.was_cancelled(generation_id):
         return cancelled_stream()
     if await streamed_elsewhere(generation_id) is not None or await logged(request, generation_id):
@@ -124,11 +131,7 @@ async def _stream_elsewhere(request: HttpRequest, generation_id: str,
     raise NotFound()
 
 
-def _relay(engine: Engine) -> relay.Relay | None:
-    return relay.relay_of(engine, _serve_resume)
-
-
-async def _serve_resume(generation_id: str, last_event_id: str | None) -> AsyncIterator[bytes]:
+async def serve_resume(generation_id: str, last_event_id: str | None) -> AsyncIterator[bytes]:
     """A reader that reached another web process resumes a generation kept here (relay.py).
 
     The frames are exactly those a reader here would get: it is the same path.
@@ -185,7 +188,7 @@ async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpRes
         generation = await claim(generation_id)
         if generation is None and await streamed_elsewhere(generation_id) is not None:
             # Streamed by another web process: its worker aborts, its reader hears why.
-            await (await ready_engine()).broadcast_abort(generation_id)
+            await (await ready_engine()).abort_elsewhere(generation_id)
             return JsonResponse({"status": "cancelled"}, status=202)
     if generation is None:
         row = await logged(request, generation_id)

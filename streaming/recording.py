@@ -32,6 +32,11 @@ _more = asyncio.Event()  # a row was queued: wakes the writer while it keeps its
 _writing: set[Future[None]] = set()  # batches in the thread: waited on by flush, from any loop
 
 
+def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
+    """Receiver of `generation_finished`."""
+    schedule_log(generation)
+
+
 def schedule_log(generation: Generation) -> None:
     """Queue the row: the reader's last frame is already out."""
     global _writer, _more

@@ -4,6 +4,10 @@ A generation is created by `POST /api/generations` (or directly by `POST /api/st
 producing only when its stream is opened, and leaves the registry when it ends; its log row is
 then the record. A bounded memory of recent ones answers `GET /api/generations/<id>` until the
 row is written.
+
+Who observes generations (metrics, the log writer) is connected to two signals by
+`StreamingConfig.ready()`: `generation_started` and `generation_finished`, sent once per
+generation, never per token.
 """
 
 from __future__ import annotations
@@ -12,21 +16,31 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
+from django.dispatch import Signal
 
-from . import metrics, recording
 from .engines.base import Engine, GenerationRequest, TokenStream
 from .exceptions import AlreadyStreaming, EngineBusy
 from .latency import summarize
-from .limits import Lease, limits
 
 if TYPE_CHECKING:
     from .resume import Resumable
 
 PENDING, STREAMING = "pending", "streaming"
 RECENT_KEPT = 1024  # finished generations kept in memory for GET until their row is written
+
+# Sent with `generation=`: it began streaming / it ended (its status says how).
+generation_started = Signal()
+generation_finished = Signal()
+
+
+class Slot(Protocol):
+    """A stream slot held while the generation runs (streaming/limits.py's lease)."""
+
+    def release(self) -> None:
+        """Give it back (idempotent)."""
 
 
 @dataclass(eq=False)
@@ -44,7 +58,7 @@ class Generation:
     created_mono: float = field(default_factory=time.monotonic)
     ended_mono: float | None = None
     stream: TokenStream | None = None
-    lease: Lease | None = None  # its stream slot (streaming/limits.py) while it runs
+    lease: Slot | None = None  # its stream slot while it runs
     # Set when STREAM_RESUME_GRACE_S > 0 and it is read through its stream URL (resume.py).
     resumable: Resumable | None = None
 
@@ -68,7 +82,7 @@ class Generation:
             )
         self.stream = self.engine.generate(self.request)
         self.status = STREAMING
-        metrics.stream_started(self.engine)
+        generation_started.send(Generation, generation=self)
         return self.stream
 
     def figures(self) -> dict[str, Any]:
@@ -158,8 +172,7 @@ class Registry:
         self._recent[generation.id] = generation
         while len(self._recent) > RECENT_KEPT:
             self._recent.popitem(last=False)
-        metrics.generation_ended(generation)
-        recording.schedule_log(generation)
+        generation_finished.send(Generation, generation=generation)
 
     def discard(self, generation: Generation) -> None:
         """Forget a generation that never started (refused before its stream)."""
@@ -192,7 +205,7 @@ def logged_prompt(request: GenerationRequest) -> str:
 
 def _release(generation: Generation) -> None:
     if generation.lease is not None:
-        limits().release(generation.lease)
+        generation.lease.release()
         generation.lease = None
 
 

@@ -44,7 +44,6 @@ from django.conf import settings
 
 from . import shared, sse
 from .exceptions import AlreadyStreaming, StreamingError
-from .request_thread import release_request_thread
 
 if TYPE_CHECKING:
     from .engines.channel_layer import ChannelLayerEngine
@@ -125,7 +124,7 @@ class Relay:
         self.reading: dict[str, _Reading] = {}  # by ticket
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watcher: asyncio.Task[None] | None = None
-        engine.handlers.update({
+        engine.route({
             "relay.resume": self._on_resume,
             "relay.resumed": self._on_resumed,
             "relay.frames": self._on_frames,
@@ -221,7 +220,6 @@ class Relay:
         return self._frames(ticket, reading)
 
     async def _frames(self, ticket: str, reading: _Reading) -> AsyncIterator[bytes]:
-        release_request_thread()  # first iterated once the view and the middleware are done
         try:
             while (data := await reading.take()) is not None:
                 yield data
@@ -344,11 +342,17 @@ def _refusal(code: str, message: str, status: int) -> StreamingError:
     return error
 
 
-def relay_of(engine: Any, serve: Serve) -> Relay | None:
-    """This process's Relay (made on first use); None for an engine without a reply channel."""
-    if not hasattr(engine, "handlers"):
-        return None
-    relay = getattr(engine, "relay", None)
-    if relay is None:
-        relay = engine.relay = Relay(engine, serve)
-    return relay
+_relay: Relay | None = None
+
+
+def install(engine: ChannelLayerEngine, serve: Serve) -> Relay:
+    """Build this web process's Relay, once, at start-up (with REDIS_URL)."""
+    global _relay
+    if _relay is None or _relay.engine is not engine:
+        _relay = Relay(engine, serve)
+    return _relay
+
+
+def current() -> Relay | None:
+    """This process's Relay; None without REDIS_URL."""
+    return _relay

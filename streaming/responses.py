@@ -132,6 +132,14 @@ class EventStreamResponse(StreamingHttpResponse):
                 yield part
 
 
+async def relayed_frames(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Frames another web process writes (relay.py), this request's thread given back first."""
+    release_request_thread()  # first iterated once the view and the middleware are done
+    async with aclosing(frames):
+        async for frame in frames:
+            yield frame
+
+
 async def single_frame(frame: bytes) -> AsyncIterator[bytes]:
     """A stream of one frame."""
     yield frame

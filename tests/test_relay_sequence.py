@@ -20,6 +20,9 @@ class Engine:
         self.handlers: dict[str, Any] = {}
         self.sent: list[tuple[str, dict[str, Any]]] = []
 
+    def route(self, handlers: dict[str, Any]) -> None:
+        self.handlers.update(handlers)
+
     async def send(self, channel: str, message: dict[str, Any]) -> None:
         self.sent.append((channel, message))
 

@@ -14,7 +14,7 @@ from array import array
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..exceptions import BadRequest, GenerationError, StreamCut, StreamingError
 
@@ -356,6 +356,11 @@ class Engine(ABC):
     def __init__(self) -> None:
         self.streams: dict[str, TokenStream] = {}
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> Engine:
+        """This engine as Django's settings configure it (`engines.build_engine`)."""
+        return cls()
+
     @property
     def model(self) -> str:
         """The model's name as the log and `/v1/models` show it."""
@@ -420,6 +425,15 @@ class Engine(ABC):
     def release(self, request_id: str) -> None:
         """Forget a finished stream (called once its reader is done with it)."""
         self.streams.pop(request_id, None)
+
+    async def query(self, generation_id: str) -> dict[str, int] | None:
+        """The counters of a generation another web process streams, if this engine can ask
+        (a fleet's engine asks its workers); this process's own engine holds only its own."""
+        return None
+
+    async def abort_elsewhere(self, generation_id: str) -> None:  # noqa: B027 - optional hook
+        """Abort a generation another web process streams (a fleet's engine tells the workers);
+        an engine of this process alone has nothing elsewhere."""
 
 
 __all__ = [

@@ -61,7 +61,7 @@ class ChannelLayerEngine(Engine):
         self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         # Other message types on our reply channel, by type: web processes talking to each
-        # other (streaming/relay.py); the engine only delivers them.
+        # other (streaming/relay.py, through `route`); the engine only delivers them.
         self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {}
         # We ping our own reply channel every beat (pub/sub can publish while our subscription
         # is still down); workers count only while our pings come back.
@@ -94,6 +94,10 @@ class ChannelLayerEngine(Engine):
         self._spawn(self._receive_loop())
         self._spawn(self._presence_loop())
         self.ready = True
+
+    def route(self, handlers: dict[str, Callable[[dict[str, Any]], None]]) -> None:
+        """Deliver these message types, arriving on our reply channel, to these handlers."""
+        self.handlers.update(handlers)
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -200,7 +204,7 @@ class ChannelLayerEngine(Engine):
 
     # --- cross-process lookups (used when a request lands on another web process) ----------
 
-    async def broadcast_abort(self, generation_id: str) -> None:
+    async def abort_elsewhere(self, generation_id: str) -> None:
         """Abort a generation that some other web process streams."""
         await self.layer.group_send(WORKERS_GROUP, {"type": "abort", "id": generation_id})
 

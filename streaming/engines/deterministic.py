@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import random
+from typing import Any
 
 from ..exceptions import EngineBusy, GenerationError, StreamCut
 from .base import GenerationRequest, TaskEngine, TokenStream
@@ -71,6 +72,17 @@ class DeterministicEngine(TaskEngine):
     name = "deterministic"
     supports_faults = True
     YIELD_EVERY = 32  # tokens between yields to the loop when unpaced, so others run too
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> DeterministicEngine:
+        """The lab's pace and lengths from DETERMINISTIC_*, the batch from STREAMING_MAX_*."""
+        return cls(
+            ttft_s=settings.DETERMINISTIC_TTFT_MS / 1000,
+            tokens_per_s=settings.DETERMINISTIC_TPS,
+            max_batch=settings.STREAMING_MAX_BATCH,
+            max_queue=settings.STREAMING_MAX_QUEUE,
+            answer_tokens=settings.DETERMINISTIC_ANSWER_TOKENS,
+        )
 
     def __init__(
         self, *, ttft_s: float, tokens_per_s: float, max_batch: int = 0, max_queue: int = 0,

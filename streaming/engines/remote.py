@@ -48,6 +48,20 @@ class RemoteEngine(TaskEngine):
     KEEPALIVE_EXPIRY_S = 2.0
     MAX_IDLE = 128  # idle connections kept for reuse
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> RemoteEngine:
+        """The upstream STREAMING_REMOTE_* names."""
+        try:
+            return cls(
+                base_url=settings.STREAMING_REMOTE_URL,
+                model=settings.STREAMING_REMOTE_MODEL,
+                api_key=settings.STREAMING_REMOTE_KEY,
+                connect_timeout_s=settings.STREAMING_REMOTE_CONNECT_TIMEOUT_S,
+                read_timeout_s=settings.STREAMING_REMOTE_READ_TIMEOUT_S or None,
+            )
+        except ValueError as error:  # a URL that cannot be a base URL
+            raise ImproperlyConfigured(f"STREAMING_REMOTE_URL: {error}") from None
+
     def __init__(
         self, *, base_url: str, model: str, api_key: str = "",
         connect_timeout_s: float = 5.0, read_timeout_s: float | None = 300.0,

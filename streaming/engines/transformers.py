@@ -76,6 +76,17 @@ class TransformersEngine(Engine):
     ENCODED_MEMO = 64  # prompts tokenized by check_request, kept for the generate() that follows
     MAX_RESTARTS = 3  # decode-loop restarts per process before the engine stays unhealthy
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> TransformersEngine:
+        """The model, its cache and window, and the batch, from STREAMING_*."""
+        return cls(
+            model=settings.STREAMING_MODEL,
+            cache_dir=settings.STREAMING_MODEL_CACHE,
+            max_batch=settings.STREAMING_MAX_BATCH,
+            max_queue=settings.STREAMING_MAX_QUEUE,
+            context_tokens=settings.STREAMING_CONTEXT_TOKENS,
+        )
+
     def __init__(
         self,
         *,
