@@ -21,9 +21,10 @@ import os
 import uuid
 from typing import Any
 
-from streaming import sse
-from streaming.engines.base import GenerationRequest, Message
-from streaming.engines.deterministic import DeterministicEngine, tokens_for
+from streaming.core.request import GenerationRequest, Message
+from streaming.engines.deterministic import DeterministicEngine
+from streaming.engines.script import tokens_for
+from streaming.wire import sse
 
 YIELD_EVERY = DeterministicEngine.YIELD_EVERY
 HEADERS = [
@@ -262,7 +263,7 @@ async def _bench_timings(scope, send) -> None:
     """Server-side clock readings (time.monotonic, shared by every process on this machine)."""
     from urllib.parse import parse_qs
 
-    from streaming.registry import registry
+    from streaming.generations.registry import registry
 
     ids = parse_qs(scope["query_string"].decode()).get("ids", [""])[0].split(",")
     found: dict[str, Any] = {}
@@ -284,7 +285,7 @@ async def _bench_naive(scope, receive, send) -> None:
     from urllib.parse import parse_qs
 
     from streaming.engines import get_engine
-    from streaming.validation import parse_generation_body
+    from streaming.http.validation import parse_generation_body
 
     request = parse_generation_body(await _read_body(receive))
     wanted = parse_qs(scope["query_string"].decode()).get("id", [""])[0]
@@ -315,9 +316,9 @@ def _diagnostic_patches() -> None:
         return
     _patched = True
     if os.environ.get("BENCH_SKIP_LOG") == "1":
-        from streaming import recording
+        from streaming.ops import log_writer
 
-        recording.schedule_log = lambda generation: None
+        log_writer.schedule_log = lambda generation: None
 
 
 async def instrumented(scope, receive, send) -> None:

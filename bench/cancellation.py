@@ -23,7 +23,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from streaming.latency import percentile
+from streaming.core.latency import percentile
 
 from .client import StreamProtocol, fetch_json, http_request, open_stream
 from .client import run as run_async

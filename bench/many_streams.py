@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from streaming.latency import percentile
+from streaming.core.latency import percentile
 
 from .client import StreamProtocol, http_request, open_stream
 from .client import run as run_async

@@ -28,15 +28,15 @@ from django.conf import settings  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from streaming import recording  # noqa: E402
 from streaming.engines import set_engine  # noqa: E402
 from streaming.engines.deterministic import DeterministicEngine  # noqa: E402
+from streaming.ops import log_writer  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 DJANGO_STACK = [
-    "streaming.middleware.EventStreamGuardMiddleware",
+    "streaming.http.middleware.EventStreamGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "streaming.middleware.StreamSafeGZipMiddleware",
+    "streaming.http.middleware.StreamSafeGZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -110,7 +110,7 @@ async def main() -> None:
     for _ in range(args.rounds):
         for name, app in apps.items():
             figures[name].append(await rate(app, args.requests))
-            await recording.flush()
+            await log_writer.flush()
     best = {name: max(values) for name, values in figures.items()}
     print(f"{'stack':<10}{'requests/s (best of rounds)':>30}")
     for name, value in best.items():

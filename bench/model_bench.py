@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streaming.engines.base import GenerationRequest, Message  # noqa: E402
+from streaming.core.request import GenerationRequest, Message  # noqa: E402
 from streaming.engines.transformers import TransformersEngine  # noqa: E402
 
 PROMPTS = [

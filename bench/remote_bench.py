@@ -32,8 +32,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streaming.latency import percentile  # noqa: E402
-from streaming.liveserver import UNLIMITED  # noqa: E402
+from streaming.core.latency import percentile  # noqa: E402
+from streaming.tools.liveserver import UNLIMITED  # noqa: E402
 from tests.live import LiveServer, start_server  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "Why does streaming change how an answer feels?"}]

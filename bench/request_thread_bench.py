@@ -19,7 +19,7 @@ from django.core.signals import request_started
 from django.db import close_old_connections, reset_queries
 
 from bench.middleware_bench import RESULTS, arguments, prepare, rate  # sets Django up
-from streaming import recording
+from streaming.ops import log_writer
 
 RECEIVERS = (reset_queries, close_old_connections)
 
@@ -34,7 +34,7 @@ async def measure(app, requests: int) -> tuple[float, float]:
     before = cpu_seconds()
     per_s = await rate(app, requests)
     cpu_us = (cpu_seconds() - before) / requests * 1e6
-    await recording.flush()
+    await log_writer.flush()
     return per_s, cpu_us
 
 

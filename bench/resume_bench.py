@@ -11,7 +11,8 @@ the reader on one process and reconnects on the same one or, alternately, on the
 has the keeper relay the stream (streaming/relay.py): the difference is what the relay costs.
 Workers refuse the stall hook, so the generation runs paced (200 tok/s) while we reconnect.
 
-Memory: streaming.resume.Resumable fed the deterministic engine's own tokens in this process,
+Memory: streaming.generations.resume.Resumable fed the deterministic engine's own tokens in this
+process,
 measured with tracemalloc (exact Python allocations) against the cap's estimate (`kept_bytes`).
 
     .venv/bin/python bench/resume_bench.py [--rounds 200] [--fleet] [--json out.json]
@@ -37,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 
-from streaming.latency import percentile  # noqa: E402
+from streaming.core.latency import percentile  # noqa: E402
 from tests.live import RawStream, running_fleet, start_server, wait_until  # noqa: E402
 
 TOKEN_MARK = b'data: {"token":'
@@ -119,9 +120,10 @@ SERVER_ENV = {
 
 def memory_per_kept_stream(tokens: int, script: str) -> dict[str, float]:
     """Bytes a Resumable holds for a `tokens`-token answer, one event per token."""
-    from streaming.engines.base import Chunk, GenerationRequest, Message, TokenStream
-    from streaming.engines.deterministic import VOCABULARY
-    from streaming.resume import Resumable
+    from streaming.core.request import GenerationRequest, Message
+    from streaming.core.stream import Chunk, TokenStream
+    from streaming.engines.script import VOCABULARY
+    from streaming.generations.resume import Resumable
 
     words = VOCABULARY[script]
     count = 100

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streaming.engines.base import GenerationRequest, Message, TokenStream
+from streaming.core.request import GenerationRequest, Message
+from streaming.core.stream import TokenStream
 
 HEARTBEAT_S = 15.0  # as STREAM_HEARTBEAT_S: never reached here, only armed
 

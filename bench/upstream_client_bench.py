@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streaming.engines.upstream import UpstreamPool  # noqa: E402
-from streaming.liveserver import UNLIMITED  # noqa: E402
-from streaming.sse import EventParser  # noqa: E402
-from streaming.streamclient import Origin  # noqa: E402
+from streaming.tools.liveserver import UNLIMITED  # noqa: E402
+from streaming.wire.origin import Origin  # noqa: E402
+from streaming.wire.sse import EventParser  # noqa: E402
 from tests.live import start_server  # noqa: E402
 
 

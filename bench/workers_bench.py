@@ -16,14 +16,14 @@ import json
 import tempfile
 from pathlib import Path
 
-from streaming.liveserver import (
+from streaming.tools.liveserver import (
     UNLIMITED,
     start_redis,
     start_server,
     start_worker,
     wait_until,
 )
-from streaming.loadtest import LoadTest, LoadTestConfig, summarize_run
+from streaming.tools.loadtest import LoadTest, LoadTestConfig, summarize_run
 
 RESULTS = Path(__file__).parent / "results"
 PACED = {**UNLIMITED, "STREAMING_ENGINE": "deterministic", "DETERMINISTIC_TTFT_MS": "0",

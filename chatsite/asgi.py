@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 try:
     django_asgi_app = get_asgi_application()  # sets Django up before anything imports models
-    from streaming.lifecycle import check_configuration
+    from streaming.engines.startup import check_configuration
 
     check_configuration()
 except ImproperlyConfigured as error:
@@ -24,8 +24,9 @@ except ImproperlyConfigured as error:
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-from streaming.asgi import BodySizeLimit, Lifespan, SendTimeout
-from streaming.worker import WORKER_CHANNEL, ModelWorkerConsumer
+from streaming.asgi import BodySizeLimit, Lifespan, SendTimeout, ServeOnFirstRequest
+from streaming.fleet.protocol import WORKER_CHANNEL
+from streaming.fleet.worker import ModelWorkerConsumer
 
 application = ProtocolTypeRouter(
     {
@@ -33,7 +34,8 @@ application = ProtocolTypeRouter(
         # sync-only and would put a thread hop in front of every stream. The same handler works
         # with DEBUG off, so the page is the same under uvicorn, daphne and runserver.
         # SendTimeout: a client that stopped reading counts as gone (docs/security.md).
-        "http": SendTimeout(BodySizeLimit(ASGIStaticFilesHandler(django_asgi_app))),
+        "http": ServeOnFirstRequest(
+            SendTimeout(BodySizeLimit(ASGIStaticFilesHandler(django_asgi_app)))),
         "lifespan": Lifespan(),
         # `manage.py runworker model-worker`: generations handed over by web processes.
         "channel": ChannelNameRouter({WORKER_CHANNEL: ModelWorkerConsumer.as_asgi()}),

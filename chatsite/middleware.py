@@ -18,7 +18,7 @@ from django.middleware.common import CommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware
 
-from streaming.middleware import InlineHooks
+from streaming.http.middleware import InlineHooks
 
 
 class InlineSecurityMiddleware(InlineHooks, SecurityMiddleware):

@@ -31,12 +31,12 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # Outermost, so it sees the response exactly as the server will send it.
-    "streaming.middleware.EventStreamGuardMiddleware",
+    "streaming.http.middleware.EventStreamGuardMiddleware",
     # Django's own middleware, with their hooks run on the event loop instead of a thread
     # each (chatsite/middleware.py says why).
     "chatsite.middleware.InlineSecurityMiddleware",
     # Compresses pages but never an event stream: gzip would hold tokens back in its buffer.
-    "streaming.middleware.StreamSafeGZipMiddleware",
+    "streaming.http.middleware.StreamSafeGZipMiddleware",
     "chatsite.middleware.InlineSessionMiddleware",
     "chatsite.middleware.InlineCommonMiddleware",
     "chatsite.middleware.InlineCsrfViewMiddleware",
@@ -136,7 +136,7 @@ STREAMING_ENGINES = {
 STREAMING_ENGINE = env_str("STREAMING_ENGINE", "deterministic", choices=tuple(STREAMING_ENGINES))
 # With REDIS_URL, a web process's engine: it hands generations to the model workers, which run
 # the one STREAMING_ENGINE names.
-STREAMING_FLEET_ENGINE = "streaming.engines.channel_layer.ChannelLayerEngine"
+STREAMING_FLEET_ENGINE = "streaming.fleet.engine.ChannelLayerEngine"
 STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-135M-Instruct
 # Where the transformers engine keeps the dequantized GGUF, so a second start skips the ~15 s
 # conversion. Delete the folder to rebuild it.

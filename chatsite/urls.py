@@ -7,5 +7,5 @@ urlpatterns = [
     path("", include("frontend.urls")),
 ]
 
-handler404 = "streaming.errors.handler404"
-handler500 = "streaming.errors.handler500"
+handler404 = "streaming.http.errors.handler404"
+handler500 = "streaming.http.errors.handler500"

@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_safe
 
-from streaming.auth import auth_required
+from streaming.http.auth import auth_required
 
 # The page loads only its own files and talks only to its own origin; with no inline script
 # allowed, markup that ever slipped past the sanitizer still could not run.

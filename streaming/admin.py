@@ -8,8 +8,8 @@ from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
 
-from . import dashboard
-from .models import ApiKey, GenerationLog
+from streaming.models import ApiKey, GenerationLog
+from streaming.ops import dashboard
 
 # The admin index gains a link to the latency dashboard: the index template is the only place
 # Django lets an app add to that page (the app list shows models only).

@@ -8,11 +8,12 @@ class StreamingConfig(AppConfig):
     def ready(self) -> None:
         """System checks; metrics and the log writer observing generations; no thread per
         request for Django's idle receivers."""
-        from . import checks, metrics, recording  # noqa: F401 - checks register themselves
-        from .registry import generation_finished, generation_started
-        from .request_thread import skip_idle_request_started_receivers
+        from streaming.generations.registry import generation_finished, generation_started
+        from streaming.http import checks  # noqa: F401 - the checks register themselves
+        from streaming.http.request_thread import skip_idle_request_started_receivers
+        from streaming.ops import log_writer, metrics
 
         generation_started.connect(metrics.on_started, dispatch_uid="metrics")
         generation_finished.connect(metrics.on_finished, dispatch_uid="metrics")
-        generation_finished.connect(recording.on_finished, dispatch_uid="log")
+        generation_finished.connect(log_writer.on_finished, dispatch_uid="log")
         skip_idle_request_started_receivers()

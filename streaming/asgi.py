@@ -1,4 +1,4 @@
-"""ASGI pieces that sit in front of Django: the body-size limit, the send timeout, lifespan."""
+"""ASGI pieces in front of Django: the body-size limit, the send timeout, start-up, lifespan."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import logging
 
 from django.conf import settings
 
-from . import stalled_readers
+from streaming import lifecycle
+from streaming.http import stalled_readers
 
 logger = logging.getLogger(__name__)
 
@@ -160,16 +161,30 @@ def _give_up(task: asyncio.Task | None, scope, timeout: float) -> None:
         task.cancel()
 
 
+class ServeOnFirstRequest:
+    """daphne has no lifespan: its first request does what lifespan start-up does."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.first = True
+
+    async def __call__(self, scope, receive, send):
+        """Start serving under daphne, then pass through."""
+        if self.first:
+            self.first = False
+            if lifecycle.under_daphne():
+                lifecycle.serving()
+        return await self.app(scope, receive, send)
+
+
 class Lifespan:
     """ASGI lifespan (uvicorn): start loading the engine at start-up, flush the log at shutdown.
 
-    Servers without lifespan (daphne) still work: the first request starts the engine.
+    Servers without lifespan (daphne) start at their first request (ServeOnFirstRequest).
     """
 
     async def __call__(self, scope, receive, send):
         """Handle start-up and shutdown messages."""
-        from . import lifecycle
-
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":

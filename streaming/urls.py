@@ -1,6 +1,7 @@
 from django.urls import path, register_converter
 
-from . import metrics, native_api, openai_api
+from streaming.http import native_api, openai_api
+from streaming.ops import metrics
 
 
 class GenerationIdConverter:

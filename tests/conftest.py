@@ -57,9 +57,9 @@ def engine():
     # database: a row written later would land in the next test's.
     from asgiref.sync import async_to_sync
 
-    from streaming import recording
+    from streaming.ops import log_writer
 
-    async_to_sync(recording.flush)()
+    async_to_sync(log_writer.flush)()
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,8 @@ from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.gzip import gzip_page
 
-from streaming import native_api, responses, sse
+from streaming.http import native_api, responses
+from streaming.wire import sse
 
 SYNC_TOKENS = 24
 SYNC_INTERVAL_S = 0.05  # the pace of the sync generator below, like a 20 tokens/s model
@@ -114,5 +115,5 @@ urlpatterns = [
     path("", include("chatsite.urls")),
 ]
 
-handler404 = "streaming.errors.handler404"
-handler500 = "streaming.errors.handler500"
+handler404 = "streaming.http.errors.handler404"
+handler500 = "streaming.http.errors.handler500"

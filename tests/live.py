@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 
-from streaming import liveserver
-from streaming.diagnosis import ContentDecoder
-from streaming.liveserver import (
+from streaming.tools import liveserver
+from streaming.tools.diagnosis import ContentDecoder
+from streaming.tools.liveserver import (
     BIN,
     ROOT,
     LiveServer,
@@ -27,7 +27,7 @@ from streaming.liveserver import (
     start_redis,
     wait_until,
 )
-from streaming.sse import Event, EventParser
+from streaming.wire.sse import Event, EventParser
 
 __all__ = ["BIN", "DEFAULT_ENV", "ROOT", "Fleet", "LiveServer", "RawStream", "RedisServer",
            "WorkerProcess", "free_port", "iter_sse", "running_fleet", "start_redis",
@@ -43,12 +43,12 @@ DEFAULT_ENV = {
 
 
 def start_server(tmp_dir: Path, *, env: dict[str, str] | None = None, **kwargs: Any) -> LiveServer:
-    """streaming.liveserver.start_server with the tests' defaults under `env`."""
+    """streaming.tools.liveserver.start_server with the tests' defaults under `env`."""
     return liveserver.start_server(tmp_dir, env={**DEFAULT_ENV, **(env or {})}, **kwargs)
 
 
 def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
-    """streaming.liveserver.start_worker with the tests' defaults under `env`."""
+    """streaming.tools.liveserver.start_worker with the tests' defaults under `env`."""
     return liveserver.start_worker(tmp_dir, {**DEFAULT_ENV, **env})
 
 

@@ -8,10 +8,10 @@ import pytest
 from asgiref.testing import ApplicationCommunicator
 
 from chatsite.asgi import application
-from streaming import recording
-from streaming.engines import COUNTERS
+from streaming.core.stream import COUNTERS
 from streaming.models import GenerationLog
-from streaming.sse import EventParser
+from streaming.ops import log_writer
+from streaming.wire.sse import EventParser
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -102,7 +102,7 @@ async def test_disconnect_aborts_the_generation(engine):
     generation_id = next(iter(engine.streams))
     stream = engine.streams[generation_id]
     await exchange.disconnect()
-    await recording.flush()
+    await log_writer.flush()
     assert stream.finished and stream.aborted
     assert stream.tokens_after_abort == 0
     assert stream.tokens_generated < 400
@@ -144,7 +144,7 @@ async def test_cancel_endpoint_ends_the_stream_with_a_cancelled_event(engine):
     last = reader.events[-1]
     assert last.event == "error"
     assert json.loads(last.data)["code"] == "cancelled"
-    await recording.flush()
+    await log_writer.flush()
     row = await GenerationLog.objects.aget(generation_id=urls["id"])
     assert row.status == "cancelled" and row.tokens_after_abort == 0
     again = await (await Exchange("POST", urls["cancel_url"]).start()).read_all()

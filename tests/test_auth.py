@@ -11,8 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
-from streaming import limits, recording
+from streaming.http import limits
 from streaming.models import ApiKey, GenerationLog, digest_of
+from streaming.ops import log_writer
 from tests.test_asgi import Exchange, body
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,7 +79,7 @@ async def test_a_generation_is_its_owners_alone(engine):
         assert (await reply(method, path, headers=bearer(bob))).status == 404
     streamed = await reply("GET", created["stream_url"], headers=bearer(alice))
     assert streamed.events[-1].data == "[DONE]"
-    await recording.flush()
+    await log_writer.flush()
     row = await GenerationLog.objects.aget(generation_id=created["id"])
     assert row.owner.startswith("key:") and row.owner != f"key:{bob_row.pk}"
     assert (await reply("GET", f"/api/generations/{created['id']}",

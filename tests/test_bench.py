@@ -10,7 +10,7 @@ import pytest
 
 from bench import apps, model
 from bench.client import StreamProtocol
-from streaming import sse
+from streaming.wire import sse
 from tests.live import RawStream
 
 

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from streaming.liveserver import UNLIMITED
-from streaming.sse import EventParser
-from streaming.streamclient import Connection, Origin, fetch_json
+from streaming.tools.liveserver import UNLIMITED
+from streaming.tools.streamclient import Connection, fetch_json
+from streaming.wire.origin import Origin
+from streaming.wire.sse import EventParser
 from tests.live import wait_until
 
 pytestmark = pytest.mark.live

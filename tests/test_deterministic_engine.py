@@ -6,9 +6,11 @@ import asyncio
 
 import pytest
 
-from streaming.engines.base import COUNTERS, Fault, GenerationRequest, Message, TokenStream
-from streaming.engines.deterministic import DeterministicEngine, tokens_for
-from streaming.exceptions import EngineBusy, GenerationError, StreamCut
+from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut
+from streaming.core.request import Fault, GenerationRequest, Message
+from streaming.core.stream import COUNTERS, TokenStream
+from streaming.engines.deterministic import DeterministicEngine
+from streaming.engines.script import tokens_for
 
 
 def request(prompt="hello", *, max_tokens=40, seed=1, fault=None, id="g1"):

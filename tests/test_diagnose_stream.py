@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from streaming.diagnosis import (
+from streaming.tools.diagnosis import (
     ContentDecoder,
     Measurement,
     Piece,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.sse import EventParser
+from streaming.wire.sse import EventParser
 
 LINES = [b"data: a", b"data:  two", b"data:", b"id: 3", b"id: a\x00b", b"event: x", b": ping",
          b"retry: 4", b"nocolon", b"", b"data: \xec\x95\x88\xed\x95\x98"]

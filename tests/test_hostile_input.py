@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from streaming import limits, recording
+from streaming.http import limits
 from streaming.models import GenerationLog
+from streaming.ops import log_writer
 from tests.test_asgi import Exchange
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -94,7 +95,7 @@ def test_nothing_stored_beyond_the_caps(engine, settings):
                                   json.dumps({"prompt": prompt + "!"}).encode()))
     async_to_sync(exchange)("POST", "/api/stream",
                             json.dumps({"prompt": "a\x00" + prompt[2:], "max_tokens": 1}).encode())
-    async_to_sync(recording.flush)()
+    async_to_sync(log_writer.flush)()
     assert GenerationLog.objects.count() == 1
     assert len(GenerationLog.objects.get().prompt) <= settings.STREAM_MAX_PROMPT_CHARS + 10
 
@@ -105,5 +106,5 @@ def test_prompt_logging(engine, settings, mode, kept):
     settings.PROMPT_LOGGING, settings.PROMPT_LOG_CHARS = mode, 20
     async_to_sync(exchange)("POST", "/api/stream",
                             json.dumps({"prompt": "q" * 300, "max_tokens": 1}).encode())
-    async_to_sync(recording.flush)()
+    async_to_sync(log_writer.flush)()
     assert GenerationLog.objects.get().prompt == kept

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.latency import percentile, summarize
+from streaming.core.latency import percentile, summarize
 
 
 def test_percentile_interpolates_like_numpy():

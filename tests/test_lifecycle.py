@@ -6,7 +6,7 @@ import asyncio
 import gc
 
 from streaming import lifecycle
-from streaming.engines import get_engine
+from streaming.engines import get_engine, startup
 
 
 async def test_serving_freezes_what_is_loaded_once_the_engine_is_up(engine, monkeypatch):
@@ -14,10 +14,11 @@ async def test_serving_freezes_what_is_loaded_once_the_engine_is_up(engine, monk
     # keeps their pauses (and the TTFT tail with many streams open) short.
     drains = []
     monkeypatch.setattr(lifecycle, "drain_on_sigterm", lambda: drains.append(True))
+    monkeypatch.setattr(lifecycle, "_serving", False)  # whatever an earlier test did
     gc.unfreeze()
     try:
         lifecycle.serving()
-        await lifecycle.begin_start()
+        await startup.begin_start()
         for _ in range(3):  # the done callback runs on a later turn of the loop
             await asyncio.sleep(0)
         assert get_engine().ready and drains == [True]

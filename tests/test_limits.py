@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from streaming import limits, recording
+from streaming.http import limits
+from streaming.ops import log_writer
 from tests.test_asgi import Exchange, body
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,7 +52,7 @@ async def test_streams_per_client_then_429_until_one_ends(engine, fresh_limits):
     assert again.status == 200
     await again.read_all()
     await second.disconnect()
-    await recording.flush()
+    await log_writer.flush()
     assert limits.limits().in_flight == 0 and not limits.limits().streams
 
 
@@ -97,5 +98,5 @@ async def test_a_refused_stream_takes_no_slot(engine, fresh_limits):
     assert done.events[-1].data == "[DONE]"
     second_reader = await Exchange("GET", url).start()
     assert second_reader.status == 409  # already streamed: refused without taking a slot
-    await recording.flush()
+    await log_writer.flush()
     assert limits.limits().in_flight == 0

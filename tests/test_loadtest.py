@@ -8,8 +8,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from streaming.latency import percentile
-from streaming.loadtest import LoadTestConfig, LoadTestError, RequestRecord, StreamReader
+from streaming.core.latency import percentile
+from streaming.tools.loadtest import LoadTestConfig, LoadTestError, RequestRecord, StreamReader
 from tests.live import free_port
 
 

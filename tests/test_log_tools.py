@@ -10,8 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from streaming import reports
 from streaming.models import GenerationLog
+from streaming.ops import reports
 
 pytestmark = pytest.mark.django_db
 

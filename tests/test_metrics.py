@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
-from streaming.metrics import LATENCY_BUCKETS_S, observe_many
+from streaming.ops.metrics import LATENCY_BUCKETS_S, observe_many
 from tests.live import LiveServer, RawStream, tokens_of, wait_until
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

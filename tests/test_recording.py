@@ -8,11 +8,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from streaming import recording
-from streaming.engines.base import GenerationRequest, Message
+from streaming.core.request import GenerationRequest, Message
 from streaming.engines.deterministic import DeterministicEngine
+from streaming.generations.registry import Generation
 from streaming.models import GenerationLog
-from streaming.registry import Generation
+from streaming.ops import log_writer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,17 +26,17 @@ def finished(index: int) -> Generation:
 
 
 async def test_the_writer_ends_once_idle_and_a_later_row_starts_another(monkeypatch):
-    monkeypatch.setattr(recording, "KEEP_CONNECTION_S", 0.05)
+    monkeypatch.setattr(log_writer, "KEEP_CONNECTION_S", 0.05)
     for index in range(3):
-        recording.schedule_log(finished(index))
-    writer = recording._writer
+        log_writer.schedule_log(finished(index))
+    writer = log_writer._writer
     assert writer is not None
     await asyncio.wait_for(writer, 10)  # wrote, kept its connection a moment, let it go, ended
     assert await count() == 3
 
-    recording.schedule_log(finished(3))
-    assert recording._writer is not writer
-    await recording.flush()
+    log_writer.schedule_log(finished(3))
+    assert log_writer._writer is not writer
+    await log_writer.flush()
     assert await count() == 4
 
 

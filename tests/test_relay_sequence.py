@@ -1,4 +1,4 @@
-"""streaming.relay's reader side without Redis: a lost message ends the response, never a hole.
+"""The relay's reader side without Redis: a lost message ends the response, never a hole.
 
 Pub/sub loses a message only while a subscription reconnects, which no test here can cause on
 demand; the reader's bookkeeping is driven directly instead, through its message handlers.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming.relay import Relay, _Reading
+from streaming.fleet.relay import Relay, _Reading
 
 
 class Engine:

@@ -16,9 +16,9 @@ import openai
 import pytest
 import trustme
 
-from streaming.engines.base import GenerationRequest, Message
+from streaming.core.exceptions import BadRequest, EngineBusy, EngineUnavailable, GenerationError
+from streaming.core.request import GenerationRequest, Message
 from streaming.engines.remote import RemoteEngine
-from streaming.exceptions import BadRequest, EngineBusy, EngineUnavailable, GenerationError
 from tests.live import LiveServer, RawStream, free_port, start_server, tokens_of, wait_until
 
 UPSTREAM_ENV = {

@@ -1,4 +1,4 @@
-"""The dashboard's additions to streaming.reports: histograms, even time slices, a bounded fetch."""
+"""The dashboard's additions to the reports: histograms, even time slices, a bounded fetch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from streaming.models import GenerationLog
-from streaming.reports import Bin, LogFilter, fetch_recent, histogram, over_time
+from streaming.ops.reports import Bin, LogFilter, fetch_recent, histogram, over_time
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 END = START + timedelta(hours=4)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from streaming.liveserver import ROOT
+from streaming.tools.liveserver import ROOT
 from tests.live import RawStream, tokens_of
 
 pytestmark = pytest.mark.live

@@ -9,7 +9,7 @@ import sqlite3
 import httpx
 import pytest
 
-from streaming import sse
+from streaming.wire import sse
 from tests.live import RawStream, tokens_of, wait_until
 
 pytestmark = pytest.mark.live

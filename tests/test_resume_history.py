@@ -1,4 +1,4 @@
-"""streaming.resume.Resumable without a server: what is kept, replayed and refused."""
+"""streaming.generations.resume.Resumable without a server: what is kept, replayed and refused."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
-from streaming.engines.base import Chunk, GenerationRequest, Message, TokenStream
-from streaming.exceptions import AlreadyStreaming, BadRequest, Superseded
-from streaming.resume import CHUNK_OVERHEAD_BYTES, Resumable, retry_ms
+from streaming.core.exceptions import AlreadyStreaming, BadRequest, Superseded
+from streaming.core.request import GenerationRequest, Message
+from streaming.core.stream import Chunk, TokenStream
+from streaming.generations.resume import CHUNK_OVERHEAD_BYTES, Resumable, retry_ms
 
 
 async def never(_: Resumable) -> None:

@@ -8,14 +8,14 @@ import sqlite3
 
 import pytest
 
-from streaming import lifecycle
+from streaming.http import admission
 from tests.live import RawStream
 from tests.test_asgi import Exchange, body
 
 
 @pytest.mark.django_db(transaction=True)
 async def test_while_draining_new_requests_get_503(engine, monkeypatch):
-    monkeypatch.setattr(lifecycle, "_draining", True)
+    monkeypatch.setattr(admission, "_draining", True)
     for path in ("/api/stream", "/v1/chat/completions"):
         refused = await (await Exchange("POST", path, body(prompt="hi")).start()).read_all()
         assert refused.status == 503 and refused.headers["retry-after"] == "1"
@@ -25,7 +25,7 @@ async def test_while_draining_new_requests_get_503(engine, monkeypatch):
 @pytest.mark.live
 @pytest.mark.parametrize("server_name", ["uvicorn", "daphne"])
 def test_sigterm_ends_open_streams_with_server_shutdown_and_logs_them(server_factory, server_name):
-    # daphne has no lifespan: its first request sets the drain up (lifecycle.ready_engine).
+    # daphne has no lifespan: its first request sets the drain up (ServeOnFirstRequest).
     server = server_factory(server=server_name,
                             env={"DETERMINISTIC_TPS": "20", "STREAM_SHUTDOWN_GRACE_S": "5"})
     ids, streams = [], []

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from streaming.engines.base import GenerationRequest, Message, TokenStream
-from streaming.responses import EventStreamResponse
+from streaming.core.request import GenerationRequest, Message
+from streaming.core.stream import TokenStream
+from streaming.http.responses import EventStreamResponse
 
 TOKENS = 1_000_000  # about 40 MB of frames: far more than any socket buffer holds
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming import sse
+from streaming.wire import sse
 
 
 @pytest.mark.parametrize(

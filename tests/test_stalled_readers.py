@@ -14,10 +14,11 @@ import time
 
 import pytest
 
-from streaming import sock_diag, stalled_readers
-from streaming.sock_diag import TCP_ESTABLISHED, Connection
-from streaming.sse import Event, EventParser
-from streaming.stalled_readers import StalledReaderWatch
+from streaming.http import stalled_readers
+from streaming.http.stalled_readers import StalledReaderWatch
+from streaming.wire import sock_diag
+from streaming.wire.sock_diag import TCP_ESTABLISHED, Connection
+from streaming.wire.sse import Event, EventParser
 from tests.live import RawStream, tokens_of
 
 # --- The netlink answer, byte for byte --------------------------------------------------------

@@ -15,7 +15,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.test import AsyncRequestFactory, RequestFactory
 from django.urls import path
 
-from streaming.middleware import EventStreamGuardMiddleware
+from streaming.http.middleware import EventStreamGuardMiddleware
 from tests.live import ROOT
 
 EVENT_STREAM = "text/event-stream; charset=utf-8"
@@ -32,7 +32,7 @@ def test_the_project_settings_pass():
 
 
 def test_plain_gzip_middleware_is_flagged(settings):
-    settings.MIDDLEWARE = [m.replace("streaming.middleware.StreamSafeGZipMiddleware",
+    settings.MIDDLEWARE = [m.replace("streaming.http.middleware.StreamSafeGZipMiddleware",
                                      "django.middleware.gzip.GZipMiddleware")
                            for m in settings.MIDDLEWARE]
     assert streaming_ids() == ["streaming.W001"]
@@ -127,7 +127,7 @@ def guard(response):
 ])
 def test_guard_logs_a_buffered_stream_once(caplog, request_factory, make_response, reason):
     middleware = guard(make_response())
-    with caplog.at_level(logging.WARNING, logger="streaming.middleware"):
+    with caplog.at_level(logging.WARNING, logger="streaming.http.middleware"):
         middleware(request_factory().get("/somewhere"))
         middleware(request_factory().get("/somewhere"))
     assert len(caplog.records) == 1
@@ -140,7 +140,7 @@ def test_guard_logs_a_buffered_stream_once(caplog, request_factory, make_respons
     lambda: StreamingHttpResponse(_sync_frames(), content_type="text/csv"),
 ])
 def test_guard_is_silent_for_healthy_streams_and_other_responses(caplog, make_response):
-    with caplog.at_level(logging.WARNING, logger="streaming.middleware"):
+    with caplog.at_level(logging.WARNING, logger="streaming.http.middleware"):
         guard(make_response())(AsyncRequestFactory().get("/api/stream"))
     assert caplog.records == []
 

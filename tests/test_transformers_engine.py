@@ -13,14 +13,14 @@ import time
 import pytest
 from django.conf import settings
 
-from streaming.engines.base import Fault, GenerationRequest, Message
-from streaming.exceptions import (
+from streaming.core.exceptions import (
     BadRequest,
     EngineBusy,
     EngineUnavailable,
     GenerationError,
     PromptTooLong,
 )
+from streaming.core.request import Fault, GenerationRequest, Message
 
 pytest.importorskip("transformers")
 

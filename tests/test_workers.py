@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from streaming.engines.base import GenerationRequest, Message
-from streaming.engines.deterministic import tokens_for
+from streaming.core.request import GenerationRequest, Message
+from streaming.engines.script import tokens_for
 from tests.live import RawStream, running_fleet, tokens_of, wait_until
 
 pytestmark = pytest.mark.live

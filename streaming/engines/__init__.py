@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from .base import COUNTERS, Chunk, Engine, GenerationRequest, Message, TokenStream
+from streaming.engines.base import Engine
 
 _engine: Engine | None = None
 
@@ -41,5 +41,4 @@ def set_engine(engine: Engine | None) -> None:
     _engine = engine
 
 
-__all__ = ["COUNTERS", "Chunk", "Engine", "GenerationRequest", "Message", "TokenStream",
-           "build_engine", "get_engine", "set_engine"]
+__all__ = ["Engine", "build_engine", "get_engine", "set_engine"]

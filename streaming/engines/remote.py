@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from django.core.exceptions import ImproperlyConfigured
 
-from ..exceptions import (
+from streaming.core.exceptions import (
     BadRequest,
     BodyTooLarge,
     EngineBusy,
@@ -26,11 +26,13 @@ from ..exceptions import (
     GenerationError,
     StreamingError,
 )
-from ..openai_format import our_code
-from ..sse import EventParser
-from ..streamclient import Origin
-from .base import GenerationRequest, TaskEngine, TokenStream
-from .upstream import Connection, UpstreamError, UpstreamPool
+from streaming.core.request import GenerationRequest
+from streaming.core.stream import TokenStream
+from streaming.engines.base import TaskEngine
+from streaming.engines.upstream import Connection, UpstreamError, UpstreamPool
+from streaming.wire.openai_format import our_code
+from streaming.wire.origin import Origin
+from streaming.wire.sse import EventParser
 
 logger = logging.getLogger(__name__)
 

@@ -27,10 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import BadRequest, EngineBusy, EngineUnavailable, GenerationError, PromptTooLong
-from . import model_source
-from .base import Engine, FinishReason, GenerationRequest, TokenStream
-from .detokenizer import IncrementalDetokenizer
+from streaming.core.exceptions import (
+    BadRequest,
+    EngineBusy,
+    EngineUnavailable,
+    GenerationError,
+    PromptTooLong,
+)
+from streaming.core.request import GenerationRequest
+from streaming.core.stream import FinishReason, TokenStream
+from streaming.engines import model_source
+from streaming.engines.base import Engine
+from streaming.engines.detokenizer import IncrementalDetokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

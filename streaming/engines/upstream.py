@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import httptools
 
-from ..streamclient import Origin
+from streaming.wire.origin import Origin
 
 BodyCallback = Callable[[bytes], None]
 

@@ -7,7 +7,7 @@ import json
 import httpx
 from django.core.management.base import BaseCommand, CommandError
 
-from streaming.diagnosis import DEFAULT_PROMPT, diagnose, measure, plan_request, render
+from streaming.tools.diagnosis import DEFAULT_PROMPT, diagnose, measure, plan_request, render
 
 
 class Command(BaseCommand):

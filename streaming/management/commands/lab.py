@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from streaming.lab import LabConfig, run_lab
 from streaming.management.output import RawOutput
-from streaming.streamclient import ClientError
+from streaming.tools.lab import LabConfig, run_lab
+from streaming.tools.streamclient import ClientError
 
 
 class Command(BaseCommand):

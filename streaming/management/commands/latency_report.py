@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from streaming.reports import LogFilter, format_report, parse_moment, parse_span, report
+from streaming.ops.reports import LogFilter, format_report, parse_moment, parse_span, report
 
 
 class Command(BaseCommand):

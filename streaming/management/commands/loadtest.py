@@ -6,8 +6,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from streaming import loadtest
 from streaming.management.output import RawOutput
+from streaming.tools import loadtest
 
 
 class Command(BaseCommand):

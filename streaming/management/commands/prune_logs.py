@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from streaming.reports import parse_span, prune
+from streaming.ops.reports import parse_span, prune
 
 
 class Command(BaseCommand):

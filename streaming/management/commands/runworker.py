@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from channels.management.commands.runworker import Command as ChannelsRunworker
 
-from streaming.worker import ModelWorker
+from streaming.fleet.worker import ModelWorker
 
 
 class Command(ChannelsRunworker):

@@ -1,0 +1,116 @@
+"""Bringing this process's engine up: a configuration check before serving, the start in the
+background, and readiness for every request (503 with the reason while it cannot serve)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import weakref
+
+from streaming.core.exceptions import EngineUnavailable
+from streaming.engines import get_engine
+from streaming.engines.base import Engine
+
+logger = logging.getLogger(__name__)
+
+READY_WAIT_S = 5.0  # how long a request waits for a loading engine before a 503
+_start_tasks: dict[int, asyncio.Task[None]] = {}  # per engine; a task lives on one event loop
+# Engines whose start failed for good (a model not found, an upstream that refused): every
+# request gets 503 with the reason until the process is restarted, and it was logged once.
+_failed: weakref.WeakKeyDictionary[Engine, BaseException] = weakref.WeakKeyDictionary()
+_not_yet: str | None = None  # the last "not available yet" reason logged, so it is logged once
+_freeze_after_start = False
+
+
+def check_configuration() -> None:
+    """Before the port serves anything: refuse a configuration only the engine can judge.
+
+    Settings check themselves as they are read (chatsite/settings.py); what needs the world
+    (the one model a remote upstream serves) is asked here, once, by the server's entry point.
+    Raises ImproperlyConfigured, naming the variable.
+    """
+    get_engine().preflight()
+
+
+def begin_start(engine: Engine | None = None) -> asyncio.Task[None]:
+    """Start loading the engine in the background (idempotent; a failed start stays failed)."""
+    engine = engine or get_engine()
+    task = _start_tasks.get(id(engine))
+    retry = task is not None and task.done() and not engine.ready and engine not in _failed
+    if task is None or retry or task.get_loop().is_closed():
+        task = asyncio.get_running_loop().create_task(_start(engine))
+        _start_tasks[id(engine)] = task
+    return task
+
+
+async def _start(engine: Engine) -> None:
+    global _freeze_after_start, _not_yet
+    if _not_yet is None:  # a retry after "not yet" is not news
+        logger.info("starting engine %s (%s)", engine.name, engine.model or "model not named")
+    try:
+        await engine.start()
+    except EngineUnavailable as error:
+        # Not there yet (an upstream that is down): the next request tries again.
+        if error.message != _not_yet:
+            logger.warning("engine %s is not available yet: %s", engine.name, error.message)
+        _not_yet = error.message
+        raise
+    except Exception as error:
+        _failed[engine] = error
+        logger.exception("engine %s failed to start; every request gets 503 until a restart",
+                         engine.name)
+        raise
+    _not_yet = None
+    logger.info("engine %s ready (%s)", engine.name, engine.model)
+    if _freeze_after_start:
+        _freeze_after_start = False
+        freeze_loaded()
+
+
+def freeze_after_start() -> None:
+    """A server process: freeze what is loaded once the engine's start succeeds."""
+    global _freeze_after_start
+    _freeze_after_start = True
+
+
+def freeze_loaded() -> None:
+    """Once the engine is up: leave what is loaded by then out of every later collection.
+
+    Everything loaded so far (Django, the URL and template machinery, the engine: a model's
+    whole module tree) lives as long as the process. Frozen, the collector stops walking it at
+    every full collection, which with 1,000 streams open paused the event loop for up to
+    ~150 ms and made the TTFT tail (docs/bench.md). Once per server process, at start-up:
+    anything frozen that later turns into garbage is never freed (a thread's database
+    connection would never be closed), so what is frozen must be what lives for good, and the
+    garbage of the moment is collected first.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+async def ready_engine() -> Engine:
+    """This process's engine once it can serve; EngineUnavailable (503) while it cannot."""
+    engine = get_engine()
+    if engine.ready:
+        return engine
+    failure = _failed.get(engine)
+    if failure is not None:
+        raise EngineUnavailable(f"The engine failed to start: {_reason(failure)}")
+    task = begin_start(engine)
+    try:
+        await asyncio.wait_for(asyncio.shield(task), READY_WAIT_S)
+    except TimeoutError:
+        raise EngineUnavailable(
+            "The model is still loading; try again shortly.", headers={"Retry-After": "5"}
+        ) from None
+    except EngineUnavailable as error:
+        error.headers.setdefault("Retry-After", "5")  # not there yet: worth asking again soon
+        raise
+    except Exception as error:
+        raise EngineUnavailable(f"The engine failed to start: {_reason(error)}") from None
+    return engine
+
+
+def _reason(error: BaseException) -> str:
+    return str(error) or type(error).__name__

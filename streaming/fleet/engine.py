@@ -1,0 +1,348 @@
+"""The web side of separate model workers: the Engine protocol over Channels' Redis layer.
+
+Each web process has one reply channel; a reader task hands incoming chunks to the local
+TokenStreams, so the views cannot tell this engine from an in-process one. Workers announce
+themselves by heartbeat; a worker silent for WORKER_TIMEOUT_S is presumed dead and its streams
+end with `worker_unavailable`. The messages are in streaming/fleet/protocol.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut, WorkerUnavailable
+from streaming.core.request import GenerationRequest
+from streaming.core.stream import TokenStream
+from streaming.engines.base import Engine
+from streaming.fleet.protocol import HEARTBEATS_GROUP, WORKERS_GROUP, request_message
+
+logger = logging.getLogger(__name__)
+
+ABORT_ACK_S = 2.0  # how long an abort waits for the worker's final counters
+QUERY_S = 0.5  # how long a cross-process lookup waits for the owning worker to answer
+ABORT_CODES = ("cancelled", "server_shutdown")  # the codes Engine.abort ends a stream with
+
+
+@dataclass
+class WorkerInfo:
+    """What the last heartbeat of one worker said."""
+
+    channel: str
+    seen_at: float
+    free: int | None
+    ready: bool
+    engine: str
+    model: str
+    totals: dict[str, int]
+    ids: frozenset[str] = field(default_factory=frozenset)
+
+
+class ChannelLayerEngine(Engine):
+    """Generations run in `runworker model-worker` processes; this side streams them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = None
+        self.reply_channel = ""
+        self.workers: dict[str, WorkerInfo] = {}
+        self.owner: dict[str, str] = {}  # generation id → worker channel
+        self.assigned: Counter[str] = Counter()  # worker channel → our streams on it
+        self.sent_at: dict[str, float] = {}
+        self.layer_error: str | None = None
+        self._acks: dict[str, asyncio.Future[None]] = {}
+        self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        # Other message types on our reply channel, by type: web processes talking to each
+        # other (streaming/relay.py, through `route`); the engine only delivers them.
+        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {}
+        # We ping our own reply channel every beat (pub/sub can publish while our subscription
+        # is still down); workers count only while our pings come back.
+        self.pings_sent = 0
+        self.pings_seen = 0
+
+    # --- identity ---------------------------------------------------------------------------
+
+    def _any_worker(self) -> WorkerInfo | None:
+        return next(iter(self.workers.values()), None)
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        """The workers' engine."""
+        worker = self._any_worker()
+        return worker.engine if worker else "model-worker"
+
+    @property
+    def model(self) -> str:
+        """The workers' model."""
+        worker = self._any_worker()
+        return worker.model if worker else "unknown"
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open this process's reply channel and listen for workers."""
+        self.layer = get_channel_layer()
+        self.reply_channel = await self.layer.new_channel("web.")
+        self._spawn(self._receive_loop())
+        self._spawn(self._presence_loop())
+        self.ready = True
+
+    def route(self, handlers: dict[str, Callable[[dict[str, Any]], None]]) -> None:
+        """Deliver these message types, arriving on our reply channel, to these handlers."""
+        self.handlers.update(handlers)
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _live(self) -> list[WorkerInfo]:
+        if self.pings_seen < self.pings_sent - 1:
+            return []  # our own reply channel is not receiving: nothing sent now would return
+        return [w for w in self.workers.values() if w.ready]
+
+    async def check_health(self) -> None:
+        """Healthy while at least one worker answers."""
+        if not self._live():
+            raise WorkerUnavailable(self._why_unavailable())
+
+    def _why_unavailable(self) -> str:
+        if self.layer_error:
+            return f"The channel layer (Redis) is unreachable: {self.layer_error}"
+        return "No model worker is running (start one with `manage.py runworker model-worker`)."
+
+    @property
+    def free_slots(self) -> int | None:
+        """Room across all workers (None if any is unbounded)."""
+        slots = [w.free for w in self._live()]
+        return None if any(s is None for s in slots) else sum(slots)  # type: ignore[misc]
+
+    def totals(self) -> dict[str, Any]:
+        """The fleet's counters: the sum of every live worker's last heartbeat, and each one's.
+
+        As fresh as the last heartbeat (WORKER_HEARTBEAT_S).
+        """
+        keys = ("tokens_generated_total", "tokens_after_abort_total", "generations_in_flight",
+                "generations_total")
+        fleet: dict[str, Any] = {
+            key: sum(w.totals.get(key, 0) for w in self.workers.values()) for key in keys
+        }
+        fleet["workers"] = [{"worker": w.channel, "free": w.free, **w.totals}
+                            for w in self.workers.values()]
+        return fleet
+
+    # --- generating -------------------------------------------------------------------------
+
+    def generate(self, request: GenerationRequest) -> TokenStream:
+        """Send the request to the worker with the most room; refuse when none has any."""
+        live = self._live()
+        if not live:
+            raise WorkerUnavailable(self._why_unavailable())
+        open_ = [w for w in live if w.free is None or w.free > 0]
+        if not open_:
+            raise EngineBusy("Every model worker is at capacity.")
+        # Most room first; among equals (or unbounded ones), the one we gave the fewest streams.
+        worker = max(open_, key=lambda w: (float("inf") if w.free is None else w.free,
+                                           -self.assigned[w.channel]))
+        self.assigned[worker.channel] += 1
+        if worker.free is not None:
+            worker.free -= 1  # until its next heartbeat says otherwise
+        stream = TokenStream(request)
+        self.streams[request.id] = stream
+        self.owner[request.id] = worker.channel
+        self._spawn(self._send_generate(stream, worker.channel))
+        return stream
+
+    async def _send_generate(self, stream: TokenStream, worker: str) -> None:
+        try:
+            await self.layer.send(worker, {"type": "generate", "reply_to": self.reply_channel,
+                                           "request": request_message(stream.request)})
+            self.sent_at[stream.id] = time.monotonic()
+        except Exception as error:
+            self._fail(stream, f"Could not reach the model worker: {error}")
+
+    async def _stop(self, stream: TokenStream) -> None:
+        """Tell the owning worker to abort, and wait (bounded) for its final counters."""
+        worker = self.owner.get(stream.id)
+        if worker is None:
+            return
+        ack = asyncio.get_running_loop().create_future()
+        self._acks[stream.id] = ack
+        try:
+            # `unread`: tokens produced before the abort that nobody read (a resume's grace
+            # period ran out, resume.py); the worker counts them as wasted with the rest.
+            await self.layer.send(worker, {"type": "abort", "id": stream.id,
+                                           "unread": stream.tokens_after_abort})
+            await asyncio.wait_for(ack, ABORT_ACK_S)
+        except Exception as error:
+            logger.warning("abort of %s not confirmed by %s: %r", stream.id, worker, error)
+        finally:
+            self._acks.pop(stream.id, None)
+
+    def release(self, request_id: str) -> None:
+        """Forget a finished stream."""
+        super().release(request_id)
+        worker = self.owner.pop(request_id, None)
+        if worker is not None:
+            self.assigned[worker] -= 1
+            if self.assigned[worker] <= 0:
+                del self.assigned[worker]
+        self.sent_at.pop(request_id, None)
+
+    def _fail(self, stream: TokenStream, message: str) -> None:
+        if not stream.finished:
+            logger.warning("generation %s: %s", stream.id, message)
+            stream.finish(error=GenerationError("worker_unavailable"))
+
+    # --- cross-process lookups (used when a request lands on another web process) ----------
+
+    async def abort_elsewhere(self, generation_id: str) -> None:
+        """Abort a generation that some other web process streams."""
+        await self.layer.group_send(WORKERS_GROUP, {"type": "abort", "id": generation_id})
+
+    async def query(self, generation_id: str) -> dict[str, Any] | None:
+        """A live generation's counters from whichever worker runs it, or None.
+
+        Every worker is asked (heartbeats list ids only once a beat, too late for a generation
+        that has just started); the answer is bounded by QUERY_S.
+        """
+        if not self.workers:
+            return None
+        future = asyncio.get_running_loop().create_future()
+        self._queries[generation_id] = future
+        try:
+            await self.layer.group_send(WORKERS_GROUP, {"type": "query", "id": generation_id,
+                                                        "reply_to": self.reply_channel})
+            return await asyncio.wait_for(future, QUERY_S)
+        except (TimeoutError, Exception):
+            return None
+        finally:
+            self._queries.pop(generation_id, None)
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        """Send one message to another process's channel (raises what the layer raises)."""
+        await self.layer.send(channel, message)
+
+    # --- incoming ---------------------------------------------------------------------------
+
+    async def _receive_loop(self) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(self.reply_channel)
+            except Exception as error:
+                self.layer_error = str(error) or type(error).__name__
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                kind = message["type"]
+                if kind == "chunks":
+                    self._on_chunks(message)
+                elif kind == "worker.heartbeat":
+                    self._on_heartbeat(message)
+                elif kind == "web.ping":
+                    self.pings_seen = max(self.pings_seen, message["seq"])
+                elif kind == "state":
+                    future = self._queries.get(message["id"])
+                    if future is not None and not future.done():
+                        future.set_result(message)
+                elif (handler := self.handlers.get(kind)) is not None:
+                    handler(message)
+            except Exception:
+                logger.exception("bad message from the channel layer: %r", message)
+
+    def _on_chunks(self, message: dict[str, Any]) -> None:
+        streams = self.streams
+        for generation_id, index, text, tokens in message["items"]:
+            stream = streams.get(generation_id)
+            if stream is None or stream.finished:
+                continue
+            if index != stream.tokens_generated:
+                # A message expired or was lost (Redis restarted): the text has a hole.
+                self._fail(stream, f"tokens {stream.tokens_generated}..{index} were lost")
+                continue
+            stream.push(text, tokens)
+        for generation_id, finish_reason, error_code, generated, after_abort in message["ends"]:
+            stream = streams.get(generation_id)
+            if stream is None:
+                continue
+            # The worker's counters are the truth: it saw every token, read or not. (Only
+            # tokens this side found unread may be missing there, if it ended before our abort.)
+            stream.tokens_generated = generated
+            stream.tokens_after_abort = max(after_abort, stream.tokens_after_abort)
+            ack = self._acks.get(generation_id)
+            if ack is not None and not ack.done():
+                ack.set_result(None)  # abort() finishes the stream
+            elif not stream.finished:
+                if error_code in ABORT_CODES:
+                    # Aborted at the worker on another process's word (a Stop that reached
+                    # another web process): aborted all the same, for whoever reads it here.
+                    stream.mark_aborted()
+                if error_code == "cut":
+                    stream.finish(error=StreamCut())
+                elif error_code:
+                    stream.finish(error=GenerationError(error_code))
+                else:
+                    stream.finish(finish_reason)
+
+    def _on_heartbeat(self, message: dict[str, Any]) -> None:
+        self.layer_error = None
+        self.workers[message["worker"]] = WorkerInfo(
+            channel=message["worker"], seen_at=time.monotonic(), free=message["free"],
+            ready=message["ready"], engine=message["engine"], model=message["model"],
+            totals=message["totals"], ids=frozenset(message.get("ids", ())),
+        )
+        self._check_lost(message["worker"])
+
+    def _check_lost(self, worker: str) -> None:
+        """Streams this worker should be running but does not list were lost on the way."""
+        info = self.workers[worker]
+        deadline = time.monotonic() - settings.WORKER_TIMEOUT_S
+        for generation_id, owner in list(self.owner.items()):
+            sent = self.sent_at.get(generation_id)
+            if owner == worker and sent is not None and sent < deadline \
+                    and generation_id not in info.ids:
+                stream = self.streams.get(generation_id)
+                if stream is not None:
+                    self._fail(stream, f"{worker} does not know it (a message was lost)")
+
+    def _lost_layer(self, error: BaseException) -> None:
+        # What workers said before an outage cannot be trusted after it (their subscriptions
+        # may not be back yet): only a heartbeat that arrives afterwards counts.
+        self.layer_error = str(error) or type(error).__name__
+        self.workers.clear()
+        self.pings_seen = 0
+
+    async def _presence_loop(self) -> None:
+        interval = settings.WORKER_HEARTBEAT_S
+        while True:
+            try:
+                # Re-joined every beat: Redis keeps nothing across a restart.
+                await self.layer.group_add(HEARTBEATS_GROUP, self.reply_channel)
+                await self.layer.send(self.reply_channel,
+                                      {"type": "web.ping", "seq": self.pings_sent + 1})
+                self.pings_sent += 1
+                # Workers stop what they generate for a web process that has gone silent (a
+                # killed process sends no aborts; with pub/sub, messages to it just vanish).
+                await self.layer.group_send(WORKERS_GROUP, {"type": "web.heartbeat",
+                                                            "channel": self.reply_channel})
+            except Exception as error:
+                self.layer_error = str(error) or type(error).__name__
+            now = time.monotonic()
+            for worker, info in list(self.workers.items()):
+                if now - info.seen_at > settings.WORKER_TIMEOUT_S:
+                    logger.warning("model worker %s is silent; presumed dead", worker)
+                    del self.workers[worker]
+                    for generation_id, owner in list(self.owner.items()):
+                        stream = self.streams.get(generation_id)
+                        if owner == worker and stream is not None:
+                            self._fail(stream, f"{worker} stopped answering")
+            await asyncio.sleep(interval / 2)

@@ -1,0 +1,124 @@
+"""What web processes share when REDIS_URL is set: generations created but not yet streamed.
+
+`POST /api/generations` and the `GET …/stream` that follows are two connections, and behind a
+load balancer they often reach two different processes. The created request therefore waits in
+Redis, and whichever process gets the stream claims it (GETDEL: exactly one wins). Likewise a
+generation kept for its dropped reader (STREAM_RESUME_GRACE_S) names the process keeping it,
+for a reconnect that lands elsewhere (streaming/relay.py).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from streaming.core.exceptions import EngineUnavailable
+from streaming.core.request import GenerationRequest
+from streaming.fleet.protocol import request_from_message, request_message
+
+_client = None
+PREFIX = "llm-streaming:generation:"
+
+
+def enabled() -> bool:
+    """True when web processes share state through Redis."""
+    return bool(settings.REDIS_URL)
+
+
+def redis():
+    """The process's Redis client (created on first use)."""
+    return _redis()
+
+
+def _redis():
+    global _client
+    if _client is None:
+        import redis.asyncio
+
+        _client = redis.asyncio.from_url(settings.REDIS_URL, socket_timeout=2,
+                                         socket_connect_timeout=2)
+    return _client
+
+
+async def call(method: str, *args: Any, **kwargs: Any) -> Any:
+    """A Redis command; EngineUnavailable (503) when Redis cannot be reached."""
+    return await _call(method, *args, **kwargs)
+
+
+async def _call(method: str, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return await getattr(_redis(), method)(*args, **kwargs)
+    except Exception as error:
+        raise EngineUnavailable(f"Redis is unreachable: {error}") from None
+
+
+async def put_pending(request: GenerationRequest, *, api: str, client: str,
+                      created_at: datetime, owner: str = "") -> None:
+    """Publish a created generation so that any web process may stream it."""
+    record = {"request": request_message(request), "api": api, "client": client,
+              "created_at": created_at.isoformat(), "owner": owner}
+    await _call("set", PREFIX + request.id, json.dumps(record),
+                ex=int(settings.STREAM_UNCLAIMED_TTL_S))
+
+
+async def claim_pending(generation_id: str) -> dict[str, Any] | None:
+    """Take a created generation for this process; None if unknown or already taken."""
+    raw = await _call("getdel", PREFIX + generation_id)
+    return None if raw is None else _decode(raw)
+
+
+async def peek_pending(generation_id: str) -> dict[str, Any] | None:
+    """A created generation nobody has claimed yet, without claiming it."""
+    raw = await _call("get", PREFIX + generation_id)
+    return None if raw is None else _decode(raw)
+
+
+async def mark_cancelled(generation_id: str) -> None:
+    """Leave a note, so that a reader arriving later learns it was cancelled."""
+    await _call("set", PREFIX + generation_id + ":cancelled", "1",
+                ex=int(settings.STREAM_UNCLAIMED_TTL_S))
+
+
+async def was_cancelled(generation_id: str) -> bool:
+    """Whether a generation was cancelled before anyone streamed it."""
+    return bool(await _call("exists", PREFIX + generation_id + ":cancelled"))
+
+
+OWNER_TTL_S = 24 * 3600  # as long as anyone may still ask about a generation's state
+
+
+async def remember_owner(generation_id: str, owner: str) -> None:
+    """Who may see and cancel a generation, whichever process ends up streaming it."""
+    await _call("set", PREFIX + generation_id + ":owner", owner, ex=OWNER_TTL_S)
+
+
+async def owner_of(generation_id: str) -> str:
+    """The owner remembered for a generation ("" if none)."""
+    raw = await _call("get", PREFIX + generation_id + ":owner")
+    return "" if raw is None else raw.decode()
+
+
+async def remember_keeper(generation_id: str, channel: str) -> None:
+    """This process (its reply channel) holds a generation's resume history.
+
+    Set when the stream starts, so that a reconnect elsewhere finds it even while the old
+    connection still looks open here (a takeover). Left to expire: once the generation has
+    ended, the keeper itself answers that it has.
+    """
+    await _call("set", PREFIX + generation_id + ":kept-by", channel, ex=OWNER_TTL_S)
+
+
+async def keeper_of(generation_id: str) -> str | None:
+    """The reply channel of the web process keeping a generation, if one said so lately."""
+    raw = await _call("get", PREFIX + generation_id + ":kept-by")
+    return None if raw is None else raw.decode()
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    record = json.loads(raw)
+    record["request"] = request_from_message(record["request"])
+    record["created_at"] = datetime.fromisoformat(record["created_at"])
+    return record

@@ -1,0 +1,321 @@
+"""The model worker: `manage.py runworker model-worker` runs generations for web processes.
+
+The messages it takes and sends are in streaming/fleet/protocol.py.
+
+One `chunks` message carries every new token for one web process: the message rate follows
+decode steps and web processes, not streams (a Redis round trip per token would cap a fleet at
+about a thousand tokens per second).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import time
+from typing import Any
+
+from channels.consumer import AsyncConsumer
+from channels.exceptions import ChannelFull
+from channels.layers import get_channel_layer
+from channels.worker import Worker
+from django.conf import settings
+
+from streaming.core.exceptions import GenerationError, StreamCut, StreamingError
+from streaming.core.stream import TokenStream
+from streaming.engines import build_engine
+from streaming.engines.base import Engine
+from streaming.engines.startup import freeze_loaded
+from streaming.fleet.protocol import HEARTBEATS_GROUP, WORKERS_GROUP, request_from_message
+
+logger = logging.getLogger(__name__)
+
+RETRY_FULL_S = 0.05  # a web process' channel is full: wait this long, then send the merged text
+GIVE_UP_FULL_S = 10.0  # full this long: its reader is gone; abort what we generate for it
+
+
+class Outbox:
+    """Chunks waiting to go to one web process; at most one send in flight.
+
+    While a send is in flight new tokens accumulate, so under load one message carries many
+    tokens (each still its own frame downstream). When the reader falls behind (ChannelFull),
+    the text of each generation merges into one chunk instead of piling up.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[list[Any]] = []  # [id, index, text, tokens]
+        self.ends: list[list[Any]] = []
+        self.sending = False
+        self.full_since: float | None = None
+
+    def add(self, generation_id: str, index: int, text: str, tokens: int) -> None:
+        """Queue one chunk."""
+        self.items.append([generation_id, index, text, tokens])
+
+    def take(self) -> dict[str, Any] | None:
+        """The next message, or None when empty."""
+        if not self.items and not self.ends:
+            return None
+        message = {"type": "chunks", "items": self.items, "ends": self.ends}
+        self.items, self.ends = [], []
+        return message
+
+    def put_back(self, message: dict[str, Any]) -> None:
+        """A send failed: merge its content and what arrived since, one chunk per generation."""
+        merged: dict[str, list[Any]] = {}
+        for generation_id, index, text, tokens in message["items"] + self.items:
+            item = merged.get(generation_id)
+            if item is None:
+                merged[generation_id] = [generation_id, index, text, tokens]
+            else:
+                item[2] += text
+                item[3] += tokens
+        self.items = list(merged.values())
+        self.ends = message["ends"] + self.ends
+
+
+class ModelWorkerConsumer(AsyncConsumer):
+    """A thin adapter between channel-layer messages and one engine."""
+
+    engine: Engine
+
+    async def __call__(self, scope, receive, send):
+        """Load the engine, start heartbeats, then take messages from both channels.
+
+        Unlike AsyncConsumer's loop, a Redis outage does not end this one: receiving is
+        retried, so the worker carries on when Redis is back.
+        """
+        self.scope, self.base_send = scope, send
+        self.channel_layer = get_channel_layer()
+        self.channel_name = await self.channel_layer.new_channel("model-worker.")
+        self.generations: dict[str, tuple[TokenStream, str]] = {}
+        # Ids a web process may still wait for: live, or ended but the end not yet delivered.
+        self.known: set[str] = set()
+        self.outboxes: dict[str, Outbox] = {}
+        # When each web process we generate for was last heard of (its heartbeats, or work
+        # it sent): silent for WORKER_TIMEOUT_S, it is gone and so are its readers.
+        self.webs_heard: dict[str, float] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.engine = build_engine(local=True)
+        try:
+            self.engine.preflight()
+            await self.engine.start()
+        except Exception:
+            # A worker without its engine would sit on its channel answering nobody. Nothing
+            # has started yet, so it leaves at once (a SystemExit here would end only this task).
+            logger.exception("the model worker's engine failed to start; exiting")
+            os._exit(1)
+        freeze_loaded()
+        logger.info("model worker %s ready: %s (%s)", self.channel_name, self.engine.name,
+                    self.engine.model)
+        self._spawn(self._heartbeats())
+        own = functools.partial(self.channel_layer.receive, self.channel_name)
+        await asyncio.gather(self._listen(receive), self._listen(own))
+
+    async def _listen(self, receive) -> None:
+        while True:
+            try:
+                message = await receive()
+            except Exception as error:
+                logger.warning("receiving failed (%s); retrying", error)
+                await asyncio.sleep(RETRY_FULL_S * 10)
+                continue
+            try:
+                await self.dispatch(message)
+            except Exception:
+                logger.exception("handling %s failed", message.get("type"))
+
+    def _spawn(self, coroutine) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    # --- handlers (one per message type) --------------------------------------------------
+
+    async def generate(self, message: dict[str, Any]) -> None:
+        """Start a generation; its tokens go to `reply_to`."""
+        reply_to = message["reply_to"]
+        self.webs_heard[reply_to] = time.monotonic()
+        request = request_from_message(message["request"])
+        try:
+            self.engine.check_request(request)
+            stream = self.engine.generate(request)
+        except StreamingError as error:
+            self._outbox(reply_to).ends.append([request.id, None, error.code, 0, 0])
+            self.known.add(request.id)
+            self._flush(reply_to)
+            return
+        self.generations[request.id] = (stream, reply_to)
+        self.known.add(request.id)
+        self._spawn(self._pump(stream, reply_to))
+
+    async def abort(self, message: dict[str, Any]) -> None:
+        """Stop a generation, if it is ours (aborts are broadcast to every worker)."""
+        entry = self.generations.get(message["id"])
+        if entry is not None:
+            entry[0].count_unread(message.get("unread", 0))  # produced, never read: wasted
+            await self.engine.abort(message["id"])
+
+    async def web_heartbeat(self, message: dict[str, Any]) -> None:
+        """A web process is alive."""
+        self.webs_heard[message["channel"]] = time.monotonic()
+
+    async def worker_ping(self, message: dict[str, Any]) -> None:
+        """Our own ping came back: we can receive, so we may say we are ready."""
+        self.pings_seen = max(self.pings_seen, message["seq"])
+
+    async def query(self, message: dict[str, Any]) -> None:
+        """Report a live generation's counters, if it is ours."""
+        entry = self.generations.get(message["id"])
+        if entry is not None:
+            stream = entry[0]
+            await self.channel_layer.send(message["reply_to"], {
+                "type": "state", "id": stream.id, "tokens_generated": stream.tokens_generated,
+                "tokens_after_abort": stream.tokens_after_abort, "finished": stream.finished,
+            })
+
+    # --- streaming out ---------------------------------------------------------------------
+
+    async def _pump(self, stream: TokenStream, reply_to: str) -> None:
+        error_code, finish_reason = None, None
+        try:
+            async for batch in stream.batches(settings.STREAM_HEARTBEAT_S):
+                outbox = self._outbox(reply_to)
+                for chunk in batch:
+                    outbox.add(stream.id, chunk.index, chunk.text, chunk.tokens)
+                if batch:
+                    self._flush(reply_to)
+            finish_reason = stream.finish_reason
+        except GenerationError as error:
+            error_code = error.code
+        except StreamCut:
+            error_code = "cut"
+        finally:
+            self.generations.pop(stream.id, None)
+            self.engine.release(stream.id)
+        self._outbox(reply_to).ends.append(
+            [stream.id, finish_reason, error_code, stream.tokens_generated,
+             stream.tokens_after_abort]
+        )
+        self._flush(reply_to)
+
+    def _outbox(self, reply_to: str) -> Outbox:
+        outbox = self.outboxes.get(reply_to)
+        if outbox is None:
+            outbox = self.outboxes[reply_to] = Outbox()
+        return outbox
+
+    def _flush(self, reply_to: str) -> None:
+        outbox = self.outboxes[reply_to]
+        if not outbox.sending:
+            outbox.sending = True
+            self._spawn(self._send_all(reply_to, outbox))
+
+    async def _send_all(self, reply_to: str, outbox: Outbox) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while (message := outbox.take()) is not None:
+                try:
+                    await self.channel_layer.send(reply_to, message)
+                    outbox.full_since = None
+                    for end in message["ends"]:
+                        self.known.discard(end[0])
+                except ChannelFull:
+                    outbox.put_back(message)
+                    outbox.full_since = outbox.full_since or loop.time()
+                    if loop.time() - outbox.full_since > GIVE_UP_FULL_S:
+                        await self._abandon(reply_to, outbox)
+                        return
+                    await asyncio.sleep(RETRY_FULL_S)
+                except Exception:
+                    logger.exception("sending to %s failed; retrying", reply_to)
+                    outbox.put_back(message)
+                    await asyncio.sleep(RETRY_FULL_S * 10)
+        finally:
+            outbox.sending = False
+            if outbox.items or outbox.ends:
+                self._flush(reply_to)
+            elif not any(r == reply_to for _, r in self.generations.values()):
+                self.outboxes.pop(reply_to, None)
+
+    async def _abandon(self, reply_to: str, outbox: Outbox) -> None:
+        logger.warning("%s has not read for %ss: aborting its generations", reply_to,
+                       GIVE_UP_FULL_S)
+        self.outboxes.pop(reply_to, None)
+        for end in outbox.ends:
+            self.known.discard(end[0])
+        for generation_id, (_, owner) in list(self.generations.items()):
+            if owner == reply_to:
+                await self.engine.abort(generation_id)
+
+    # --- presence --------------------------------------------------------------------------
+
+    async def _heartbeats(self) -> None:
+        # A heartbeat claims "send me work", so it must prove we can receive: with pub/sub a
+        # publish can succeed while our subscription is still down (e.g. just after Redis
+        # restarted), and work sent then would be lost. Each beat pings our own channel; we
+        # say we are ready only while the previous ping came back.
+        seq = 0
+        self.pings_seen = 0
+        while True:
+            try:
+                await self.channel_layer.group_add(WORKERS_GROUP, self.channel_name)
+                receiving = self.pings_seen >= seq
+                seq += 1
+                await self.channel_layer.send(self.channel_name,
+                                              {"type": "worker.ping", "seq": seq})
+                await self.channel_layer.group_send(HEARTBEATS_GROUP, {
+                    "type": "worker.heartbeat", "worker": self.channel_name,
+                    "free": self.engine.free_slots, "ready": self.engine.ready and receiving,
+                    "engine": self.engine.name, "model": self.engine.model,
+                    "in_flight": len(self.generations), "totals": self.engine.totals(),
+                    "ids": sorted(self.known),
+                })
+            except Exception as error:
+                logger.warning("heartbeat failed: %s", error)
+                self.pings_seen = 0  # a ping from before the outage proves nothing after it
+            await self._abort_for_silent_webs()
+            await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
+
+    async def _abort_for_silent_webs(self) -> None:
+        """Stop generating for a web process that has gone silent: nobody can read it."""
+        silent_since = time.monotonic() - settings.WORKER_TIMEOUT_S
+        for generation_id, (_, reply_to) in list(self.generations.items()):
+            if self.webs_heard.get(reply_to, silent_since) < silent_since:
+                logger.warning("%s is silent: aborting %s", reply_to, generation_id)
+                await self.engine.abort(generation_id)
+        in_use = {reply_to for _, reply_to in self.generations.values()}
+        for web in [w for w, heard in self.webs_heard.items() if heard < silent_since]:
+            if web not in in_use:
+                del self.webs_heard[web]
+
+
+class ModelWorker(Worker):
+    """Channels' worker, except that it starts the consumer before the first message.
+
+    Channels creates an application instance when a message first arrives on its channel; a
+    model worker must load its model and announce itself before anyone knows it exists.
+    """
+
+    async def handle(self):
+        """Create the consumers now, then listen."""
+        for channel in self.channels:
+            self.get_or_create_application_instance(channel, {"type": "channel",
+                                                              "channel": channel})
+        await super().handle()
+
+    async def listener(self, channel):
+        """Channels' listener, but a Redis outage is waited out instead of ending the worker."""
+        while True:
+            try:
+                message = await self.channel_layer.receive(channel)
+            except Exception as error:
+                logger.warning("receiving on %s failed (%s); retrying", channel, error)
+                await asyncio.sleep(RETRY_FULL_S * 10)
+                continue
+            if message.get("type"):
+                queue = self.get_or_create_application_instance(
+                    channel, {"type": "channel", "channel": channel})
+                await queue.put(message)

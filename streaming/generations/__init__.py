@@ -1,0 +1,1 @@
+"""This process's generations: the registry (created, streaming, just finished) and resume."""

@@ -1,0 +1,2 @@
+"""The web face: admission, the event-stream response, both APIs' endpoints, validation, auth,
+limits, middleware, stalled readers, system checks."""

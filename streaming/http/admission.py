@@ -1,0 +1,124 @@
+"""Admission, the same for every API: who may call, the limits, and a new generation, once.
+
+`admit` is the one sequence: the asker's request rate, the engine ready, the body parsed (each
+API has its own dialect), the generation registered, its owner remembered. A stream slot is
+taken only when the engine starts (`start_admitted`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from streaming.core.exceptions import MethodNotAllowed, ShuttingDown, StreamingError
+from streaming.core.request import GenerationRequest
+from streaming.engines.base import Engine
+from streaming.engines.startup import ready_engine
+from streaming.fleet import store
+from streaming.generations.registry import PENDING, Generation, registry
+from streaming.http.auth import authenticate, client_address, may_see, owner_required, principal
+from streaming.http.errors import error_response
+from streaming.http.limits import limits
+
+View = Callable[..., Awaitable[HttpResponse]]
+Options = TypeVar("Options")  # what a body asks of the reply besides the generation
+_draining = False
+
+
+def stop_admitting() -> None:
+    """SIGTERM arrived (lifecycle.drain): from now on every API call gets 503 server_shutdown."""
+    global _draining
+    _draining = True
+
+
+def draining() -> bool:
+    """True once the process drains."""
+    return _draining
+
+
+def api_view(
+    *methods: str, errors: Callable[[StreamingError], HttpResponse] = error_response,
+    public: bool = False,
+) -> Callable[[View], View]:
+    """An async JSON endpoint: method check, who may use it (unless `public`), limits' errors.
+
+    Every StreamingError becomes the reply `errors` writes.
+    """
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        async def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if request.method not in methods:
+                response = errors(
+                    MethodNotAllowed(f"Use {' or '.join(methods)} on this endpoint.")
+                )
+                response["Allow"] = ", ".join(methods)
+                return response
+            try:
+                if draining():
+                    raise ShuttingDown()
+                if not public:
+                    await authenticate(request)
+                return await view(request, *args, **kwargs)
+            except StreamingError as error:
+                return errors(error)
+
+        # Bearer keys need no CSRF token; `authenticate` checks it for session users itself.
+        return csrf_exempt(wrapper)
+
+    return decorate
+
+
+async def admit(
+    request: HttpRequest,
+    parse: Callable[[bytes, Engine], tuple[GenerationRequest, Options]],
+    api: str = "native",
+) -> tuple[Generation, Options]:
+    """A new generation for this request (not started), and what else its body asked for."""
+    await limits().hit(principal(request))
+    engine = await ready_engine()
+    generation_request, options = parse(request.body, engine)
+    engine.check_request(generation_request)
+    generation = registry.add(
+        Generation(generation_request, engine, api=api, client=client_address(request),
+                   owner=principal(request) if owner_required(request) else "")
+    )
+    if store.enabled() and generation.owner:
+        # With REDIS_URL: any web process can tell who may see and cancel it.
+        await store.remember_owner(generation.id, generation.owner)
+    return generation, options
+
+
+def owned(request: HttpRequest, generation: Generation | None) -> Generation | None:
+    """The generation if the asker may see it: someone else's is "not found" (its existence
+    is not theirs to learn either)."""
+    return generation if generation is None or may_see(request, generation.owner) else None
+
+
+async def start_new(request: HttpRequest, generation: Generation) -> None:
+    """Start the engine on a generation that has only just been created (no reader yet)."""
+    try:
+        await start_admitted(request, generation)
+    except StreamingError:
+        registry.discard(generation)  # refused before it began: nothing to log
+        raise
+
+
+async def start_admitted(request: HttpRequest, generation: Generation) -> None:
+    """Take a stream slot for the asker (429/503 when there is none), then start the engine.
+
+    The slot is the generation's until it ends: `registry.finish` (or `discard`) gives it back.
+    """
+    if generation.status != PENDING:
+        generation.start()  # raises AlreadyStreaming, before a slot is taken for nothing
+    generation.lease = await limits().acquire(principal(request))
+    try:
+        generation.start()
+    except BaseException:
+        generation.lease.release()
+        generation.lease = None
+        raise

@@ -1,0 +1,117 @@
+"""Who is asking, and whether they may: API keys, logged-in users, or (on loopback) anyone.
+
+Open without login only in the loopback default of `make run`; otherwise the APIs want
+`Authorization: Bearer <key>` or a logged-in session (the chat page's), and a session's POSTs
+carry the CSRF token. See docs/security.md for why "loopback" is decided as it is.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.http import HttpRequest
+from django.middleware.csrf import CsrfViewMiddleware
+
+from streaming.core.exceptions import Forbidden, Unauthorized
+from streaming.models import ApiKey, digest_of
+
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
+# Headers a reverse proxy adds: a request carrying one came from further than this host.
+FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+LAST_USED_EVERY = timedelta(minutes=1)  # at most one write per key and minute, not per request
+
+
+def client_address(request: HttpRequest) -> str:
+    """The peer address, as the log records it."""
+    return request.META.get("REMOTE_ADDR", "") or ""
+
+
+def principal(request: HttpRequest) -> str:
+    """The name limits and ownership use: `key:<id>`, `user:<id>`, or `ip:<address>`."""
+    return getattr(request, "stream_principal", None) or f"ip:{client_address(request)}"
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def auth_required(request: HttpRequest) -> bool:
+    """STREAM_REQUIRE_AUTH, where `auto` means: unless this is the loopback-only default.
+
+    Loopback-only needs all three: every allowed host is a loopback name (a server reachable by
+    a public name must list it), the peer is a loopback address (a server bound to 0.0.0.0 is
+    not opened by a forged `Host: 127.0.0.1`), and no proxy forwarded the request.
+    """
+    mode = settings.STREAM_REQUIRE_AUTH
+    if mode != "auto":
+        return mode == "true"
+    if not set(settings.ALLOWED_HOSTS) <= LOOPBACK_HOSTS:
+        return True
+    if not _is_loopback(client_address(request)):
+        return True
+    return any(request.META.get(name) for name in FORWARDING_HEADERS)
+
+
+async def authenticate(request: HttpRequest) -> None:
+    """Set `request.stream_principal`; Unauthorized (401) or Forbidden (403) if not allowed."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    if header:
+        scheme, _, key = header.partition(" ")
+        row = await _key_row(key.strip()) if scheme.lower() == "bearer" else None
+        if row is not None:
+            request.stream_principal = f"key:{row.pk}"
+            request.stream_owner_required = True
+            return
+        # Open mode ignores a key it does not know: OpenAI's client always sends one.
+        if auth_required(request):
+            raise Unauthorized("This API key is unknown or revoked; send "
+                               "`Authorization: Bearer <API key>`.")
+    user = await request.auser() if hasattr(request, "auser") else None
+    if user is not None and user.is_authenticated:
+        # The session cookie rides along with any cross-site request: its POSTs need the token.
+        if request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_refused(request):
+            raise Forbidden("CSRF token missing or incorrect (send X-CSRFToken).")
+        request.stream_principal = f"user:{user.pk}"
+        request.stream_owner_required = True
+        return
+    if auth_required(request):
+        raise Unauthorized()
+    request.stream_owner_required = False
+
+
+async def _key_row(key: str) -> ApiKey | None:
+    if not key:
+        return None
+    row = await ApiKey.objects.filter(digest=digest_of(key), revoked_at=None).afirst()
+    if row is None:
+        return None
+    now = datetime.now(UTC)
+    if row.last_used_at is None or now - row.last_used_at > LAST_USED_EVERY:
+        await ApiKey.objects.filter(pk=row.pk).aupdate(last_used_at=now)
+    return row
+
+
+def _csrf_refused(request: HttpRequest) -> bool:
+    checker = CsrfViewMiddleware(lambda request: None)
+    # The views are csrf_exempt (a bearer key needs no token); this check is for sessions only.
+    request.csrf_processing_done = False
+    return checker.process_view(request, _checked_view, (), {}) is not None
+
+
+def _checked_view(request: HttpRequest) -> None:  # a view that is not csrf_exempt
+    return None
+
+
+def owner_required(request: HttpRequest) -> bool:
+    """Whether generations are private to their owner (not in the open loopback default)."""
+    return getattr(request, "stream_owner_required", False)
+
+
+def may_see(request: HttpRequest, owner: str) -> bool:
+    """Whether this asker may see or cancel a generation owned by `owner`."""
+    return not owner_required(request) or owner == principal(request)

@@ -1,0 +1,47 @@
+"""Lookups past this process's registry: Redis, the model workers, the log.
+
+A generation may have been created by another web process (it waits in Redis until one claims
+it), be streamed by another (its worker knows), or have ended (its log row says how). Each
+lookup checks that the asker may see what it finds.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+
+from streaming.engines.startup import ready_engine
+from streaming.fleet import store
+from streaming.generations.registry import Generation, registry
+from streaming.http.auth import may_see, owner_required
+from streaming.models import GenerationLog
+
+
+async def may_see_elsewhere(request: HttpRequest, generation_id: str) -> bool:
+    """With REDIS_URL: whether the asker may see a generation this process does not hold."""
+    return not owner_required(request) or may_see(
+        request, await store.owner_of(generation_id))
+
+
+async def claim(generation_id: str) -> Generation | None:
+    """With REDIS_URL: take a generation created by any web process, exactly once.
+
+    Only for whoever may see it: callers check `may_see_elsewhere` first.
+    """
+    record = await store.claim_pending(generation_id)
+    if record is None:
+        return None
+    engine = await ready_engine()
+    return registry.add(Generation(record["request"], engine, api=record["api"],
+                                   client=record["client"], created_at=record["created_at"],
+                                   owner=record.get("owner", "")))
+
+
+async def streamed_elsewhere(generation_id: str) -> dict | None:
+    """With REDIS_URL: a generation another web process is streaming (its worker answers)."""
+    return await (await ready_engine()).query(generation_id)
+
+
+async def logged(request: HttpRequest, generation_id: str) -> GenerationLog | None:
+    """An ended generation's log row, if the asker may see it."""
+    row = await GenerationLog.objects.filter(generation_id=generation_id).afirst()
+    return row if row is None or may_see(request, row.owner) else None

@@ -1,0 +1,53 @@
+"""Errors before any stream, as replies: the native JSON, OpenAI's JSON, the 404 and 500 pages."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from streaming.core.exceptions import NotFound, StreamingError
+from streaming.wire import openai_format
+
+
+def error_response(error: StreamingError) -> JsonResponse:
+    """The contract's JSON error before any stream: `{"error": {"code", "message"}}`."""
+    return _with_headers(JsonResponse(
+        {"error": {"code": error.code, "message": error.message}}, status=error.http_status
+    ), error)
+
+
+def openai_error_response(error: StreamingError) -> JsonResponse:
+    """OpenAI's error JSON with the error's status (and headers, e.g. Retry-After)."""
+    body = openai_format.error_body(
+        error.code, error.message, error.http_status, getattr(error, "param", None)
+    )
+    return _with_headers(JsonResponse(body, status=error.http_status), error)
+
+
+def _with_headers(response: JsonResponse, error: StreamingError) -> JsonResponse:
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """JSON for API paths, Django's page for the rest."""
+    if request.path.startswith("/v1/"):
+        return openai_error_response(NotFound("No such endpoint."))
+    if _is_api(request):
+        return error_response(NotFound("No such endpoint."))
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    """JSON for API paths, never a traceback."""
+    if _is_api(request):
+        return error_response(StreamingError())
+    from django.views.defaults import server_error
+
+    return server_error(request)
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith(("/api/", "/v1/", "/healthz", "/readyz"))

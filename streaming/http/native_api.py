@@ -1,0 +1,268 @@
+"""The native streaming API (docs/api.md): create, stream, cancel, inspect; health and stats.
+
+Views are thin: admission.py admits, responses.py frames and handles cancellation (in
+`event_stream`), elsewhere.py finds what this process does not hold.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from streaming.core.exceptions import AlreadyStreaming, BadRequest, NotFound, StreamingError
+from streaming.core.request import GenerationRequest
+from streaming.engines import get_engine
+from streaming.engines.base import Engine
+from streaming.engines.startup import ready_engine
+from streaming.fleet import relay, store
+from streaming.generations import resume
+from streaming.generations.registry import PENDING, STREAMING, Generation, registry
+from streaming.http.admission import admit, api_view, owned, start_admitted, start_new
+from streaming.http.elsewhere import claim, logged, may_see_elsewhere, streamed_elsewhere
+from streaming.http.responses import (
+    EventStreamResponse,
+    cancelled_stream,
+    open_event_stream,
+    relayed_frames,
+    started_frames,
+)
+from streaming.http.validation import parse_generation_body
+from streaming.wire import sse
+
+logger = logging.getLogger(__name__)
+
+NOT_STARTED = "Last-Event-ID names no event: this stream has not started."
+
+
+def _native_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, None]:
+    return parse_generation_body(body), None
+
+
+@api_view("POST")
+async def create_generation(request: HttpRequest) -> HttpResponse:
+    """`POST /api/generations` → 201 with the stream and cancel URLs."""
+    generation, _ = await admit(request, _native_body)
+    if store.enabled():
+        # Redis is the only home of a created generation: whichever process gets the stream
+        # claims it from there, so no process keeps a copy that could go stale.
+        registry.discard(generation)
+        await store.put_pending(generation.request, api=generation.api,
+                                 client=generation.client, created_at=generation.created_at,
+                                 owner=generation.owner)
+    base = f"/api/generations/{generation.id}"
+    return JsonResponse(
+        {"id": generation.id, "stream_url": f"{base}/stream", "cancel_url": f"{base}/cancel"},
+        status=201,
+    )
+
+
+@api_view("POST")
+async def stream_direct(request: HttpRequest) -> HttpResponse:
+    """`POST /api/stream`: create and stream in one request (for `curl -N` and `fetch`)."""
+    generation, _ = await admit(request, _native_body)
+    await start_new(request, generation)
+    return await open_event_stream(generation)
+
+
+@api_view("GET")
+async def stream_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
+    """`GET /api/generations/<id>/stream`: start the generation and stream it.
+
+    Within STREAM_RESUME_GRACE_S of its reader dropping, the same URL resumes it after the
+    event `Last-Event-ID` names (docs/resume.md), in whichever web process it lands.
+    """
+    generation = owned(request, registry.get(generation_id))
+    last_event_id = request.headers.get("Last-Event-ID")
+    if store.enabled() and generation is None:
+        return await _stream_elsewhere(request, generation_id, last_event_id)
+    if generation is None:
+        raise NotFound()
+    return await _open(request, generation, last_event_id)
+
+
+async def _open(request: HttpRequest, generation: Generation,
+                last_event_id: str | None) -> HttpResponse:
+    if generation.status == "cancelled" and generation.stream is None:
+        return cancelled_stream()
+    if generation.status == STREAMING and generation.resumable is not None:
+        # 400 for a stray id; while read, 409 without an id, a takeover with a valid one.
+        await generation.resumable.attach(last_event_id)
+    else:
+        if last_event_id is not None and generation.status == PENDING:
+            raise BadRequest(NOT_STARTED)
+        await start_admitted(request, generation)
+        generation.resumable = _resumable(generation)
+        if generation.resumable is not None and store.enabled():
+            await _announce_keeper(generation)
+    return await open_event_stream(generation, preamble=_resume_preamble(generation))
+
+
+async def _announce_keeper(generation: Generation) -> None:
+    """With REDIS_URL: a reconnect that reaches another web process is ours to serve."""
+    relayed = relay.current()
+    if relayed is None:
+        return
+    try:
+        await relayed.keeping(generation.id)
+    except StreamingError as error:
+        # Resumable all the same by a reconnect that reaches this process.
+        logger.warning("could not announce the keeper of %s: %s", generation.id, error)
+
+
+async def _stream_elsewhere(request: HttpRequest, generation_id: str,
+                            last_event_id: str | None) -> HttpResponse:
+    """With REDIS_URL: a generation this process does not hold (yet)."""
+    if not await may_see_elsewhere(request, generation_id):
+        raise NotFound()
+    if last_event_id is not None and await store.peek_pending(generation_id) is not None:
+        raise BadRequest(NOT_STARTED)  # and it stays unclaimed, for a correct request
+    generation = await claim(generation_id)
+    if generation is not None:
+        return await _open(request, generation, last_event_id)
+    relayed = relay.current()
+    frames = None if relayed is None else await relayed.resume(generation_id, last_event_id)
+    if frames is not None:
+        # Kept by another web process, which sends its frames.
+        return EventStreamResponse(relayed_frames(frames))
+    if await store.was_cancelled(generation_id):
+        return cancelled_stream()
+    if await streamed_elsewhere(generation_id) is not None or await logged(request, generation_id):
+        raise AlreadyStreaming()
+    raise NotFound()
+
+
+async def serve_resume(generation_id: str, last_event_id: str | None) -> AsyncIterator[bytes]:
+    """A reader that reached another web process resumes a generation kept here (relay.py).
+
+    The frames are exactly those a reader here would get: it is the same path.
+    """
+    generation = registry.get(generation_id)
+    if generation is None or not generation.live or generation.resumable is None:
+        raise AlreadyStreaming("This generation has already ended.")
+    await generation.resumable.attach(last_event_id)  # as in _open
+    return await started_frames(generation, preamble=_resume_preamble(generation))
+
+
+def _resumable(generation: Generation) -> resume.Resumable | None:
+    """Its resume history, when STREAM_RESUME_GRACE_S allows one (docs/resume.md)."""
+    grace_s = settings.STREAM_RESUME_GRACE_S
+    if grace_s <= 0:
+        return None
+    assert generation.stream is not None
+    return resume.Resumable(generation.stream, grace_s=grace_s,
+                            max_bytes=settings.STREAM_RESUME_MAX_BYTES,
+                            give_up=functools.partial(_abandon, generation))
+
+
+def _resume_preamble(generation: Generation) -> bytes:
+    # Tells EventSource how soon to reconnect (`retry:`) and the page that it may (the event).
+    resumable = generation.resumable
+    if resumable is None:
+        return b""
+    return sse.resume_event(resumable.grace_s, resume.retry_ms(resumable.grace_s))
+
+
+async def _abandon(generation: Generation, resumable: resume.Resumable) -> None:
+    """Nobody came back within the grace period (or it was aborted): end it, count the unread."""
+    stream = resumable.stream
+    # Before the abort (or after a cancel's): from here on, push() counts the waste itself.
+    stream.count_unread(resumable.unread_tokens())
+    stream.mark_aborted()
+    if not stream.finished:
+        await generation.engine.abort(generation.id)
+    # Ended with an error while kept (aborted, or the engine failed): logged as its reader would
+    # have seen it, so that an engine failure nobody came back for still shows in the log.
+    code = resumable.error_code
+    if code is None:
+        registry.finish(generation, "client_disconnected")
+    else:
+        registry.finish(generation, "cancelled" if code == "cancelled" else "error", code)
+
+
+@api_view("POST")
+async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
+    """`POST /api/generations/<id>/cancel`: abort it on the engine; idempotent."""
+    generation = owned(request, registry.get(generation_id))
+    if store.enabled() and generation is None and await may_see_elsewhere(request,
+                                                                            generation_id):
+        generation = await claim(generation_id)
+        if generation is None and await streamed_elsewhere(generation_id) is not None:
+            # Streamed by another web process: its worker aborts, its reader hears why.
+            await (await ready_engine()).abort_elsewhere(generation_id)
+            return JsonResponse({"status": "cancelled"}, status=202)
+    if generation is None:
+        row = await logged(request, generation_id)
+        if row is None:
+            raise NotFound()
+        return JsonResponse({"status": row.status}, status=202)
+    if generation.live:
+        if generation.stream is None:
+            if store.enabled():
+                await store.mark_cancelled(generation_id)
+            registry.finish(generation, "cancelled", "cancelled")
+        else:
+            # The reader sees the stream end with `event: error` (cancelled) and finishes it.
+            await generation.engine.abort(generation.id)
+    return JsonResponse({"status": generation.status if not generation.live else "cancelled"},
+                        status=202)
+
+
+@api_view("GET")
+async def generation_state(request: HttpRequest, generation_id: str) -> HttpResponse:
+    """`GET /api/generations/<id>`: live counters, or the log row once it has ended."""
+    generation = owned(request, registry.get(generation_id))
+    if generation is not None:
+        return JsonResponse(generation.state())
+    if store.enabled() and await may_see_elsewhere(request, generation_id):
+        pending = await store.peek_pending(generation_id)
+        if pending is not None:
+            return JsonResponse({"id": generation_id, "status": PENDING, "tokens_generated": 0,
+                                 "tokens_after_abort": 0, "ttft_ms": None})
+    row = await logged(request, generation_id)
+    if row is None and store.enabled() and await may_see_elsewhere(request, generation_id):
+        remote = await streamed_elsewhere(generation_id)
+        if remote is not None:
+            return JsonResponse({
+                "id": generation_id, "status": "streaming", "ttft_ms": None,
+                "tokens_generated": remote["tokens_generated"],
+                "tokens_after_abort": remote["tokens_after_abort"],
+            })
+    if row is None:
+        raise NotFound()
+    return JsonResponse(
+        {
+            "id": row.generation_id, "status": row.status, "error_code": row.error_code or None,
+            "api": row.api, "engine": row.engine, "model": row.model,
+            "created_at": row.created_at.isoformat(), "max_tokens": row.max_tokens,
+            "tokens_generated": row.tokens_generated,
+            "tokens_after_abort": row.tokens_after_abort, "finish_reason": row.finish_reason,
+            "ttft_ms": row.ttft_ms, "tpot_ms": row.tpot_ms, "itl_p50_ms": row.itl_p50_ms,
+            "itl_p99_ms": row.itl_p99_ms, "itl_max_ms": row.itl_max_ms,
+            "total_ms": row.total_ms,
+        }
+    )
+
+
+@api_view("GET")
+async def stats(request: HttpRequest) -> HttpResponse:
+    """`GET /api/stats`: the engine's counters (with workers: the whole fleet's)."""
+    engine = get_engine()
+    return JsonResponse({**engine.totals(), "engine": engine.name, "model": engine.model})
+
+
+@api_view("GET", public=True)
+async def healthz(request: HttpRequest) -> HttpResponse:
+    """Alive: the process answers."""
+    return JsonResponse({"status": "ok"})
+
+
+@api_view("GET", public=True)
+async def readyz(request: HttpRequest) -> HttpResponse:
+    """Ready: the engine is loaded, warmed up and healthy."""
+    engine = await ready_engine()
+    await engine.check_health()
+    return JsonResponse({"status": "ready", "engine": engine.name, "model": engine.model})

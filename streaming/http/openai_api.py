@@ -1,0 +1,289 @@
+"""The OpenAI-compatible API: `POST /v1/chat/completions` and `GET /v1/models`.
+
+The same path as the native API (validation, registry, log, cancellation in `event_stream`);
+only the body's dialect and the frames differ. Parameters are either supported, harmless to
+ignore (IGNORED), accepted at their neutral value only (NEUTRAL), or refused with a 400 that
+names them: an unsupported parameter silently ignored would change the answer without a word.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from streaming.core.exceptions import BadRequest, GenerationError, NotFound
+from streaming.core.request import GenerationRequest
+from streaming.core.stream import Chunk, TokenStream
+from streaming.engines.base import Engine
+from streaming.engines.startup import ready_engine
+from streaming.http.admission import admit, api_view, start_new
+from streaming.http.errors import openai_error_response
+from streaming.http.responses import event_stream, open_event_stream
+from streaming.http.validation import build_request, decode_json_object, parse_messages
+from streaming.wire import openai_format, sse
+from streaming.wire.openai_format import ChunkWriter
+
+SUPPORTED = {
+    "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+    "temperature", "top_p", "seed",
+    "fault",  # the deterministic engine's test hook, as in the native API
+}
+# Bookkeeping for OpenAI's own platform; the answer does not depend on them.
+IGNORED = {"user", "metadata", "store", "service_tier", "prompt_cache_key",
+           "safety_identifier", "parallel_tool_calls"}
+
+
+def _is_none_or(*neutral: Any) -> Callable[[Any], bool]:
+    return lambda value: value is None or value in neutral
+
+
+# Accepted only at the value that means "off" (clients such as LangChain send them explicitly).
+NEUTRAL: dict[str, Callable[[Any], bool]] = {
+    "n": _is_none_or(1),
+    "presence_penalty": _is_none_or(0),
+    "frequency_penalty": _is_none_or(0),
+    "logprobs": _is_none_or(False),
+    "top_logprobs": _is_none_or(0),
+    "logit_bias": _is_none_or({}),
+    "stop": _is_none_or([]),
+    "tools": _is_none_or([]),
+    "functions": _is_none_or([]),
+    "tool_choice": _is_none_or("none", "auto"),
+    "function_call": _is_none_or("none", "auto"),
+    "response_format": lambda value: value is None or value == {"type": "text"},
+    "modalities": _is_none_or(["text"]),
+    "audio": _is_none_or(),
+    "prediction": _is_none_or(),
+    "reasoning_effort": _is_none_or(),
+    "verbosity": _is_none_or(),
+    "web_search_options": _is_none_or(),
+}
+WHY_NOT = {
+    "n": "more than one choice per request",
+    "stop": "stop sequences (the engine does not stop on them; cut the text client-side)",
+    "response_format": "structured output (only {\"type\": \"text\"})",
+}
+STREAM_OPTIONS = {"include_usage", "include_obfuscation"}
+MESSAGE_KEYS = {"role", "content", "name"}  # `name` labels a participant; the engines ignore it
+
+
+class UnsupportedParameter(BadRequest):
+    """A parameter this server cannot honour (OpenAI's `param` names it)."""
+
+    code = "unsupported_parameter"
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class ModelNotFound(NotFound):
+    """A `model` other than the one served."""
+
+    code = "model_not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatOptions:
+    """What the OpenAI body asks of the reply, beside the GenerationRequest."""
+
+    stream: bool
+    include_usage: bool
+
+
+def parse_chat_body(body: bytes, model: str) -> tuple[GenerationRequest, ChatOptions]:
+    """Validate a chat-completions body into a GenerationRequest and the reply's options."""
+    data = decode_json_object(body)
+    for key, value in data.items():
+        if key in SUPPORTED or key in IGNORED:
+            continue
+        neutral = NEUTRAL.get(key)
+        if neutral is None:
+            raise UnsupportedParameter(key, f"Unrecognized request argument supplied: {key}.")
+        if not neutral(value):
+            what = WHY_NOT.get(key, f"`{key}`")
+            raise UnsupportedParameter(key, f"This server does not support {what}: "
+                                            f"got {key}={json.dumps(value)}.")
+    requested = data.get("model")
+    if not isinstance(requested, str) or not requested:
+        raise UnsupportedParameter("model", "`model` must be a non-empty string.")
+    if requested != model:
+        raise ModelNotFound(f"The model {requested!r} does not exist; this server serves "
+                            f"{model!r} (GET /v1/models).")
+    options = _options(data)
+    max_tokens = data.get("max_completion_tokens")
+    legacy = data.get("max_tokens")
+    if max_tokens is None:
+        max_tokens = legacy
+    elif legacy is not None and legacy != max_tokens:
+        raise BadRequest("`max_tokens` and `max_completion_tokens` differ; send one of them.")
+    generation_request = build_request(
+        messages=parse_messages({"messages": _native_messages(data.get("messages"))}),
+        max_tokens=max_tokens,
+        temperature=data.get("temperature"),
+        top_p=data.get("top_p"),
+        seed=data.get("seed"),
+        fault=data.get("fault"),
+    )
+    return generation_request, options
+
+
+def _chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, ChatOptions]:
+    return parse_chat_body(body, engine.model)
+
+
+def _options(data: dict[str, Any]) -> ChatOptions:
+    stream = data.get("stream")
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise BadRequest("`stream` must be true or false.")
+    stream_options = data.get("stream_options")
+    if stream_options is None:
+        return ChatOptions(stream, include_usage=False)
+    if not stream:
+        raise BadRequest("`stream_options` is only allowed when `stream` is true.")
+    if not isinstance(stream_options, dict) or set(stream_options) - STREAM_OPTIONS:
+        raise BadRequest(f"`stream_options` may hold only {', '.join(sorted(STREAM_OPTIONS))}.")
+    include_usage = stream_options.get("include_usage", False)
+    if not isinstance(include_usage, bool):
+        raise BadRequest("`stream_options.include_usage` must be true or false.")
+    return ChatOptions(stream, include_usage)
+
+
+def _native_messages(raw: Any) -> Any:
+    """OpenAI's message forms mapped onto the native ones, which parse_messages then checks."""
+    if not isinstance(raw, list):
+        return raw  # parse_messages says what is wrong
+    messages = []
+    for position, item in enumerate(raw):
+        if not isinstance(item, dict) or not set(item) <= MESSAGE_KEYS:
+            messages.append(item)  # refused there, with its position
+            continue
+        role, content = item.get("role"), item.get("content")
+        if role == "developer":  # OpenAI's newer name for the system turn
+            role = "system"
+        if isinstance(content, list):
+            content = _text_of(content, position)
+        messages.append({"role": role, "content": content})
+    return messages
+
+
+def _text_of(parts: list[Any], position: int) -> str:
+    texts = []
+    for part in parts:
+        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(
+            part.get("text"), str
+        ):
+            raise UnsupportedParameter(
+                f"messages[{position}].content", "Only text content parts are supported."
+            )
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+class ChunkFramer:
+    """`chat.completion.chunk` frames for `event_stream`."""
+
+    def __init__(self, writer: ChunkWriter) -> None:
+        self.writer = writer
+
+    def tokens(self, batch: list[Chunk]) -> bytes:
+        """One chunk frame per chunk, in one write."""
+        content = self.writer.content
+        return b"".join([content(chunk.text) for chunk in batch])
+
+    @staticmethod
+    def ping() -> bytes:
+        """An SSE comment, which OpenAI's clients skip."""
+        return sse.PING
+
+    def done(self, stream: TokenStream) -> bytes:
+        """Finish reason, usage if asked, `[DONE]`."""
+        return self.writer.finish(
+            stream.finish_reason or "stop", stream.prompt_tokens or 0, stream.tokens_generated
+        )
+
+    def error(self, error: GenerationError) -> bytes:
+        """`data: {"error": ...}`; the stream then ends without `[DONE]`."""
+        return self.writer.error(error.code, error.message, error.http_status)
+
+
+class CompletionCollector:
+    """For `stream: false`: gathers the text and writes one `chat.completion` at the end."""
+
+    def __init__(self, completion_id: str, model: str, created: int) -> None:
+        self.completion_id, self.model, self.created = completion_id, model, created
+        self.parts: list[str] = []
+        self.status = 200
+
+    def tokens(self, batch: list[Chunk]) -> bytes:
+        """Keep the text; nothing is sent before the end."""
+        self.parts.extend([chunk.text for chunk in batch])
+        return b""
+
+    @staticmethod
+    def ping() -> bytes:
+        """Nothing: a JSON reply has no keep-alive."""
+        return b""
+
+    def done(self, stream: TokenStream) -> bytes:
+        """The whole completion."""
+        completion = openai_format.completion(
+            self.completion_id, self.model, self.created, "".join(self.parts),
+            stream.finish_reason or "stop", stream.prompt_tokens or 0, stream.tokens_generated,
+        )
+        return json.dumps(completion, ensure_ascii=False).encode()
+
+    def error(self, error: GenerationError) -> bytes:
+        """The failure, as the reply's status and error JSON."""
+        self.status = error.http_status
+        body = openai_format.error_body(error.code, error.message, error.http_status)
+        return json.dumps(body, ensure_ascii=False).encode()
+
+
+@api_view("POST", errors=openai_error_response)
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    """`POST /v1/chat/completions`, streamed or not."""
+    generation, options = await admit(request, _chat_body, api="openai")
+    engine = generation.engine
+    await start_new(request, generation)
+    completion_id, created = f"chatcmpl-{generation.id}", int(time.time())
+    if options.stream:
+        writer = ChunkWriter(completion_id, engine.model, created, usage=options.include_usage)
+        return await open_event_stream(generation, ChunkFramer(writer))
+    collector = CompletionCollector(completion_id, engine.model, created)
+    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, collector)
+    body = b"".join([frame async for frame in frames])
+    if not body:  # the engine cut the stream (the `cut` test hook): no answer to give
+        raise GenerationError("worker_unavailable", "The generation ended without an answer.")
+    return HttpResponse(body, status=collector.status, content_type="application/json")
+
+
+STARTED_AT = int(time.time())  # a model card's `created`: when this process began serving
+
+
+def _model_card(model: str) -> dict[str, Any]:
+    return {"id": model, "object": "model", "created": STARTED_AT, "owned_by": "llm-streaming"}
+
+
+@api_view("GET", errors=openai_error_response)
+async def list_models(request: HttpRequest) -> HttpResponse:
+    """`GET /v1/models`: the one model this server serves."""
+    engine = await ready_engine()
+    return JsonResponse({"object": "list", "data": [_model_card(engine.model)]})
+
+
+@api_view("GET", errors=openai_error_response)
+async def retrieve_model(request: HttpRequest, model: str) -> HttpResponse:
+    """`GET /v1/models/<model>`."""
+    engine = await ready_engine()
+    if model != engine.model:
+        raise ModelNotFound(f"The model {model!r} does not exist.")
+    return JsonResponse(_model_card(engine.model))

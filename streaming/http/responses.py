@@ -1,0 +1,206 @@
+"""The event-stream response: frames of one generation, written by one API's framer.
+
+`event_stream` is the single place where cancellation is handled: whatever the API, a reader
+that leaves aborts its generation (or leaves it to resume.py) in its `finally`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Protocol
+
+from django.conf import settings
+from django.http import StreamingHttpResponse
+
+from streaming.core.exceptions import GenerationError, StreamCut, StreamingError, Superseded
+from streaming.core.stream import Chunk, TokenStream
+from streaming.generations.registry import Generation, registry
+from streaming.http.request_thread import release_request_thread
+from streaming.wire import sse
+
+EVENT_STREAM_HEADERS = {
+    "Cache-Control": "no-cache, no-transform",
+    # nginx reads this per response: no proxy buffering for this one, whatever its config says.
+    "X-Accel-Buffering": "no",
+}
+SUPERSEDED = "superseded"  # how a response ends when its reader reconnected (resume.py)
+
+
+class Framer(Protocol):
+    """How one API writes a stream's frames; `event_stream` decides when, the framer how."""
+
+    def tokens(self, batch: list[Chunk]) -> bytes:
+        """Every chunk ready now, as one write."""
+
+    def ping(self) -> bytes:
+        """The idle keep-alive."""
+
+    def done(self, stream: TokenStream) -> bytes:
+        """The end of a completed generation."""
+
+    def error(self, error: GenerationError) -> bytes:
+        """A failure after the 200."""
+
+
+class NativeFramer:
+    """The native API's frames (docs/api.md, "Frames")."""
+
+    @staticmethod
+    def tokens(batch: list[Chunk]) -> bytes:
+        """One `id: <index>` + `{"token"}` event per chunk, in one write (fewer syscalls)."""
+        token_event = sse.token_event
+        return b"".join([token_event(c.index, c.text, c.tokens) for c in batch])
+
+    @staticmethod
+    def ping() -> bytes:
+        """`: ping`."""
+        return sse.PING
+
+    @staticmethod
+    def done(stream: TokenStream) -> bytes:
+        """A `summary` event, then `data: [DONE]`.
+
+        The summary is a named event: clients that read only unnamed messages never see it.
+        """
+        summary = {"finish_reason": stream.finish_reason, "tokens": stream.tokens_generated}
+        return sse.json_event(summary, event="summary") + sse.DONE
+
+    @staticmethod
+    def error(error: GenerationError) -> bytes:
+        """`event: error` with `{"code", "message"}`."""
+        return sse.error_event(error.code, error.message)
+
+
+NATIVE = NativeFramer()
+
+
+async def open_event_stream(
+    generation: Generation, framer: Framer = NATIVE, preamble: bytes = b""
+) -> StreamingHttpResponse:
+    """The 200 for a started generation, once its engine has taken it."""
+    return EventStreamResponse(await started_frames(generation, framer, preamble))
+
+
+async def started_frames(
+    generation: Generation, framer: Framer = NATIVE, preamble: bytes = b""
+) -> AsyncIterator[bytes]:
+    """A started generation's frames, once its engine has taken it."""
+    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, framer)
+    await anext(frames)  # raises the engine's refusal while it can still be an HTTP error
+    return _prefixed(preamble, frames) if preamble else frames
+
+
+async def _prefixed(first: bytes, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    # aclosing: a reader leaving while this one is suspended must still run event_stream's
+    # finally at once, not whenever the garbage collector gets to it.
+    async with aclosing(frames):
+        yield first
+        async for frame in frames:
+            yield frame
+
+
+class EventStreamResponse(StreamingHttpResponse):
+    """A StreamingHttpResponse whose frames are closed the moment Django closes the response.
+
+    Django iterates a streaming response through two generators of its own (`__aiter__` and
+    the `streaming_content` wrapper) and closes only the outer one, so our frames would be
+    closed, and their `finally` (abort the generation, log it) run, only once the last
+    reference to them went, which here meant a pass of the garbage collector. A reader
+    cancelled while writing (the send timeout: the task waits in `send()`, not inside our
+    generator) then left its generation running for as long as no collection came. Here
+    Django's `aclosing(aiter(response))` gets our generator itself, one layer instead of three
+    per frame; a middleware that wrapped the content still gets Django's path, with our frames
+    closed after it.
+    """
+
+    def __init__(self, frames: AsyncIterator[bytes]) -> None:
+        # An async iterator, never a sync one: Django would buffer a sync one whole under ASGI.
+        super().__init__(frames, content_type="text/event-stream; charset=utf-8")
+        self._frames = frames
+        for name, value in EVENT_STREAM_HEADERS.items():
+            self[name] = value
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._iterator is self._frames:
+            return self._frames  # already bytes: Django's make_bytes has nothing to do
+        return self._wrapped()
+
+    async def _wrapped(self) -> AsyncIterator[bytes]:
+        async with aclosing(self._frames):  # type: ignore[type-var]
+            async for part in super().__aiter__():
+                yield part
+
+
+async def relayed_frames(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Frames another web process writes (relay.py), this request's thread given back first."""
+    release_request_thread()  # first iterated once the view and the middleware are done
+    async with aclosing(frames):
+        async for frame in frames:
+            yield frame
+
+
+async def single_frame(frame: bytes) -> AsyncIterator[bytes]:
+    """A stream of one frame."""
+    yield frame
+
+
+async def event_stream(
+    generation: Generation, heartbeat_s: float, framer: Framer = NATIVE
+) -> AsyncIterator[bytes]:
+    """Frames of one generation; the single place where cancellation is handled.
+
+    The first item is an empty marker yielded once the engine has taken the request (a remote
+    engine's upstream has answered); its refusal is raised instead, before any byte is sent,
+    so that the view can still answer with an HTTP error. `open_event_stream` consumes it.
+
+    When the client goes away, Django cancels the task running this generator (or closes it
+    while it is suspended at a `yield`); either way `finally` aborts the engine at once, so no
+    token is generated for a reader that is gone — unless STREAM_RESUME_GRACE_S lets the reader
+    come back, in which case resume.py keeps it and aborts it when the grace period ends.
+    Nothing is yielded from `finally`.
+    """
+    stream = generation.stream
+    assert stream is not None
+    resumable = generation.resumable  # None unless a dropped reader may come back (resume.py)
+    batches = stream.batches if resumable is None else resumable.batches
+    status, error_code = "client_disconnected", ""
+    try:
+        await stream.accepted()
+        yield b""
+        release_request_thread()  # the view and the middleware are done: no thread while streaming
+        # aclosing: closed at a `yield` (a reader gone mid-write), this generator closes the one
+        # it reads from at once, not whenever the garbage collector finds it.
+        async with aclosing(batches(heartbeat_s)) as chunks:
+            async for batch in chunks:
+                frame = framer.tokens(batch) if batch else framer.ping()
+                if frame:
+                    yield frame
+        status = "completed"
+        yield framer.done(stream)
+    except GenerationError as error:
+        status = "cancelled" if error.code == "cancelled" else "error"
+        error_code = error.code
+        yield framer.error(error)
+    except StreamingError as refusal:
+        status, error_code = "error", refusal.code  # refused before the 200: the view says so
+        raise
+    except StreamCut:
+        status = "truncated"  # end the response without [DONE]: the client sees a cut stream
+    except Superseded:
+        status = SUPERSEDED  # the same reader took the stream over on a new connection
+    finally:
+        # Within STREAM_RESUME_GRACE_S the generation outlives its reader; resume.py ends it.
+        kept = status == "client_disconnected" and resumable is not None and resumable.detach()
+        if status == SUPERSEDED:
+            pass  # the generation is the new connection's now: nothing to end, count or log
+        elif not kept:
+            if not stream.finished:
+                await generation.engine.abort(generation.id)
+            registry.finish(generation, status, error_code)
+
+
+def cancelled_stream() -> StreamingHttpResponse:
+    # Cancelled before anyone read it: the reader learns why instead of waiting forever.
+    return EventStreamResponse(single_frame(sse.error_event("cancelled",
+                                                         "The generation was cancelled.")))

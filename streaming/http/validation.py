@@ -1,0 +1,166 @@
+"""Turn a request body into a GenerationRequest, or a BadRequest that says exactly what is wrong.
+
+Unknown keys are refused rather than ignored: a typo such as `max_token` would otherwise change
+the answer silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from typing import Any
+
+from django.conf import settings
+
+from streaming.core.exceptions import STREAM_ERROR_MESSAGES, BadRequest
+from streaming.core.request import Fault, GenerationRequest, Message
+
+ROLES = ("system", "user", "assistant")
+BODY_KEYS = {"prompt", "messages", "max_tokens", "temperature", "top_p", "seed", "fault"}
+MAX_SEED = 2**63 - 1
+FAULT_KINDS = ("stall", "cut")
+
+
+def new_generation_id() -> str:
+    """A random, URL-safe, unguessable id."""
+    return uuid.uuid4().hex
+
+
+def decode_json_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or BadRequest."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("The body is not valid UTF-8.") from None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise BadRequest("The body is not valid JSON.") from None
+    if not isinstance(value, dict):
+        raise BadRequest("The body must be a JSON object.")
+    return value
+
+
+def parse_generation_body(body: bytes) -> GenerationRequest:
+    """Validate a native API body (docs/api.md, "Request body")."""
+    data = decode_json_object(body)
+    unknown = sorted(set(data) - BODY_KEYS)
+    if unknown:
+        raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
+    return build_request(
+        messages=parse_messages(data),
+        max_tokens=data.get("max_tokens"),
+        temperature=data.get("temperature"),
+        top_p=data.get("top_p"),
+        seed=data.get("seed"),
+        fault=data.get("fault"),
+    )
+
+
+def build_request(
+    *,
+    messages: tuple[Message, ...],
+    max_tokens: Any = None,
+    temperature: Any = None,
+    top_p: Any = None,
+    seed: Any = None,
+    fault: Any = None,
+) -> GenerationRequest:
+    """Check the sampling parameters and limits shared by every API."""
+    chars = sum(len(m.content) for m in messages)
+    if chars > settings.STREAM_MAX_PROMPT_CHARS:
+        raise BadRequest(
+            f"The prompt is {chars} characters; the limit is {settings.STREAM_MAX_PROMPT_CHARS}."
+        )
+    return GenerationRequest(
+        id=new_generation_id(),
+        messages=messages,
+        max_tokens=_integer(
+            "max_tokens", max_tokens, 1, settings.STREAM_MAX_TOKENS_LIMIT,
+            default=settings.STREAM_DEFAULT_MAX_TOKENS,
+        ),
+        temperature=_number("temperature", temperature, 0.0, 2.0, default=1.0),
+        top_p=_number("top_p", top_p, 0.0, 1.0, default=1.0, open_low=True),
+        seed=None if seed is None else _integer("seed", seed, 0, MAX_SEED),
+        fault=None if fault is None else parse_fault(fault),
+    )
+
+
+def parse_messages(data: dict[str, Any]) -> tuple[Message, ...]:
+    """`prompt` (a string) or `messages` (chat turns), exactly one of them."""
+    has_prompt, has_messages = "prompt" in data, "messages" in data
+    if has_prompt == has_messages:
+        raise BadRequest("Send exactly one of `prompt` (a string) or `messages` (a list).")
+    if has_prompt:
+        prompt = data["prompt"]
+        if not isinstance(prompt, str):
+            raise BadRequest("`prompt` must be a string.")
+        if not prompt.strip():
+            raise BadRequest("`prompt` must not be empty.")
+        return (Message("user", prompt),)
+    return _chat_messages(data["messages"])
+
+
+def _chat_messages(raw: Any) -> tuple[Message, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise BadRequest("`messages` must be a non-empty list.")
+    if len(raw) > settings.STREAM_MAX_MESSAGES:
+        raise BadRequest(f"At most {settings.STREAM_MAX_MESSAGES} messages.")
+    messages = []
+    for position, item in enumerate(raw):
+        where = f"messages[{position}]"
+        if not isinstance(item, dict) or set(item) - {"role", "content"}:
+            raise BadRequest(f"{where} must be an object with `role` and `content` only.")
+        role, content = item.get("role"), item.get("content")
+        if role not in ROLES:
+            raise BadRequest(f"{where}.role must be one of {', '.join(ROLES)}.")
+        if not isinstance(content, str):
+            raise BadRequest(f"{where}.content must be a string.")
+        messages.append(Message(role, content))
+    if not any(m.content.strip() for m in messages if m.role == "user"):
+        raise BadRequest("`messages` needs at least one non-empty user message.")
+    return tuple(messages)
+
+
+def parse_fault(raw: Any) -> Fault:
+    """The deterministic engine's test hook (docs/api.md, "The deterministic engine")."""
+    if not isinstance(raw, dict) or set(raw) - {"at", "code", "kind"}:
+        raise BadRequest("`fault` must be an object with `at` and `code` or `kind`.")
+    at = _integer("fault.at", raw.get("at"), 0, 1_000_000)
+    code, kind = raw.get("code"), raw.get("kind")
+    if (code is None) == (kind is None):
+        raise BadRequest("`fault` needs exactly one of `code` or `kind`.")
+    if code is not None:
+        if code not in STREAM_ERROR_MESSAGES:
+            codes = ", ".join(STREAM_ERROR_MESSAGES)
+            raise BadRequest(f"`fault.code` must be one of {codes}.")
+        return Fault(at=at, code=code, kind="error")
+    if kind not in FAULT_KINDS:
+        raise BadRequest(f"`fault.kind` must be one of {', '.join(FAULT_KINDS)}.")
+    return Fault(at=at, kind=kind)
+
+
+def _integer(name: str, value: Any, low: int, high: int, default: int | None = None) -> int:
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"`{name}` must be an integer.")
+    if not low <= value <= high:
+        raise BadRequest(f"`{name}` must be between {low} and {high}; got {value}.")
+    return value
+
+
+def _number(
+    name: str, value: Any, low: float, high: float, *, default: float, open_low: bool = False
+) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRequest(f"`{name}` must be a number.")
+    number = float(value)
+    too_low = number <= low if open_low else number < low
+    if not math.isfinite(number) or too_low or number > high:
+        bracket = "(" if open_low else "["
+        raise BadRequest(f"`{name}` must be in {bracket}{low:g}, {high:g}]; got {value}.")
+    return number

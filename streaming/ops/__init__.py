@@ -1,0 +1,1 @@
+"""Observing finished generations: the log writer, Prometheus metrics, reports and the dashboard."""

@@ -1,0 +1,166 @@
+"""The admin's latency dashboard: `reports.latency_figures` over a window of the log, as SVG.
+
+The figures are the ones `manage.py latency_report` prints (streaming/reports.py computes both);
+this page adds histograms and even time slices, and links every figure to the changelist
+filtered to the rows behind it, so a spike is one click from the generations that made it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import mark_safe
+
+from streaming.models import GenerationLog
+from streaming.ops import charts, reports
+
+PERIODS = ("1h", "6h", "24h", "7d", "30d")  # offered in the form; any `parse_span` text works
+DEFAULT_PERIOD = "24h"
+SLICES = 24  # points on the over-time lines
+LATENCIES = (
+    ("ttft", "ttft_ms", "Time to first token"),
+    ("tpot", "tpot_ms", "Time per output token"),
+)
+
+
+class Window:
+    """The rows a dashboard shows: a time window, optionally one engine and model."""
+
+    def __init__(self, request: HttpRequest, now: datetime | None = None) -> None:
+        self.period = request.GET.get("period", DEFAULT_PERIOD)
+        try:
+            length = reports.parse_span(self.period)
+        except ValueError:
+            self.period, length = DEFAULT_PERIOD, reports.parse_span(DEFAULT_PERIOD)
+        self.end = now or timezone.now()
+        self.start = self.end - length
+        self.engine = request.GET.get("engine", "")
+        self.model = request.GET.get("model", "")
+        self.changelist = reverse("admin:streaming_generationlog_changelist")
+
+    @property
+    def log_filter(self) -> reports.LogFilter:
+        """The same window as the reports' filter."""
+        return reports.LogFilter(
+            since=self.start, until=self.end, engine=self.engine or None, model=self.model or None
+        )
+
+    def link(self, start: datetime | None = None, end: datetime | None = None, **extra) -> str:
+        """The changelist filtered to this window (or a stretch of it) plus `extra` lookups."""
+        query = {
+            "created_at__gte": (start or self.start).isoformat(),
+            "created_at__lt": (end or self.end).isoformat(),
+        }
+        if self.engine:
+            query["engine__exact"] = self.engine
+        if self.model:
+            query["model__exact"] = self.model
+        return f"{self.changelist}?{urlencode({**query, **extra})}"
+
+
+def _time_label(moment: datetime, span: timedelta) -> str:
+    local = timezone.localtime(moment)
+    return local.strftime("%H:%M" if span <= timedelta(days=1) else "%b %d %H:%M")
+
+
+def _over_time_chart(slices: list[dict[str, Any]], window: Window, column: str, name: str) -> str:
+    span = window.end - window.start
+    series = {
+        f"p{q:g}": [s["latency_ms"][column][f"p{q:g}"] for s in slices] for q in reports.QUANTILES
+    }
+    labels = [_time_label(s["start"], span) for s in slices]
+    hrefs = [window.link(s["start"], s["end"]) for s in slices]
+    return charts.line_chart(series, labels, hrefs, f"{name}: p50, p90 and p99 over time")
+
+
+def _histogram_chart(rows: list[dict[str, Any]], window: Window, column: str, name: str) -> str:
+    values = [row[column] for row in rows if row[column] is not None]
+    bars = []
+    for b in reports.histogram(values):
+        lookups = {f"{column}__gte": b.low_ms}
+        if b.high_ms is not None:
+            lookups[f"{column}__lt"] = b.high_ms
+            span = f"{charts.format_ms(b.low_ms)}–{charts.format_ms(b.high_ms)}"
+        else:
+            span = f"≥ {charts.format_ms(b.low_ms)}"
+        bars.append(
+            charts.Bar(
+                label=charts.format_ms(b.low_ms).replace(" ", ""),
+                value=b.count,
+                title=f"{span}: {b.count} generations",
+                href=window.link(**lookups),
+            )
+        )
+    return charts.bar_chart(bars, f"{name} histogram")
+
+
+def _status_chart(figures: dict[str, Any], window: Window) -> str:
+    bars = [
+        charts.Bar(
+            label=status.replace("_", " "),
+            value=share or 0.0,
+            title=f"{share or 0:.1%} ({figures['statuses'].get(status, 0)})",
+            href=window.link(status__exact=status),
+        )
+        for status, share in figures["shares"].items()
+    ]
+    return charts.share_bars(bars, "How generations ended")
+
+
+def _group(window: Window, engine: str, model: str, rows: list[dict[str, Any]]) -> dict:
+    figures = reports.latency_figures(rows)
+    return {
+        "engine": engine,
+        "model": model,
+        "count": len(rows),
+        "ttft": figures["latency_ms"]["ttft_ms"],
+        "tpot": figures["latency_ms"]["tpot_ms"],
+        "link": window.link(engine__exact=engine, model__exact=model),
+    }
+
+
+def context(request: HttpRequest, now: datetime | None = None) -> dict[str, Any]:
+    """Everything the dashboard template shows."""
+    window = Window(request, now)
+    rows, capped = reports.fetch_recent(window.log_filter)
+    figures = reports.latency_figures(rows)
+    slices = reports.over_time(rows, window.start, window.end, SLICES)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["engine"], row["model"]), []).append(row)
+    choices = (
+        GenerationLog.objects.filter(created_at__gte=window.start, created_at__lt=window.end)
+        .values_list("engine", "model")
+        .distinct()
+        .order_by("engine", "model")[:100]
+    )
+    # mark_safe: charts.py escapes every text it writes into the SVG.
+    charts_by_name = {}
+    for key, column, name in LATENCIES:
+        charts_by_name[f"{key}_over_time"] = mark_safe(
+            _over_time_chart(slices, window, column, name)
+        )
+        charts_by_name[f"{key}_histogram"] = mark_safe(_histogram_chart(rows, window, column, name))
+    return {
+        "window": window,
+        "figures": figures,
+        "ttft": figures["latency_ms"]["ttft_ms"],
+        "tpot": figures["latency_ms"]["tpot_ms"],
+        "capped": capped,
+        "max_rows": reports.MAX_ROWS,
+        "periods": PERIODS,
+        "choices": list(choices),
+        "window_link": window.link(),
+        "waste_link": window.link(tokens_after_abort__gt=0),
+        "status_shares": mark_safe(_status_chart(figures, window)),
+        **charts_by_name,
+        "groups": [
+            _group(window, engine, model, members)
+            for (engine, model), members in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+        ],
+    }

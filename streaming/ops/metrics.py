@@ -1,0 +1,231 @@
+"""Prometheus metrics: what users feel (TTFT, TPOT, inter-token gaps) and what the server holds.
+
+Everything is observed when a generation starts or ends, from its `TokenStream` (token times,
+counters); nothing here runs between two tokens. With several server processes set
+`PROMETHEUS_MULTIPROC_DIR`: each process writes its values to files there and `/metrics`, in
+whichever process answers, adds them all up (docs/metrics.md says why this mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+import logging
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, multiprocess
+from prometheus_client.exposition import choose_encoder
+
+if TYPE_CHECKING:
+    from streaming.engines.base import Engine
+    from streaming.generations.registry import Generation
+
+logger = logging.getLogger(__name__)
+
+# Seconds, from 1 ms (a local token gap) to 30 s (a cold model's first token): dense where the
+# article's targets are (TTFT 200–500 ms, gaps around 50 ms), so p99 reads to a useful precision.
+LATENCY_BUCKETS_S = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.02,
+    0.035,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    3.0,
+    5.0,
+    7.5,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+)
+
+
+class Metrics:
+    """The metric objects, built once per process on first use (not at import)."""
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        engine_labels = ("engine", "model")
+        self.ttft = Histogram(
+            "streaming_time_to_first_token_seconds",
+            "Time from the engine accepting a generation to its first token.",
+            engine_labels,
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.tpot = Histogram(
+            "streaming_time_per_output_token_seconds",
+            "Mean time per output token after the first, one observation per generation.",
+            engine_labels,
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.itl = Histogram(
+            "streaming_inter_token_latency_seconds",
+            "Gaps between consecutive tokens, every gap of every generation.",
+            engine_labels,
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.generations = Counter(
+            "streaming_generations",
+            "Generations ended, by how they ended and the API that served them.",
+            ("status", "api"),
+            registry=registry,
+        )
+        self.tokens_generated = Counter(
+            "streaming_tokens_generated",
+            "Tokens the engine produced, counted when each generation ends.",
+            engine_labels,
+            registry=registry,
+        )
+        self.tokens_after_abort = Counter(
+            "streaming_tokens_after_abort",
+            "Tokens produced after the generation was aborted: work nobody read.",
+            engine_labels,
+            registry=registry,
+        )
+        # `livesum`: a process that has exited (and said so) no longer counts towards the sum.
+        self.streams_in_flight = Gauge(
+            "streaming_streams_in_flight",
+            "Generations being streamed now.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.queue_depth = Gauge(
+            "streaming_engine_queue_depth",
+            "Generations waiting for a slot in the engine's batch.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+
+    def stream_started(self, engine: Engine) -> None:
+        """A generation began streaming."""
+        self.streams_in_flight.inc()
+        self.queue_depth.set(engine.queue_depth)
+
+    def generation_ended(self, generation: Generation) -> None:
+        """Count a finished generation and observe its latencies."""
+        engine = generation.engine
+        self.generations.labels(generation.status, generation.api).inc()
+        self.queue_depth.set(engine.queue_depth)
+        stream = generation.stream
+        if stream is None:
+            return  # never started: nothing was generated, nothing was in flight
+        self.streams_in_flight.dec()
+        labels = (engine.name, engine.model)
+        if stream.tokens_generated:
+            self.tokens_generated.labels(*labels).inc(stream.tokens_generated)
+        if stream.tokens_after_abort:
+            self.tokens_after_abort.labels(*labels).inc(stream.tokens_after_abort)
+        times = stream.token_times
+        if not times:
+            return
+        self.ttft.labels(*labels).observe(times[0] - stream.created_at)
+        if len(times) > 1:
+            self.tpot.labels(*labels).observe((times[-1] - times[0]) / (len(times) - 1))
+            gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+            observe_many(self.itl.labels(*labels), gaps)
+
+
+def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
+    """Observe `values` into one labelled histogram: the same result as `observe` on each.
+
+    `observe` costs about 7 µs (a lock, or a file write in multiprocess mode), so a 4,000-token
+    generation would hold the event loop for 30 ms at its end; counting per bucket first costs
+    one increment per bucket. It uses the child's bucket values, so it falls back to `observe`
+    if a prometheus-client release renames them (tests/test_metrics.py pins the equivalence).
+    """
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
+        for value in values:
+            histogram.observe(value)
+        return
+    counts = [0] * len(bounds)
+    for value in values:
+        counts[bisect.bisect_left(bounds, value)] += 1  # first bucket with value <= bound
+    total.inc(sum(values))
+    for bucket, count in zip(buckets, counts, strict=True):
+        if count:
+            bucket.inc(count)
+
+
+_metrics: Metrics | None = None
+
+
+def get_metrics() -> Metrics:
+    """This process's metrics."""
+    global _metrics
+    if _metrics is None:
+        _metrics = Metrics()
+    return _metrics
+
+
+def on_started(sender: Any, generation: Generation, **kwargs: Any) -> None:
+    """Receiver of `generation_started`; a metrics failure never breaks a stream."""
+    try:
+        get_metrics().stream_started(generation.engine)
+    except Exception:
+        logger.exception("could not update the metrics of a started stream")
+
+
+def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
+    """Receiver of `generation_finished`; a metrics failure never breaks a stream."""
+    try:
+        get_metrics().generation_ended(generation)
+    except Exception:
+        logger.exception("could not record the metrics of generation %s", generation.id)
+
+
+def multiprocess_dir() -> str:
+    """The shared directory of multiprocess mode, or "" for one process."""
+    return settings.PROMETHEUS_MULTIPROC_DIR
+
+
+def process_exiting() -> None:
+    """Drop this process's live gauges from the shared sums (multiprocess mode only)."""
+    if multiprocess_dir():
+        multiprocess.mark_process_dead(os.getpid())
+
+
+def render(accept: str = "") -> tuple[bytes, str]:
+    """The exposition body and its content type, in the format the scraper asked for."""
+    registry: CollectorRegistry = REGISTRY
+    if multiprocess_dir():
+        # A fresh registry per scrape, reading every process's files (prometheus-client's recipe).
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    encoder, content_type = choose_encoder(accept)
+    return encoder(registry), content_type
+
+
+async def metrics_view(request: HttpRequest) -> HttpResponse:
+    """`GET /metrics`: Prometheus text format (OpenMetrics when the scraper asks for it)."""
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponse(status=405, headers={"Allow": "GET, HEAD"})
+    from streaming.engines import get_engine
+
+    metrics = get_metrics()
+    metrics.queue_depth.set(get_engine().queue_depth)  # this process's, fresh for this scrape
+    # Reading every process's files is blocking I/O: keep it off the event loop.
+    body, content_type = await asyncio.to_thread(render, request.headers.get("Accept", ""))
+    return HttpResponse(body, content_type=content_type)

@@ -1,0 +1,2 @@
+"""Client-side programs (stream client, load test, lab, diagnosis, live server); the server never
+imports them."""

@@ -1,0 +1,501 @@
+"""`manage.py lab`: the article's lab, end to end, narrated for someone learning it.
+
+Stream an answer and measure it; close the connection mid-answer and prove with the server's own
+counters that generation stopped; then say what a server without cancellation would have spent.
+Each proof is a comparison of counters, never of wall-clock time: "time passes" is measured by
+the engine's own pace, as the tokens of a second stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import tempfile
+import textwrap
+import time
+import unicodedata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from streaming.core.latency import percentile
+from streaming.tools.streamclient import ClientError, Connection, error_code, fetch_json
+from streaming.wire.origin import Origin
+from streaming.wire.sse import EventParser
+
+PROMPT = "스트리밍은 왜 사용자 경험을 바꾸나요?"  # Korean, like the article's sample tokens
+SEED = 7
+FINAL_STATUSES_OF_A_DISCONNECT = ("client_disconnected", "cancelled")
+POLL_S = 0.005  # between reads of the generation's state while waiting for the server to notice
+TEXT_WIDTH = 76  # display columns of the streamed answer
+BAR_WIDTH = 36  # characters of the longest histogram bar
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    """The lab's knobs; the defaults are the article's numbers."""
+
+    url: str | None = None  # None: start a server for the lab
+    ttft_ms: float = 200.0  # the server the lab starts: first token after this…
+    tokens_per_s: float = 20.0  # …then this pace
+    answer_tokens: int = 40  # step 1: the answer streamed and measured
+    leave_after: int = 10  # step 2: tokens read before closing the connection
+    max_tokens: int = 200  # step 2: what the left generation was asked for
+    clock_tokens: int = 20  # step 3: the second stream whose tokens measure time passing
+    notice_wait_s: float = 5.0  # step 2: how long the server may take to notice
+
+    def checked(self) -> LabConfig:
+        """Itself, or ValueError naming what is inconsistent."""
+        if self.url is not None:
+            Origin.parse(self.url)
+        for name in ("answer_tokens", "leave_after", "max_tokens", "clock_tokens"):
+            if not 1 <= getattr(self, name) <= 4096:
+                raise ValueError(f"{name.replace('_', '-')} must be between 1 and 4096")
+        if self.leave_after >= self.max_tokens:
+            raise ValueError("--leave-after must be below --max-tokens: leave mid-answer")
+        if self.answer_tokens < 3:
+            raise ValueError("--answer-tokens must be at least 3, to have gaps to measure")
+        if self.ttft_ms < 0 or self.tokens_per_s <= 0 or self.notice_wait_s <= 0:
+            raise ValueError("--ttft-ms must be >= 0, --tps and --wait > 0")
+        return self
+
+
+@dataclass
+class Proof:
+    """One claim the lab checks, and what it saw."""
+
+    claim: str
+    passed: bool
+    evidence: str
+
+
+@dataclass
+class StreamRun:
+    """What one stream delivered, timed by the reads that carried it (perf_counter seconds)."""
+
+    started_at: float = 0.0
+    head_at: float | None = None
+    chunks: list[str] = field(default_factory=list)  # one token each, unless the server merged
+    token_count: int = 0
+    token_times: list[float] = field(default_factory=list)  # arrival of each chunk
+    reads: int = 0  # reads that carried at least one token
+    done: bool = False
+    error: str | None = None
+    closed_at: float | None = None  # when we closed it mid-answer
+    status: int = 0
+
+    @property
+    def ttft_s(self) -> float | None:
+        """First token − request sent."""
+        return self.token_times[0] - self.started_at if self.token_times else None
+
+    @property
+    def gaps_s(self) -> list[float]:
+        """Between consecutive tokens."""
+        return [b - a for a, b in itertools.pairwise(self.token_times)]
+
+
+async def stream(
+    origin: Origin, method: str, path: str, payload: dict[str, Any] | None = None, *,
+    leave_after: int | None = None, echo: Callable[[str], None] | None = None,
+    timeout_s: float = 60.0,
+) -> StreamRun:
+    """Read an event stream, closing it after `leave_after` tokens; `echo` sees each token."""
+    run = StreamRun(started_at=time.perf_counter())
+    connection = await Connection.open(origin, timeout_s)
+    parser = EventParser()
+
+    def feed(chunk: bytes, now: float) -> None:
+        got_token = False
+        for event in parser.feed(chunk):
+            if event.event == "error":
+                run.error = error_code(event.data, "error")
+            elif event.event == "message" and event.data == "[DONE]":
+                run.done = True
+            elif event.event == "message":
+                token = _token_of(event.data)
+                if token is None:
+                    run.error = "not_a_token_event"
+                    continue
+                text, count = token
+                run.chunks.append(text)
+                run.token_count += count
+                run.token_times.append(now)
+                got_token = True
+                if echo is not None:
+                    echo(text)
+        run.reads += got_token
+        if leave_after is not None and run.token_count >= leave_after and run.closed_at is None:
+            run.closed_at = time.perf_counter()
+            connection.close()  # the closed tab
+
+    body = b"" if payload is None else json.dumps(payload, ensure_ascii=False).encode()
+    try:
+        response = await connection.request(
+            method, path, body=body, on_body=feed, timeout_s=timeout_s,
+            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
+        )
+    finally:
+        connection.close()
+    run.status, run.head_at = response.status, response.first_byte_at
+    if not 200 <= response.status < 300:
+        run.error = f"HTTP {response.status}: {response.body.decode(errors='replace')[:200]}"
+    return run
+
+
+def _token_of(data: str) -> tuple[str, int] | None:
+    """A token event's text and token count (more than 1 when the server merged tokens)."""
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(payload, dict) or not isinstance(payload.get("token"), str):
+        return None
+    count = payload.get("tokens", 1)
+    return payload["token"], count if isinstance(count, int) and count > 0 else 1
+
+
+class Lab:
+    """The four steps, written to `out` as they happen."""
+
+    def __init__(self, origin: Origin, out: TextIO, config: LabConfig, *, private: bool) -> None:
+        self.origin = origin
+        self.out = out
+        self.config = config
+        self.private = private  # the lab started this server: nothing else runs on it
+        self.proofs: list[Proof] = []
+        self.pace_s: float | None = None  # seconds per token, as measured in step 1
+
+    def say(self, text: str = "") -> None:
+        """One paragraph or line of the narration."""
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def tell(self, text: str) -> None:
+        """A paragraph of explanation, wrapped and indented."""
+        self.say(textwrap.fill(text, TEXT_WIDTH + 6, initial_indent="   ",
+                               subsequent_indent="   "))
+
+    def prove(self, claim: str, passed: bool, evidence: str) -> bool:
+        """Record a proof and print its verdict with the evidence under it."""
+        self.proofs.append(Proof(claim, passed, evidence))
+        self.say(f"   {'✓' if passed else '✗ FAILED:'} {claim}")
+        self.say(f"       {evidence}")
+        return passed
+
+    async def run(self) -> list[Proof]:
+        """All steps; a step whose ground is missing is skipped, and its proofs fail."""
+        status, stats = await self._get("/api/stats")
+        if status != 200:
+            raise ClientError("bad_server", f"GET /api/stats answered {status}: is this our "
+                                            "server?")
+        self.say(f"Engine: {stats.get('engine')} (model {stats.get('model')}).")
+        self.say()
+        self.tell("The lab of “Why streaming changes UX”: stream an answer and measure it, leave "
+                  "in the middle, prove with the server's counters that generation stopped, and "
+                  "count what it would have cost if it had not.")
+        self.say()
+        if await self.step_stream():
+            generation = await self.step_leave()
+            if generation is not None:
+                await self.step_prove(generation)
+                await self.step_waste(generation)
+        return self.proofs
+
+    async def _get(self, path: str) -> tuple[int, dict[str, Any]]:
+        status, body = await fetch_json(self.origin, "GET", path)
+        return status, body if isinstance(body, dict) else {}
+
+    async def _post(self, path: str, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        status, body = await fetch_json(self.origin, "POST", path, payload)
+        return status, body if isinstance(body, dict) else {}
+
+    # --- step 1 -----------------------------------------------------------------------------
+
+    async def step_stream(self) -> bool:
+        """Stream an answer; measure TTFT and the gaps."""
+        c = self.config
+        self.say("1. Stream an answer and measure it")
+        self.say(f"   POST /api/stream  {{\"prompt\": \"{PROMPT}\", \"max_tokens\": "
+                 f"{c.answer_tokens}}}")
+        self.say()
+        echo = _Echo(self.out, indent="   │ ")
+        run = await stream(self.origin, "POST", "/api/stream",
+                           {"prompt": PROMPT, "max_tokens": c.answer_tokens, "seed": SEED},
+                           echo=echo)
+        echo.end()
+        self.say()
+        ok = self.prove(
+            "the answer streamed to its end",
+            run.done and run.token_count > 0,
+            f"{run.token_count} tokens, then "
+            + ("data: [DONE]" if run.done else f"no [DONE] ({run.error or 'cut'})"),
+        )
+        if not run.chunks:
+            return False
+        gaps_ms = [g * 1000 for g in run.gaps_s]
+        head_ms = (run.head_at - run.started_at) * 1000 if run.head_at else None
+        ttft_ms = (run.ttft_s or 0) * 1000
+        total_s = run.token_times[-1] - run.started_at
+        if run.token_count > 1:
+            self.pace_s = (run.token_times[-1] - run.token_times[0]) / (run.token_count - 1)
+        self.say()
+        if head_ms is not None:
+            self.say(f"   headers after {head_ms:9.1f} ms   the 200 and text/event-stream: the "
+                     "stream is open")
+        self.say(f"   first token   {ttft_ms:9.1f} ms   TTFT: how long the reader looks at an "
+                 "empty screen")
+        self.say(f"   whole answer  {total_s * 1000:9.1f} ms   sent whole, nothing would show "
+                 "until here")
+        if gaps_ms and self.pace_s is not None:
+            self.say(f"   gaps between tokens: p50 {percentile(gaps_ms, 50):.1f} ms, "
+                     f"p99 {percentile(gaps_ms, 99):.1f} ms, max {max(gaps_ms):.1f} ms; "
+                     f"TPOT {self.pace_s * 1000:.1f} ms per token")
+            self.say()
+            for line in histogram(gaps_ms):
+                self.say("   " + line)
+        self.say()
+        if run.reads > run.token_count // 2:
+            self.tell(f"The {run.token_count} tokens came in {run.reads} separate reads: "
+                      "nothing on the way buffered them.")
+        else:
+            self.tell(f"The {run.token_count} tokens came in only {run.reads} reads: something "
+                      "buffered the stream (a proxy, gzip, the framework; the article's table "
+                      "of culprits says which fix applies).")
+        self.tell("TTFT decides when reading can start; the gaps decide whether reading keeps "
+                  "up. Look at p99, not only p50: batching on a busy GPU makes the gaps swing.")
+        self.say()
+        return ok
+
+    # --- step 2 -----------------------------------------------------------------------------
+
+    async def step_leave(self) -> dict[str, Any] | None:
+        """Start a long answer, read a little of it, close the connection."""
+        c = self.config
+        self.say("2. Leave in the middle of an answer (the user closes the tab)")
+        status, created = await self._post("/api/generations", {
+            "prompt": PROMPT, "max_tokens": c.max_tokens, "seed": SEED + 1})
+        if status != 201:
+            self.prove("a generation could be created", False, f"POST answered {status}")
+            return None
+        generation_id = created["id"]
+        self.say(f"   POST /api/generations (max_tokens {c.max_tokens}) → 201, id {generation_id}")
+        run = await stream(self.origin, "GET", created["stream_url"], leave_after=c.leave_after)
+        if run.closed_at is None:
+            self.prove("the stream could be left mid-answer", False,
+                       f"it ended after {run.token_count} tokens ({run.error or 'done'})")
+            return None
+        self.say(f"   GET …/stream: read {run.token_count} tokens, then closed the socket.")
+        state, noticed_at = await self._wait_final(generation_id, run.closed_at)
+        noticed = state is not None
+        if noticed:
+            self.say(f"   GET /api/generations/<id>, {(noticed_at - run.closed_at) * 1000:.0f} ms "
+                     f"after the disconnect: status {state['status']},")
+            self.say(f"   tokens_generated {state['tokens_generated']}, tokens_after_abort "
+                     f"{state['tokens_after_abort']}.")
+            state = {**state, "received": run.token_count}
+        else:
+            _, state = await self._get(f"/api/generations/{generation_id}")
+            state = {**(state or {}), "received": run.token_count}
+        if noticed:
+            evidence = f"status {state.get('status')!r}"
+        elif state.get("status") in ("pending", "streaming"):
+            evidence = f"still {state.get('status')!r} {c.notice_wait_s:g} s after the disconnect"
+        else:
+            evidence = f"status {state.get('status')!r}: it ran on to its end"
+        self.prove("the server noticed the disconnect and ended the generation", noticed,
+                   evidence)
+        self.say()
+        return {"id": generation_id, **state}
+
+    async def _wait_final(
+        self, generation_id: str, since: float
+    ) -> tuple[dict[str, Any] | None, float]:
+        deadline = since + self.config.notice_wait_s
+        while True:
+            status, state = await self._get(f"/api/generations/{generation_id}")
+            now = time.perf_counter()
+            if status == 200 and state.get("status") in FINAL_STATUSES_OF_A_DISCONNECT:
+                return state, now
+            if status == 200 and state.get("status") not in ("pending", "streaming"):
+                return None, now  # ended some other way (ran to completion): not noticed
+            if now > deadline:
+                return None, now
+            await asyncio.sleep(POLL_S)  # polling the server's state, with a deadline
+
+    # --- step 3 -----------------------------------------------------------------------------
+
+    async def step_prove(self, generation: dict[str, Any]) -> None:
+        """Let the engine's own pace measure time passing; the counters must not move."""
+        c = self.config
+        path = f"/api/generations/{generation['id']}"
+        self.say("3. Prove that generation stopped")
+        _, before = await self._get(path)
+        _, stats_before = await self._get("/api/stats")
+        clock = await stream(self.origin, "POST", "/api/stream",
+                             {"prompt": "clock", "max_tokens": c.clock_tokens, "seed": SEED})
+        _, after = await self._get(path)
+        _, stats_after = await self._get("/api/stats")
+        pace = f" (≈ {clock.token_count * self.pace_s:.2f} s)" if self.pace_s else ""
+        self.tell(f"Meanwhile a second stream read {clock.token_count} tokens: the engine's own "
+                  f"pace says that much time passed{pace}. The left generation's counters are "
+                  "read before and after.")
+        self.prove("the engine had time to run", clock.done and clock.token_count > 0,
+                   f"the clock stream delivered {clock.token_count} tokens"
+                   + ("" if clock.done else f" and no [DONE] ({clock.error or 'cut'})"))
+        self.prove(
+            "its token counter stayed frozen while time passed",
+            before.get("tokens_generated") == after.get("tokens_generated"),
+            f"tokens_generated {before.get('tokens_generated')} → "
+            f"{after.get('tokens_generated')}",
+        )
+        self.prove(
+            "not one token was generated after the abort",
+            after.get("tokens_after_abort") == 0,
+            f"tokens_after_abort = {after.get('tokens_after_abort')} "
+            f"(tokens_generated {after.get('tokens_generated')}, of which this client read "
+            f"{generation['received']})",
+        )
+        self.prove(
+            "server-wide, no abort leaked tokens",
+            stats_before.get("tokens_after_abort_total") == stats_after.get(
+                "tokens_after_abort_total"),
+            f"/api/stats tokens_after_abort_total {stats_before.get('tokens_after_abort_total')}"
+            f" → {stats_after.get('tokens_after_abort_total')}",
+        )
+        if self.private:
+            grown = stats_after.get("tokens_generated_total", 0) - stats_before.get(
+                "tokens_generated_total", 0)
+            self.prove(
+                "the only tokens generated were the clock's",
+                grown == clock.token_count,
+                f"/api/stats tokens_generated_total grew by {grown}",
+            )
+        generation.update(after)
+        self.say()
+
+    # --- step 4 -----------------------------------------------------------------------------
+
+    async def step_waste(self, generation: dict[str, Any]) -> None:
+        """What a server that never checks for the disconnect would have spent."""
+        c = self.config
+        generated = generation.get("tokens_generated") or 0
+        deterministic = generation.get("engine") == "deterministic"
+        total = full_answer_tokens(c.max_tokens, SEED + 1) if deterministic else c.max_tokens
+        exact = "" if deterministic else "up to "
+        would = total - generated
+        self.say("4. What a server without cancellation would have wasted")
+        if generation.get("status") in ("pending", "streaming"):
+            self.tell(f"This server did not stop it: {generated} tokens so far for nobody, and "
+                      f"it is still going (it was asked for {c.max_tokens}). That is the quiet, "
+                      "expensive accident the article warns about; its section 5 says the fix: "
+                      "check for the disconnect on every token and abort the request in the "
+                      "engine.")
+            self.say()
+            return
+        seconds = "" if self.pace_s is None else (
+            f": {would * self.pace_s:.1f} s of engine time at the {self.pace_s * 1000:.1f} ms "
+            "per token measured in step 1")
+        self.tell(f"Left alone, this answer would have run to {exact}{total} tokens; it stopped "
+                  f"at {generated}. A server that never checks for the disconnect would have "
+                  f"gone on for {exact}{would} more tokens{seconds}, for a reader who had "
+                  "already left, holding a batch slot another request was waiting for. That is "
+                  "one closed tab; multiply by your traffic.")
+        self.say()
+
+
+def full_answer_tokens(max_tokens: int, seed: int) -> int:
+    """How long the deterministic engine's answer to the lab's prompt would have been."""
+    from streaming.core.request import GenerationRequest, Message
+    from streaming.engines.script import tokens_for
+
+    request = GenerationRequest(id="lab", messages=(Message("user", PROMPT),),
+                                max_tokens=max_tokens, seed=seed)
+    return len(tokens_for(request)[0])
+
+
+def histogram(values: list[float], bins: int = 8, unit: str = "ms") -> Iterator[str]:
+    """A small text histogram: equal-width bins from min to max, a bar of blocks per bin."""
+    if not values:
+        return
+    low, high = min(values), max(values)
+    width = (high - low) / bins or 1.0
+    counts = [0] * bins
+    for value in values:
+        counts[min(int((value - low) / width), bins - 1)] += 1
+    if high == low:
+        counts, bins = [len(values)], 1
+    peak = max(counts)
+    yield f"{'gap (' + unit + ')':>17}  count"
+    for index, count in enumerate(counts):
+        start = low + index * width
+        bar = "█" * max(1 if count else 0, round(count / peak * BAR_WIDTH))
+        yield f"{start:7.1f} – {start + width:7.1f}  {bar} {count}"
+
+
+class _Echo:
+    """Prints tokens as they arrive, wrapped by display width (Korean is two columns wide)."""
+
+    def __init__(self, out: TextIO, indent: str) -> None:
+        self.out, self.indent, self.column = out, indent, 0
+
+    def __call__(self, text: str) -> None:
+        for char in text:
+            if char == "\n" or self.column >= TEXT_WIDTH:
+                self.out.write("\n")
+                self.column = 0
+            if char == "\n":
+                continue
+            if self.column == 0:
+                self.out.write(self.indent)
+            self.out.write(char)
+            self.column += 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        self.out.flush()
+
+    def end(self) -> None:
+        """Finish the last line."""
+        if self.column:
+            self.out.write("\n")
+            self.column = 0
+
+
+def run_lab(config: LabConfig, out: TextIO) -> list[Proof]:
+    """Run the lab against `config.url`, or against a server it starts and stops itself."""
+    config = config.checked()
+    with contextlib.ExitStack() as stack:
+        if config.url is None:
+            origin = Origin.parse(stack.enter_context(_own_server(config, out)))
+        else:
+            origin = Origin.parse(config.url)
+            out.write(f"Server: {origin}\n")
+        lab = Lab(origin, out, config, private=config.url is None)
+        return asyncio.run(lab.run())
+
+
+@contextlib.contextmanager
+def _own_server(config: LabConfig, out: TextIO) -> Iterator[str]:
+    from streaming.tools.liveserver import start_server
+
+    out.write("Starting a server for the lab (uvicorn, deterministic engine)… ")
+    out.flush()
+    with tempfile.TemporaryDirectory(prefix="lab-") as tmp:
+        server = start_server(Path(tmp), env={
+            "STREAMING_ENGINE": "deterministic",
+            "DETERMINISTIC_TTFT_MS": f"{config.ttft_ms:g}",
+            "DETERMINISTIC_TPS": f"{config.tokens_per_s:g}",
+            # Its own log and its own in-process engine, whatever this shell has configured.
+            "DATABASE_URL": f"sqlite:///{Path(tmp) / 'lab.sqlite3'}",
+            "REDIS_URL": "",
+            "STREAMING_MAX_BATCH": "0",
+            "STREAM_RESUME_GRACE_S": "0",  # a resume grace would keep the left answer going
+        })
+        try:
+            out.write(f"{server.url}\n")
+            out.write(f"Its engine waits {config.ttft_ms:g} ms before the first token (the "
+                      f"model's prefill), then sends {config.tokens_per_s:g} tokens/s.\n")
+            yield server.url
+        finally:
+            server.stop()

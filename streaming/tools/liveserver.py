@@ -1,0 +1,232 @@
+"""A real server process on a free port: for live tests, the lab and benchmarks.
+
+No fixed ports (the OS picks one) and no bare sleeps (readiness is polled with a deadline).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: streaming/tools/ is two below it
+BIN = Path(sys.executable).parent
+APPLICATION = "chatsite.asgi:application"
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (the OS chooses)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll `check` until it returns something truthy, or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+        except Exception as error:
+            last_error = error
+        else:
+            if result:
+                return result
+        time.sleep(interval)
+    raise TimeoutError(f"condition not met within {timeout}s (last error: {last_error!r})")
+
+
+@dataclass
+class LiveServer:
+    """A server process and what a caller needs to talk to it."""
+
+    url: str
+    port: int
+    process: subprocess.Popen
+    env: dict[str, str]
+    log_path: Path
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        """An HTTP client bound to this server (closed with the server)."""
+        client = httpx.Client(base_url=self.url, timeout=kwargs.pop("timeout", 10.0), **kwargs)
+        self.clients.append(client)
+        return client
+
+    def get(self, path: str) -> httpx.Response:
+        """One GET."""
+        return httpx.get(self.url + path, timeout=10.0)
+
+    def post(self, path: str, json: Any = None, **kwargs: Any) -> httpx.Response:
+        """One POST."""
+        return httpx.post(self.url + path, json=json, timeout=10.0, **kwargs)
+
+    def stats(self) -> dict[str, Any]:
+        """`GET /api/stats`."""
+        return self.get("/api/stats").json()
+
+    def state(self, generation_id: str) -> dict[str, Any]:
+        """`GET /api/generations/<id>`."""
+        return self.get(f"/api/generations/{generation_id}").json()
+
+    def wait_final(self, generation_id: str, timeout: float = 10.0) -> dict[str, Any]:
+        """Poll the generation's state until it has ended."""
+        return wait_until(
+            lambda: (s := self.state(generation_id))["status"] not in ("pending", "streaming")
+            and s,
+            timeout,
+        )
+
+    def log(self) -> str:
+        """What the server printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        """Terminate the process (SIGTERM, then SIGKILL)."""
+        for client in self.clients:
+            client.close()
+        stop_process(self.process)
+
+
+# For benchmarks: a load test comes from one address, which the per-client limits (meant for
+# people) would refuse after a few streams. Pass in a server's env to measure the server.
+UNLIMITED = {
+    "STREAM_RATE_PER_MIN": "0",
+    "STREAM_MAX_STREAMS_PER_CLIENT": "0",
+    "STREAM_MAX_IN_FLIGHT": "0",
+}
+
+
+def stop_process(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it is still there after `grace_s`."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def start_server(
+    tmp_dir: Path, *, server: str = "uvicorn", env: dict[str, str] | None = None,
+    app: str = APPLICATION, migrate: bool = True, ready_path: str = "/healthz",
+    timeout: float = 60.0, root: Path = ROOT,
+) -> LiveServer:
+    """Start `server` serving `app` on a free port (our app on a freshly migrated SQLite log).
+
+    `root`: the checkout whose code it runs (a benchmark compares another one with this).
+    """
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env.setdefault("DATABASE_URL", f"sqlite:///{tmp_dir / 'live.sqlite3'}")
+    if migrate:
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=root, env=full_env, check=True,
+        )
+    port = free_port()
+    if server == "uvicorn":
+        command = [str(BIN / "uvicorn"), app, "--host", "127.0.0.1", "--port", str(port),
+                   "--no-access-log"]
+    elif server == "daphne":
+        command = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), app]
+    else:
+        raise ValueError(server)
+    log_path = tmp_dir / f"{server}-{port}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, cwd=root, env=full_env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+    live = LiveServer(f"http://127.0.0.1:{port}", port, process, full_env, log_path)
+
+    def ready() -> bool:
+        # An exited process is "done" too, so that a crash fails at once, not at the deadline.
+        if process.poll() is not None:
+            return True
+        return httpx.get(live.url + ready_path, timeout=2.0).status_code == 200
+
+    try:
+        wait_until(ready, timeout)
+        if process.poll() is not None:
+            raise RuntimeError(f"{server} exited:\n{live.log()}")
+    except BaseException:
+        live.stop()
+        raise
+    return live
+
+
+@dataclass
+class RedisServer:
+    """A redis-server of the test's own on a free port, so a test may stop and restart it."""
+
+    port: int
+    directory: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        """The REDIS_URL for it."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        """Start (or restart) it and wait until it answers."""
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.directory)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_until(self._answers, 10)
+        return self
+
+    def _answers(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+
+    def stop(self) -> None:
+        """Stop it (its data goes with it: it keeps nothing on disk)."""
+        if self.process is not None:
+            stop_process(self.process)
+
+
+def start_redis(tmp_dir: Path) -> RedisServer:
+    """A fresh redis-server on a free port."""
+    return RedisServer(free_port(), tmp_dir).start()
+
+
+@dataclass
+class WorkerProcess:
+    """A `manage.py runworker model-worker` process."""
+
+    process: subprocess.Popen
+    log_path: Path
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye, as when a GPU host dies."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL."""
+        stop_process(self.process)
+
+
+def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
+    """A model worker with the deterministic engine (readiness: poll a web process' /readyz)."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
+    log_path = tmp_dir / f"worker-{time.monotonic_ns()}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "runworker", "model-worker"], cwd=ROOT, env=full_env,
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+    return WorkerProcess(process, log_path)

@@ -1,0 +1,134 @@
+"""OpenAI's chat-completion shapes: written by our OpenAI API, read by the remote engine.
+
+Pure functions over dicts and bytes, no Django and no engines, like sse.py. The reference is
+https://platform.openai.com/docs/api-reference/chat/streaming (`chat.completion.chunk`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streaming.core.exceptions import STREAM_ERROR_MESSAGES
+
+# Our error codes as OpenAI spells them, where it has a name of its own; the rest keep ours.
+OPENAI_CODES = {"context_length": "context_length_exceeded"}
+OUR_CODES = {theirs: ours for ours, theirs in OPENAI_CODES.items()}
+
+
+def error_type(http_status: int) -> str:
+    """OpenAI's `error.type` for a status: what its clients branch on besides the status."""
+    if http_status == 401:
+        return "authentication_error"
+    if http_status == 403:
+        return "permission_error"
+    if http_status == 404:
+        return "not_found_error"
+    if http_status == 429:
+        return "rate_limit_error"
+    if http_status < 500:
+        return "invalid_request_error"
+    return "server_error"
+
+
+def error_body(code: str, message: str, http_status: int, param: str | None = None) -> dict:
+    """`{"error": {"message", "type", "param", "code"}}`, before or inside a stream."""
+    return {
+        "error": {
+            "message": message,
+            "type": error_type(http_status),
+            "param": param,
+            "code": OPENAI_CODES.get(code, code),
+        }
+    }
+
+
+def our_code(error: Any) -> str:
+    """The stream error code for an upstream's `error` object (engine_error when unknown)."""
+    code = error.get("code") if isinstance(error, dict) else None
+    code = OUR_CODES.get(code, code)
+    return code if code in STREAM_ERROR_MESSAGES else "engine_error"
+
+
+def dumps(obj: object) -> str:
+    """Compact JSON with readable non-ASCII text, as one SSE data line."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+class ChunkWriter:
+    """The `data:` frames of one streamed completion; the role goes out with the first text.
+
+    A frame per chunk: the prefix is formatted once, so the hot path is one `json.dumps` of
+    the text and a concatenation.
+    """
+
+    def __init__(self, completion_id: str, model: str, created: int, *, usage: bool) -> None:
+        self.completion_id = completion_id
+        self.model = model
+        self.created = created
+        self.usage = usage
+        head = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                "model": model}
+        self._head = dumps(head)[:-1]  # without the closing brace: choices follow
+        # OpenAI sends `"usage": null` on every chunk when usage was asked for.
+        self._tail = ',"usage":null}' if usage else "}"
+        self._role_sent = False
+
+    def _frame(self, delta: dict[str, str], finish_reason: str | None) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return f'data: {self._head},"choices":[{dumps(choice)}]{self._tail}\n\n'
+
+    def content(self, text: str) -> bytes:
+        """A chunk with `delta.content` (and `delta.role` on the first)."""
+        if self._role_sent:
+            return (
+                f'data: {self._head},"choices":[{{"index":0,"delta":{{"content":'
+                f'{dumps(text)}}},"logprobs":null,"finish_reason":null}}]{self._tail}\n\n'
+            ).encode()
+        self._role_sent = True
+        return self._frame({"role": "assistant", "content": text}, None).encode()
+
+    def finish(self, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> bytes:
+        """The last chunk (`finish_reason`, empty delta), the usage chunk if asked, `[DONE]`."""
+        delta: dict[str, str] = {}
+        if not self._role_sent:
+            self._role_sent = True
+            delta = {"role": "assistant", "content": ""}
+        frames = self._frame(delta, finish_reason)
+        if self.usage:
+            usage = usage_of(prompt_tokens, completion_tokens)
+            frames += f'data: {self._head},"choices":[],"usage":{dumps(usage)}}}\n\n'
+        return (frames + "data: [DONE]\n\n").encode()
+
+    def error(self, code: str, message: str, http_status: int) -> bytes:
+        """`data: {"error": {...}}`: what OpenAI-style clients read as a failed stream."""
+        return f"data: {dumps(error_body(code, message, http_status))}\n\n".encode()
+
+
+def usage_of(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    """OpenAI's `usage` object."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def completion(
+    completion_id: str, model: str, created: int, text: str, finish_reason: str,
+    prompt_tokens: int, completion_tokens: int,
+) -> dict[str, Any]:
+    """One non-streamed `chat.completion`."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text, "refusal": None},
+            "logprobs": None,
+            "finish_reason": finish_reason,
+        }],
+        "usage": usage_of(prompt_tokens, completion_tokens),
+    }
