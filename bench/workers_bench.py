@@ -23,7 +23,9 @@ from streaming.tools.liveserver import (
     start_worker,
     wait_until,
 )
-from streaming.tools.loadtest import LoadTest, LoadTestConfig, summarize_run
+from streaming.tools.loadtest import LoadTest
+from streaming.tools.loadtest_config import LoadTestConfig
+from streaming.tools.loadtest_report import summarize_run
 
 RESULTS = Path(__file__).parent / "results"
 PACED = {**UNLIMITED, "STREAMING_ENGINE": "deterministic", "DETERMINISTIC_TTFT_MS": "0",

@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 
 from streaming.tools import liveserver
-from streaming.tools.diagnosis import ContentDecoder
 from streaming.tools.liveserver import (
     BIN,
     ROOT,
@@ -27,6 +26,7 @@ from streaming.tools.liveserver import (
     start_redis,
     wait_until,
 )
+from streaming.tools.stream_measure import ContentDecoder
 from streaming.wire.sse import Event, EventParser
 
 __all__ = ["BIN", "DEFAULT_ENV", "ROOT", "Fleet", "LiveServer", "RawStream", "RedisServer",

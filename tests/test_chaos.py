@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from streaming.tools.liveserver import UNLIMITED
-from streaming.tools.streamclient import Connection, fetch_json
+from streaming.tools.streamclient import ClientConnection, fetch_json
 from streaming.wire.origin import Origin
 from streaming.wire.sse import EventParser
 from tests.live import wait_until
@@ -62,7 +62,7 @@ async def one(origin: Origin, index: int, rng: random.Random) -> tuple[str, str]
         if seen >= at:
             reached.set()
 
-    connection = await Connection.open(origin)
+    connection = await ClientConnection.open(origin)
     reading = asyncio.create_task(
         connection.request("GET", created["stream_url"], on_body=on_body, timeout_s=120)
     )

@@ -12,14 +12,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from streaming.tools.diagnosis import (
-    ContentDecoder,
-    Measurement,
-    Piece,
-    diagnose,
-    plan_request,
-    render,
-)
+from streaming.tools.diagnosis import diagnose, render
+from streaming.tools.stream_measure import ContentDecoder, Measurement, Piece, plan_request
 from tests.live import free_port, wait_until
 from tests.nginx import SETUPS, nginx_binary
 

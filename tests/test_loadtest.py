@@ -9,7 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from streaming.core.latency import percentile
-from streaming.tools.loadtest import LoadTestConfig, LoadTestError, RequestRecord, StreamReader
+from streaming.tools.loadtest_config import LoadTestConfig, LoadTestError
+from streaming.tools.loadtest_records import RequestRecord, StreamReader
 from tests.live import free_port
 
 

@@ -17,7 +17,7 @@ import pytest
 from streaming.http import stalled_readers
 from streaming.http.stalled_readers import StalledReaderWatch
 from streaming.wire import sock_diag
-from streaming.wire.sock_diag import TCP_ESTABLISHED, Connection
+from streaming.wire.sock_diag import TCP_ESTABLISHED, TcpSocket
 from streaming.wire.sse import Event, EventParser
 from tests.live import RawStream, tokens_of
 
@@ -53,8 +53,8 @@ def test_the_answer_is_parsed_field_by_field():
     assert not done
     here, peer = socket.inet_aton("127.0.0.1"), socket.inet_aton("10.1.2.3")
     assert connections == [
-        Connection(socket.AF_INET, here, 8000, peer, 51234, TCP_ESTABLISHED, 777, 9000, 123_456),
-        Connection(socket.AF_INET, here, 8000, peer, 51235, TCP_ESTABLISHED, 778, 0, None),
+        TcpSocket(socket.AF_INET, here, 8000, peer, 51234, TCP_ESTABLISHED, 777, 9000, 123_456),
+        TcpSocket(socket.AF_INET, here, 8000, peer, 51235, TCP_ESTABLISHED, 778, 0, None),
     ]
     assert connections[0].endpoints == (socket.AF_INET, here, 8000, peer, 51234)
     assert connections[0].remote == "10.1.2.3"

@@ -232,4 +232,4 @@ def test_an_engine_failure_ends_streams_with_engine_error_and_recovers(engine):
 
     stream, _texts, error = asyncio.run(main())
     assert error is None and stream.tokens_generated > 0
-    assert engine.restarts == 1
+    assert engine.decode_loop.restarts == 1

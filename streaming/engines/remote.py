@@ -29,10 +29,9 @@ from streaming.core.exceptions import (
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import TaskEngine
-from streaming.engines.upstream import Connection, UpstreamError, UpstreamPool
-from streaming.wire.openai_format import our_code
+from streaming.engines.remote_reader import UpstreamReader
+from streaming.engines.upstream import UpstreamConnection, UpstreamError, UpstreamPool
 from streaming.wire.origin import Origin
-from streaming.wire.sse import EventParser
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +89,7 @@ class RemoteEngine(TaskEngine):
 
     @property
     def pool(self) -> UpstreamPool:
-        """Connections for the streams (made on first use, on the serving loop)."""
+        """UpstreamConnections for the streams (made on first use, on the serving loop)."""
         if self._pool is None:
             self._pool = UpstreamPool(self.origin, connect_timeout_s=self.connect_timeout_s,
                                       keepalive_s=self.KEEPALIVE_EXPIRY_S,
@@ -207,10 +206,10 @@ class RemoteEngine(TaskEngine):
         return head.encode("latin-1") + body
 
     async def _run(self, stream: TokenStream) -> None:
-        relay = _Relay(stream)
+        reader = UpstreamReader(stream)
         reusable = False
         try:
-            connection = await self._send(self.request_bytes(stream.request), relay)
+            connection = await self._send(self.request_bytes(stream.request), reader)
             if connection.status != 200:
                 try:
                     async with asyncio.timeout(self.ERROR_BODY_WAIT_S):
@@ -222,7 +221,7 @@ class RemoteEngine(TaskEngine):
                 return
             stream.accept()
             await connection.finished()
-            if not relay.done:
+            if not reader.done:
                 raise GenerationError("worker_unavailable", "The upstream ended the stream "
                                                             "before [DONE].")
             reusable = True
@@ -245,20 +244,20 @@ class RemoteEngine(TaskEngine):
             else:
                 stream.finish(error=GenerationError("engine_error"))
         finally:
-            relay.stop()
-            if relay.connection is not None:
+            reader.stop()
+            if reader.connection is not None:
                 if reusable:
-                    self.pool.release(relay.connection)
+                    self.pool.release(reader.connection)
                 else:
-                    relay.connection.close()  # an abort: the upstream sees the disconnect
+                    reader.connection.close()  # an abort: the upstream sees the disconnect
 
-    async def _send(self, request: bytes, relay: _Relay) -> Connection:
+    async def _send(self, request: bytes, reader: UpstreamReader) -> UpstreamConnection:
         """The request sent and the upstream's head in; sent again on a fresh connection if a
         pooled one turns out closed before any answer."""
         for attempt in range(self.ATTEMPTS):
-            connection = relay.connection = await self.pool.acquire()
+            connection = reader.connection = await self.pool.acquire()
             connection.send(request, read_timeout_s=self.read_timeout_s,
-                            body_limit=self.ERROR_BODY_LIMIT, body_callback=relay.feed)
+                            body_limit=self.ERROR_BODY_LIMIT, body_callback=reader.feed)
             try:
                 await connection.response()
                 return connection
@@ -270,7 +269,7 @@ class RemoteEngine(TaskEngine):
                     raise
         raise AssertionError("unreachable")
 
-    def _refusal(self, response: Connection) -> StreamingError:
+    def _refusal(self, response: UpstreamConnection) -> StreamingError:
         """An upstream's non-200 as the error our client gets before its stream."""
         message = _message_of(bytes(response.body)) or f"The upstream answered {response.status}."
         status = response.status
@@ -306,98 +305,12 @@ def _served_models(response: httpx.Response) -> list[str]:
         raise ValueError(f"GET {response.url} is not OpenAI's model list") from None
 
 
-def _retry_after(response: Connection) -> int:
+def _retry_after(response: UpstreamConnection) -> int:
     try:
         return max(1, int(response.headers.get("retry-after", "1")))
     except ValueError:
         return 1
 
 
-class _Relay:
-    """The body of a 200, parsed as it arrives: each chunk with content is one token.
-
-    Runs inside the connection's reads (no coroutine per chunk), so it never raises: a failure
-    finishes the stream and closes the connection.
-    """
-
-    def __init__(self, stream: TokenStream) -> None:
-        self.stream = stream
-        self.connection: Connection | None = None
-        self.parser = EventParser()
-        self.finish_reason = "stop"
-        self.usage: dict[str, Any] | None = None
-        self.done = False
-        self._waiting_for_room: asyncio.Task[None] | None = None
-        self._drain_timer: asyncio.TimerHandle | None = None
-
-    def feed(self, data: bytes) -> None:
-        """Body bytes from the upstream."""
-        stream = self.stream
-        if self.done or stream.finished:
-            return
-        try:
-            for event in self.parser.feed(data):
-                if event.data == "[DONE]":
-                    self._done()
-                    return
-                self._event(event.data)
-        except StreamingError as error:
-            stream.finish(error=error)
-            self._close()
-            return
-        if not stream.has_room and self.connection is not None:
-            # The reader is slow: stop reading, and TCP makes the upstream wait too.
-            self.connection.pause()
-            self._waiting_for_room = asyncio.ensure_future(stream.wait_for_room())
-            self._waiting_for_room.add_done_callback(self._room)
-
-    def _event(self, data: str) -> None:
-        try:
-            payload = json.loads(data)
-        except ValueError:
-            raise GenerationError("engine_error", "The upstream sent a frame that is not "
-                                                  "JSON.") from None
-        error = payload.get("error")
-        if error:
-            message = error.get("message") if isinstance(error, dict) else str(error)
-            raise GenerationError(our_code(error), message or None)
-        for choice in payload.get("choices") or ():
-            content = (choice.get("delta") or {}).get("content")
-            if content:
-                self.stream.push(content)
-            self.finish_reason = choice.get("finish_reason") or self.finish_reason
-        self.usage = payload.get("usage") or self.usage
-
-    def _done(self) -> None:
-        self.done = True
-        stream, usage = self.stream, self.usage
-        if usage:
-            stream.prompt_tokens = usage.get("prompt_tokens")
-            stream.recount(usage.get("completion_tokens") or 0)
-        stream.finish("length" if self.finish_reason == "length" else "stop")
-        # Only the body's end is left (the connection goes back to the pool with it); a close
-        # is fine if it does not come soon.
-        self._drain_timer = asyncio.get_running_loop().call_later(DRAIN_S, self._close)
-
-    def _room(self, _: asyncio.Future[None]) -> None:
-        self._waiting_for_room = None
-        if self.connection is not None:
-            self.connection.resume()
-
-    def _close(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
-
-    def stop(self) -> None:
-        """The generation's task is over: nothing of ours may touch the connection after it."""
-        if self._waiting_for_room is not None:
-            self._waiting_for_room.cancel()
-        if self._drain_timer is not None:
-            self._drain_timer.cancel()
-
-
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
-DRAIN_S = 1.0  # seconds we wait for the body's end after `[DONE]` before closing instead

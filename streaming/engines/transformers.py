@@ -6,9 +6,8 @@ ends or is cancelled leaves the batch at the next step and a waiting one takes i
 
 This engine adds what serving needs around it: a cap on the sequences batched together
 (`max_batch`) and a bounded waiting queue in front of it (full → EngineBusy, a 503 before the
-stream), the chat template, incremental detokenization, the context window, and failure handling
-(a crashed decode loop fails its streams with `engine_error`, marks the engine unhealthy, and is
-restarted once).
+stream), the chat template, incremental detokenization, the context window, and a decode loop
+that is restarted when it dies (decode_loop.py; batching.py makes the manager).
 
 Threads: the manager's thread delivers each step's outputs for all streams with one
 `call_soon_threadsafe` (transformers' `OutputRouter.deliver_batch`), so the event loop wakes once
@@ -36,8 +35,9 @@ from streaming.core.exceptions import (
 )
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import FinishReason, TokenStream
-from streaming.engines import model_source
+from streaming.engines import batching, model_source
 from streaming.engines.base import Engine
+from streaming.engines.decode_loop import DecodeLoop
 from streaming.engines.detokenizer import IncrementalDetokenizer
 
 if TYPE_CHECKING:
@@ -79,32 +79,19 @@ class TransformersEngine(Engine):
     PAGE_TOKENS = 256  # tokens per KV-cache page
     PREFILL_CHUNK_TOKENS = 256  # prompt tokens per step, so a long prompt never stalls the others
     MIN_TEMPERATURE = 1e-4  # temperature 0 means greedy; this close to 0 sampling is greedy too
-    WATCHDOG_INTERVAL_S = 0.5  # how often a dead decode loop is looked for
     CANCEL_GRACE_S = 5.0  # an aborted request's handler lives this long, to count in-flight tokens
     ENCODED_MEMO = 64  # prompts tokenized by check_request, kept for the generate() that follows
-    MAX_RESTARTS = 3  # decode-loop restarts per process before the engine stays unhealthy
 
     @classmethod
     def from_settings(cls, settings: Any) -> TransformersEngine:
         """The model, its cache and window, and the batch, from STREAMING_*."""
-        return cls(
-            model=settings.STREAMING_MODEL,
-            cache_dir=settings.STREAMING_MODEL_CACHE,
-            max_batch=settings.STREAMING_MAX_BATCH,
-            max_queue=settings.STREAMING_MAX_QUEUE,
-            context_tokens=settings.STREAMING_CONTEXT_TOKENS,
-        )
+        return cls(model=settings.STREAMING_MODEL, cache_dir=settings.STREAMING_MODEL_CACHE,
+                   max_batch=settings.STREAMING_MAX_BATCH, max_queue=settings.STREAMING_MAX_QUEUE,
+                   context_tokens=settings.STREAMING_CONTEXT_TOKENS)
 
-    def __init__(
-        self,
-        *,
-        model: str = "",
-        cache_dir: str | Path | None = None,
-        max_batch: int = 0,
-        max_queue: int = 64,
-        context_tokens: int = 0,
-        device: str | None = None,
-    ) -> None:
+    def __init__(self, *, model: str = "", cache_dir: str | Path | None = None,
+                 max_batch: int = 0, max_queue: int = 64, context_tokens: int = 0,
+                 device: str | None = None) -> None:
         super().__init__()
         self.model_setting = model
         self.cache_dir = Path(cache_dir) if cache_dir else None
@@ -116,7 +103,6 @@ class TransformersEngine(Engine):
         self.source: model_source.ModelSource | None = None
         self._model: PreTrainedModel | None = None
         self._tokenizer: PreTrainedTokenizerBase | None = None
-        self._manager: ContinuousBatchingManager | None = None
         self._eos_ids: frozenset[int] = frozenset()
         self._jobs: dict[str, _Job] = {}  # every job not yet finished: running or waiting
         self._running: dict[str, _Job] = {}  # handed to the manager
@@ -124,11 +110,7 @@ class TransformersEngine(Engine):
         self._encoded: OrderedDict[str, list[int]] = OrderedDict()
         self._load_lock = threading.Lock()
         self._loaded = threading.Event()
-        self._failure: str | None = None  # why the engine is unhealthy, None when healthy
-        self._stop_watchdog = threading.Event()
-        self._watchdog: threading.Thread | None = None
-        self._recovering = False
-        self.restarts = 0
+        self.decode_loop = DecodeLoop(self._fresh_manager, self._fail_everywhere)
         self.load_seconds: float | None = None
         self.warmup_seconds: float | None = None
 
@@ -144,7 +126,7 @@ class TransformersEngine(Engine):
     @property
     def ready(self) -> bool:
         """True once loaded, warmed up and healthy."""
-        return self._loaded.is_set() and self._failure is None
+        return self._loaded.is_set() and self.decode_loop.failure is None
 
     async def start(self) -> None:
         """Load and warm up in a thread, so the event loop keeps answering meanwhile."""
@@ -168,101 +150,48 @@ class TransformersEngine(Engine):
             window = int(getattr(self._model.config, "max_position_embeddings", 0) or 2048)
             default = window if device.startswith("cuda") else min(window, self.CPU_CONTEXT_TOKENS)
             self.context_tokens = min(self.context_setting or default, window)
-            self._eos_ids = self._find_eos_ids()
-            self._manager = self._new_manager()
+            self._eos_ids = batching.eos_ids(self._model, self._tokenizer)
+            manager = self._new_manager()
             self.load_seconds = time.perf_counter() - started
             logger.info(
                 "Model %s loaded in %.1f s; batch %d, queue %d, window %d tokens",
                 self.model, self.load_seconds, self.max_batch, self.max_queue, self.context_tokens,
             )
             started = time.perf_counter()
-            self._warm_up(self._manager)
+            self._warm_up(manager)
             self.warmup_seconds = time.perf_counter() - started
             logger.info("Warm-up done in %.1f s; the engine is ready", self.warmup_seconds)
+            self.decode_loop.start(manager)
             self._loaded.set()
-            self._watchdog = threading.Thread(
-                target=self._watch, name="transformers-engine-watchdog", daemon=True
-            )
-            self._watchdog.start()
 
     def close(self) -> None:
-        """Stop the decode loop and the watchdog (tests, shutdown)."""
-        self._stop_watchdog.set()
-        if self._manager is not None:
-            self._manager.stop(block=True, timeout=10)
-
-    def _find_eos_ids(self) -> frozenset[int]:
-        assert self._model is not None and self._tokenizer is not None
-        ids: set[int] = set()
-        for value in (self._model.generation_config.eos_token_id, self._tokenizer.eos_token_id):
-            if isinstance(value, int):
-                ids.add(value)
-            elif value:
-                ids.update(value)
-        return frozenset(i for i in ids if i >= 0)
+        """Stop the decode loop and its watchdog (tests, shutdown)."""
+        self.decode_loop.close()
 
     def _new_manager(self) -> ContinuousBatchingManager:
-        """A started manager: sampling per request, cache and batch sized for this machine."""
-        from transformers import GenerationConfig
-        from transformers.generation import ContinuousBatchingConfig
-
+        """A started manager, sized for this machine (batching.new_manager)."""
         assert self._model is not None
-        # Temperature and top-p must differ from their neutral values here, or transformers
-        # builds no processor for them and per-request values are refused.
-        generation_config = GenerationConfig(
-            do_sample=True, temperature=0.7, top_p=0.9, top_k=None,
-            eos_token_id=sorted(self._eos_ids), pad_token_id=min(self._eos_ids, default=0),
-        )
-        options: dict[str, Any] = {
-            "max_requests_per_batch": self.max_batch,
-            "per_request_processors": True,
-            "page_size": self.PAGE_TOKENS,
-        }
-        if self._model.device.type == "cpu":
-            # On a GPU transformers sizes the cache from free memory; on a CPU it would take 60 %
-            # of the RAM, so size it from the window and the batch instead.
-            kv_tokens = max(self.context_tokens, self.max_batch * self.KV_TOKENS_PER_SEQUENCE)
-            options["num_blocks"] = -(-kv_tokens // self.PAGE_TOKENS)
-            options["max_batch_tokens"] = self.PREFILL_CHUNK_TOKENS
-        manager = self._model.init_continuous_batching(
-            generation_config=generation_config,
-            continuous_batching_config=ContinuousBatchingConfig(**options),
-        )
-        manager.warmup()  # captures CUDA graphs where there are any; a no-op on CPU
-        manager.start()
+        kv_tokens = max(self.context_tokens, self.max_batch * self.KV_TOKENS_PER_SEQUENCE)
+        return batching.new_manager(
+            self._model, eos_ids=self._eos_ids, max_batch=self.max_batch,
+            page_tokens=self.PAGE_TOKENS, cpu_kv_tokens=kv_tokens,
+            cpu_prefill_tokens=self.PREFILL_CHUNK_TOKENS)
+
+    def _fresh_manager(self) -> ContinuousBatchingManager:
+        """A replacement for a dead decode loop's manager, warmed up."""
+        manager = self._new_manager()
+        self._warm_up(manager, timeout_s=60)
         return manager
 
     def _warm_up(self, manager: ContinuousBatchingManager, timeout_s: float = 120.0) -> None:
-        """Run one sequence, then a full batch, so the first user does not pay first-call costs."""
-        ids = self._encode_messages([{"role": "user", "content": "Hello!"}])
-        for round_, (count, tokens) in enumerate(((1, 4), (self.max_batch, 2))):
-            names = [f"__warmup_{round_}_{i}" for i in range(count)]
-            for name in names:
-                manager.add_request(ids, request_id=name, max_new_tokens=tokens, streaming=False,
-                                    temperature=0.7, top_p=0.9)
-            deadline = time.monotonic() + timeout_s
-            pending = set(names)
-            while pending:
-                if time.monotonic() > deadline or not manager.is_running():
-                    raise EngineUnavailable("The model did not answer its warm-up request.")
-                result = manager.get_result(timeout=0.5)
-                if result is None:
-                    continue
-                if result.error is not None:
-                    raise EngineUnavailable(f"Warm-up failed: {result.error}")
-                if result.is_finished():
-                    pending.discard(result.request_id)
+        batching.warm_up(manager, self._encode_messages(batching.WARM_UP_PROMPT), self.max_batch,
+                         timeout_s)
 
     # --- requests ----------------------------------------------------------------------------
 
     def _encode_messages(self, messages: Sequence[dict[str, str]]) -> list[int]:
         assert self._tokenizer is not None
-        encoded = self._tokenizer.apply_chat_template(
-            list(messages), add_generation_prompt=True, tokenize=True
-        )
-        if hasattr(encoded, "keys"):  # transformers 5 returns a BatchEncoding
-            encoded = encoded["input_ids"]
-        return list(encoded)
+        return batching.encode_chat(self._tokenizer, messages)
 
     def _encode(self, request: GenerationRequest) -> list[int]:
         ids = self._encoded.pop(request.id, None)
@@ -298,8 +227,8 @@ class TransformersEngine(Engine):
 
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start streaming; queue when the batch is full; EngineBusy when the queue is too."""
-        if self._failure is not None or not self._loaded.is_set():
-            raise EngineUnavailable(self._failure or "The model is still loading.")
+        if self.decode_loop.failure is not None or not self._loaded.is_set():
+            raise EngineUnavailable(self.decode_loop.failure or "The model is still loading.")
         if len(self._running) >= self.max_batch and len(self._waiting) >= self.max_queue:
             raise EngineBusy(
                 f"{len(self._running)} generations running and {len(self._waiting)} waiting."
@@ -334,7 +263,7 @@ class TransformersEngine(Engine):
 
     def _submit(self, job: _Job) -> None:
         """Hand a job to the manager; its outputs arrive in `_on_output` on the job's loop."""
-        manager = self._manager
+        manager = self.decode_loop.manager
         assert manager is not None
         job.submitted_at = time.monotonic()
         self._running[job.id] = job
@@ -345,12 +274,14 @@ class TransformersEngine(Engine):
             streaming=True, **job.sampling,
         )
         if accepted is None:  # the decode loop is stopping or dead
-            self._mark_failed("The decode loop refused a request.")  # first: _end admits no more
+            # Failed first, so that _end admits no more.
+            self.decode_loop.mark_failed("The decode loop refused a request.")
             self._end(job, error=GenerationError("engine_error"))
 
     def _admit(self) -> None:
         """Move waiting jobs into the batch while there is room."""
-        while self._waiting and len(self._running) < self.max_batch and self._failure is None:
+        loop = self.decode_loop
+        while self._waiting and len(self._running) < self.max_batch and loop.failure is None:
             job = self._waiting.popleft()
             if not job.stream.finished:
                 self._submit(job)
@@ -383,12 +314,12 @@ class TransformersEngine(Engine):
             return
         if output.error is not None:
             logger.error("Generation %s failed in the model: %s", job.id, output.error)
-            manager = self._manager
+            manager = self.decode_loop.manager
             # A dying decode loop asks for its hard stop before failing its requests (and records
             # the error after), so this tells "the loop died" from "this request failed" without
             # a race: then the engine is unhealthy before any reader hears of the error.
             if manager is not None and manager.background_thread_status.can_accept_new_requests():
-                self._mark_failed(output.error)
+                self.decode_loop.mark_failed(output.error)
             self._end(job, error=GenerationError("engine_error"))
             return
         tail = job.detokenizer.flush()
@@ -418,13 +349,6 @@ class TransformersEngine(Engine):
         job.stream.finish(finish_reason, error)
         self._admit()
 
-    def queue_wait_s(self, request_id: str) -> float | None:
-        """Seconds a running generation waited in the queue (None: unknown or still waiting)."""
-        job = self._jobs.get(request_id)
-        if job is None or job.submitted_at is None:
-            return None
-        return job.submitted_at - job.stream.created_at
-
     async def _stop(self, stream: TokenStream) -> None:
         """Take the request out of the queue or the batch; the manager drops it at its next step."""
         job = self._jobs.pop(stream.id, None)
@@ -432,13 +356,13 @@ class TransformersEngine(Engine):
             return
         if job.id in self._running:
             del self._running[job.id]
-            manager = self._manager
+            manager = self.decode_loop.manager
             if manager is not None:
                 manager.cancel_request(job.id)
                 # The step in flight may still report tokens for it: keep its handler a while
                 # so they are counted as tokens_after_abort, then drop it.
                 asyncio.get_running_loop().call_later(
-                    self.CANCEL_GRACE_S, self._forget_handler, manager, job.id
+                    self.CANCEL_GRACE_S, batching.forget_request, manager, job.id
                 )
         else:
             try:
@@ -446,16 +370,6 @@ class TransformersEngine(Engine):
             except ValueError:
                 pass
         self._admit()
-
-    @staticmethod
-    def _forget_handler(manager: ContinuousBatchingManager, request_id: str) -> None:
-        # transformers removes a handler only when its request finishes, and a cancelled request
-        # never does; outputs without a handler pile up in a queue nobody reads here, so drain it.
-        router = manager.output_router
-        with router._lock:
-            router.result_handlers.pop(request_id, None)
-        while not router.output_queue.empty():
-            router.output_queue.get_nowait()
 
     def release(self, request_id: str) -> None:
         """Forget a finished stream."""
@@ -468,32 +382,12 @@ class TransformersEngine(Engine):
         """Raise EngineUnavailable while loading, after a failure, or without a decode loop."""
         if not self._loaded.is_set():
             raise EngineUnavailable("The model is still loading.")
-        if self._failure is not None:
-            raise EngineUnavailable(f"The model failed: {self._failure}")
-        if self._manager is None or not self._manager.is_running():
-            raise EngineUnavailable("The model's decode loop is not running.")
+        self.decode_loop.check()
 
-    def _watch(self) -> None:
-        """Watchdog thread: notice a decode loop that died, even with no request to tell us."""
-        while not self._stop_watchdog.wait(self.WATCHDOG_INTERVAL_S):
-            manager = self._manager
-            if manager is None or self._recovering or self.restarts > self.MAX_RESTARTS:
-                continue
-            fatal = manager.background_thread_status.fatal_error
-            if fatal is None and manager.is_running():
-                continue
-            reason = f"{type(fatal).__name__}: {fatal}" if fatal else "the decode loop stopped"
-            self._mark_failed(reason)
-            # Fail every stream on its own loop; the manager already failed those it held,
-            # this also covers the waiting ones and any output that never came.
-            for loop in {job.loop for job in list(self._jobs.values())}:
-                loop.call_soon_threadsafe(self._fail_all, loop)
-            self._recover(manager)
-
-    def _mark_failed(self, reason: str) -> None:
-        if self._failure is None:
-            logger.error("The transformers engine is unhealthy: %s", reason)
-        self._failure = reason
+    def _fail_everywhere(self) -> None:
+        """The decode loop died (watchdog thread): fail every stream, on its own loop."""
+        for loop in {job.loop for job in list(self._jobs.values())}:
+            loop.call_soon_threadsafe(self._fail_all, loop)
 
     def _fail_all(self, loop: asyncio.AbstractEventLoop) -> None:
         """End every stream of this loop with engine_error (called on that loop)."""
@@ -501,27 +395,3 @@ class TransformersEngine(Engine):
             if job in self._waiting:
                 self._waiting.remove(job)
             self._end(job, error=GenerationError("engine_error"))
-
-    def _recover(self, broken: ContinuousBatchingManager) -> None:
-        """Replace a dead decode loop with a new one; stay unhealthy if that fails too."""
-        self.restarts += 1
-        if self.restarts > self.MAX_RESTARTS:
-            logger.error("The decode loop failed %d times; not restarting it again", self.restarts)
-            return
-        self._recovering = True
-        try:
-            try:
-                broken.stop(block=True, timeout=10)
-            except Exception:  # a dead manager may fail to stop cleanly; it is dropped anyway
-                logger.exception("Stopping the failed decode loop")
-            manager = self._new_manager()
-            self._warm_up(manager, timeout_s=60)
-        except Exception:
-            logger.exception("The transformers engine could not restart; it stays unhealthy")
-            self.restarts = self.MAX_RESTARTS + 1
-            return
-        finally:
-            self._recovering = False
-        self._manager = manager
-        self._failure = None
-        logger.warning("The transformers engine restarted its decode loop and is healthy again")

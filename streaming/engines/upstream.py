@@ -32,7 +32,7 @@ class UpstreamError(Exception):
         self.timeout = timeout
 
 
-class Connection(asyncio.Protocol):
+class UpstreamConnection(asyncio.Protocol):
     """One HTTP/1.1 connection to the upstream."""
 
     def __init__(self) -> None:
@@ -56,7 +56,7 @@ class Connection(asyncio.Protocol):
 
     @classmethod
     async def open(cls, origin: Origin, timeout_s: float,
-                   context: ssl_module.SSLContext | None = None) -> Connection:
+                   context: ssl_module.SSLContext | None = None) -> UpstreamConnection:
         """Connect (with TLS when `context` is given), or UpstreamError (nothing was sent)."""
         loop = asyncio.get_running_loop()
         try:
@@ -219,12 +219,12 @@ class UpstreamPool:
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
         self.max_idle = max_idle
-        self._idle: list[tuple[Connection, float]] = []
+        self._idle: list[tuple[UpstreamConnection, float]] = []
         # Made once: loading the system's CA certificates is too slow to do per connection.
         self.ssl_context = ssl_module.create_default_context() \
             if origin.scheme == "https" else None
 
-    async def acquire(self) -> Connection:
+    async def acquire(self) -> UpstreamConnection:
         """An idle connection, or a new one."""
         loop = asyncio.get_running_loop()
         fresh_after = loop.time() - self.keepalive_s
@@ -233,9 +233,9 @@ class UpstreamPool:
             if not connection.closed and idle_since > fresh_after:
                 return connection
             connection.close()
-        return await Connection.open(self.origin, self.connect_timeout_s, self.ssl_context)
+        return await UpstreamConnection.open(self.origin, self.connect_timeout_s, self.ssl_context)
 
-    def release(self, connection: Connection) -> None:
+    def release(self, connection: UpstreamConnection) -> None:
         """Back to the pool if it can serve another request; closed otherwise."""
         if connection.reusable and not connection.closed and len(self._idle) < self.max_idle:
             self._idle.append((connection, asyncio.get_running_loop().time()))

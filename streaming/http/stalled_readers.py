@@ -35,8 +35,8 @@ from streaming.wire.sock_diag import (
     TCP_CLOSE_WAIT,
     TCP_ESTABLISHED,
     TCP_LISTEN,
-    Connection,
     Endpoints,
+    TcpSocket,
 )
 
 logger = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class StalledReaderWatch:
                                "kernel's connection counters cannot be read (%s)", error)
                 return
 
-    async def look(self, now: float) -> list[Connection]:
+    async def look(self, now: float) -> list[TcpSocket]:
         """One look: disconnect the stalled readers of this process; return them.
 
         The streams go on meanwhile: the loop gets a turn every BATCH connections.
@@ -105,7 +105,7 @@ class StalledReaderWatch:
         own = own_sockets()  # another process may share the port: only ours are ours to cut
         return [c for c in stalled if self._end(c, own)]
 
-    def _end(self, connection: Connection, own: dict[int, int]) -> bool:
+    def _end(self, connection: TcpSocket, own: dict[int, int]) -> bool:
         """End a stalled reader's stream: its connection if it is ours, else its task."""
         task = self.proxied.pop(connection.endpoints, None)
         if task is not None:
@@ -118,14 +118,14 @@ class StalledReaderWatch:
                     " (through a proxy)" if task is not None else "")
         return True
 
-    def _waiting_since(self, connection: Connection, now: float) -> float | None:
+    def _waiting_since(self, connection: TcpSocket, now: float) -> float | None:
         """Since when its bytes wait with none taken; None when nothing waits."""
         if connection.unacked_bytes == 0:
             return None
         acked, since = self.waiting.get(connection.inode, (None, now))
         return since if acked == connection.bytes_acked else now
 
-    def _disconnect(self, connection: Connection, fd: int) -> bool:
+    def _disconnect(self, connection: TcpSocket, fd: int) -> bool:
         """Shut the connection down: the server reads its end, as when a client leaves."""
         try:
             sock = socket.socket(fileno=os.dup(fd))

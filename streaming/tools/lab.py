@@ -10,28 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import json
 import tempfile
 import textwrap
 import time
-import unicodedata
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from streaming.core.latency import percentile
-from streaming.tools.streamclient import ClientError, Connection, error_code, fetch_json
+from streaming.tools.lab_output import TEXT_WIDTH, Echo, histogram
+from streaming.tools.lab_stream import stream
+from streaming.tools.streamclient import ClientError, fetch_json
 from streaming.wire.origin import Origin
-from streaming.wire.sse import EventParser
 
 PROMPT = "스트리밍은 왜 사용자 경험을 바꾸나요?"  # Korean, like the article's sample tokens
 SEED = 7
 FINAL_STATUSES_OF_A_DISCONNECT = ("client_disconnected", "cancelled")
 POLL_S = 0.005  # between reads of the generation's state while waiting for the server to notice
-TEXT_WIDTH = 76  # display columns of the streamed answer
-BAR_WIDTH = 36  # characters of the longest histogram bar
 
 
 @dataclass(frozen=True)
@@ -70,92 +66,6 @@ class Proof:
     claim: str
     passed: bool
     evidence: str
-
-
-@dataclass
-class StreamRun:
-    """What one stream delivered, timed by the reads that carried it (perf_counter seconds)."""
-
-    started_at: float = 0.0
-    head_at: float | None = None
-    chunks: list[str] = field(default_factory=list)  # one token each, unless the server merged
-    token_count: int = 0
-    token_times: list[float] = field(default_factory=list)  # arrival of each chunk
-    reads: int = 0  # reads that carried at least one token
-    done: bool = False
-    error: str | None = None
-    closed_at: float | None = None  # when we closed it mid-answer
-    status: int = 0
-
-    @property
-    def ttft_s(self) -> float | None:
-        """First token − request sent."""
-        return self.token_times[0] - self.started_at if self.token_times else None
-
-    @property
-    def gaps_s(self) -> list[float]:
-        """Between consecutive tokens."""
-        return [b - a for a, b in itertools.pairwise(self.token_times)]
-
-
-async def stream(
-    origin: Origin, method: str, path: str, payload: dict[str, Any] | None = None, *,
-    leave_after: int | None = None, echo: Callable[[str], None] | None = None,
-    timeout_s: float = 60.0,
-) -> StreamRun:
-    """Read an event stream, closing it after `leave_after` tokens; `echo` sees each token."""
-    run = StreamRun(started_at=time.perf_counter())
-    connection = await Connection.open(origin, timeout_s)
-    parser = EventParser()
-
-    def feed(chunk: bytes, now: float) -> None:
-        got_token = False
-        for event in parser.feed(chunk):
-            if event.event == "error":
-                run.error = error_code(event.data, "error")
-            elif event.event == "message" and event.data == "[DONE]":
-                run.done = True
-            elif event.event == "message":
-                token = _token_of(event.data)
-                if token is None:
-                    run.error = "not_a_token_event"
-                    continue
-                text, count = token
-                run.chunks.append(text)
-                run.token_count += count
-                run.token_times.append(now)
-                got_token = True
-                if echo is not None:
-                    echo(text)
-        run.reads += got_token
-        if leave_after is not None and run.token_count >= leave_after and run.closed_at is None:
-            run.closed_at = time.perf_counter()
-            connection.close()  # the closed tab
-
-    body = b"" if payload is None else json.dumps(payload, ensure_ascii=False).encode()
-    try:
-        response = await connection.request(
-            method, path, body=body, on_body=feed, timeout_s=timeout_s,
-            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
-        )
-    finally:
-        connection.close()
-    run.status, run.head_at = response.status, response.first_byte_at
-    if not 200 <= response.status < 300:
-        run.error = f"HTTP {response.status}: {response.body.decode(errors='replace')[:200]}"
-    return run
-
-
-def _token_of(data: str) -> tuple[str, int] | None:
-    """A token event's text and token count (more than 1 when the server merged tokens)."""
-    try:
-        payload = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(payload, dict) or not isinstance(payload.get("token"), str):
-        return None
-    count = payload.get("tokens", 1)
-    return payload["token"], count if isinstance(count, int) and count > 0 else 1
 
 
 class Lab:
@@ -222,7 +132,7 @@ class Lab:
         self.say(f"   POST /api/stream  {{\"prompt\": \"{PROMPT}\", \"max_tokens\": "
                  f"{c.answer_tokens}}}")
         self.say()
-        echo = _Echo(self.out, indent="   │ ")
+        echo = Echo(self.out, indent="   │ ")
         run = await stream(self.origin, "POST", "/api/stream",
                            {"prompt": PROMPT, "max_tokens": c.answer_tokens, "seed": SEED},
                            echo=echo)
@@ -415,51 +325,6 @@ def full_answer_tokens(max_tokens: int, seed: int) -> int:
     request = GenerationRequest(id="lab", messages=(Message("user", PROMPT),),
                                 max_tokens=max_tokens, seed=seed)
     return len(tokens_for(request)[0])
-
-
-def histogram(values: list[float], bins: int = 8, unit: str = "ms") -> Iterator[str]:
-    """A small text histogram: equal-width bins from min to max, a bar of blocks per bin."""
-    if not values:
-        return
-    low, high = min(values), max(values)
-    width = (high - low) / bins or 1.0
-    counts = [0] * bins
-    for value in values:
-        counts[min(int((value - low) / width), bins - 1)] += 1
-    if high == low:
-        counts, bins = [len(values)], 1
-    peak = max(counts)
-    yield f"{'gap (' + unit + ')':>17}  count"
-    for index, count in enumerate(counts):
-        start = low + index * width
-        bar = "█" * max(1 if count else 0, round(count / peak * BAR_WIDTH))
-        yield f"{start:7.1f} – {start + width:7.1f}  {bar} {count}"
-
-
-class _Echo:
-    """Prints tokens as they arrive, wrapped by display width (Korean is two columns wide)."""
-
-    def __init__(self, out: TextIO, indent: str) -> None:
-        self.out, self.indent, self.column = out, indent, 0
-
-    def __call__(self, text: str) -> None:
-        for char in text:
-            if char == "\n" or self.column >= TEXT_WIDTH:
-                self.out.write("\n")
-                self.column = 0
-            if char == "\n":
-                continue
-            if self.column == 0:
-                self.out.write(self.indent)
-            self.out.write(char)
-            self.column += 2 if unicodedata.east_asian_width(char) in "WF" else 1
-        self.out.flush()
-
-    def end(self) -> None:
-        """Finish the last line."""
-        if self.column:
-            self.out.write("\n")
-            self.column = 0
 
 
 def run_lab(config: LabConfig, out: TextIO) -> list[Proof]:

@@ -53,7 +53,7 @@ class Response:
             return None
 
 
-class Connection(asyncio.Protocol):
+class ClientConnection(asyncio.Protocol):
     """One HTTP/1.1 connection; requests run one after another on it."""
 
     def __init__(self, origin: Origin) -> None:
@@ -70,7 +70,7 @@ class Connection(asyncio.Protocol):
         self.reusable = False
 
     @classmethod
-    async def open(cls, origin: Origin, timeout_s: float = 10.0) -> Connection:
+    async def open(cls, origin: Origin, timeout_s: float = 10.0) -> ClientConnection:
         """Connect, or ClientError("connect_error")."""
         loop = asyncio.get_running_loop()
         context = ssl_module.create_default_context() if origin.scheme == "https" else None
@@ -205,7 +205,7 @@ async def fetch_json(
     origin: Origin, method: str, path: str, payload: Any = None, timeout_s: float = 10.0
 ) -> tuple[int, Any]:
     """One JSON request on its own connection: (status, decoded body or None)."""
-    connection = await Connection.open(origin, timeout_s)
+    connection = await ClientConnection.open(origin, timeout_s)
     try:
         body = b"" if payload is None else json.dumps(payload).encode()
         headers = {"Content-Type": "application/json"} if payload is not None else {}

@@ -34,7 +34,7 @@ Endpoints = tuple[int, bytes, int, bytes, int]
 
 
 @dataclass(frozen=True, slots=True)
-class Connection:
+class TcpSocket:
     """One TCP socket as the kernel sees it."""
 
     family: int
@@ -68,7 +68,7 @@ def request(family: int, states: int, *, sequence: int = 1) -> bytes:
                         NLM_F_REQUEST | NLM_F_DUMP, sequence, 0) + body
 
 
-def parse(data: bytes, local_ports: set[int] | None = None) -> tuple[list[Connection], bool]:
+def parse(data: bytes, local_ports: set[int] | None = None) -> tuple[list[TcpSocket], bool]:
     """The connections in one datagram of the answer (those on `local_ports`, when given), and
     whether the dump is complete."""
     connections = []
@@ -89,14 +89,14 @@ def parse(data: bytes, local_ports: set[int] | None = None) -> tuple[list[Connec
     return connections, False
 
 
-def _connection(data: bytes, start: int, end: int) -> Connection:
+def _connection(data: bytes, start: int, end: int) -> TcpSocket:
     family, state = data[start], data[start + 1]
     local_port, remote_port = _PORTS.unpack_from(data, start + 4)
     size = 4 if family == socket.AF_INET else 16
     local, remote = data[start + 8:start + 8 + size], data[start + 24:start + 24 + size]
     (unacked,) = _U32.unpack_from(data, start + 60)
     (inode,) = _U32.unpack_from(data, start + 68)
-    return Connection(family, local, local_port, remote, remote_port, state, inode, unacked,
+    return TcpSocket(family, local, local_port, remote, remote_port, state, inode, unacked,
                       _bytes_acked(data, start + _MESSAGE_SIZE, end))
 
 
@@ -112,7 +112,7 @@ def _bytes_acked(data: bytes, offset: int, end: int) -> int | None:
 
 
 def dump(family: int, states: int, local_ports: set[int] | None = None
-         ) -> Iterator[Connection]:
+         ) -> Iterator[TcpSocket]:
     """Every TCP socket of `family` in `states` on this host (its network namespace), or those
     on `local_ports`."""
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as diag:

@@ -7,7 +7,8 @@ import json
 import httpx
 from django.core.management.base import BaseCommand, CommandError
 
-from streaming.tools.diagnosis import DEFAULT_PROMPT, diagnose, measure, plan_request, render
+from streaming.tools.diagnosis import diagnose, render
+from streaming.tools.stream_measure import DEFAULT_PROMPT, measure, plan_request
 
 
 class Command(BaseCommand):

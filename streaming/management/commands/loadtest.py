@@ -7,7 +7,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from streaming.management.output import RawOutput
-from streaming.tools import loadtest
+from streaming.tools import loadtest, loadtest_report
+from streaming.tools.loadtest_config import LoadTestConfig, LoadTestError
 
 
 class Command(BaseCommand):
@@ -47,7 +48,7 @@ class Command(BaseCommand):
             concurrency = 10
         if requests is None and options["duration"] is None:
             requests = 100
-        config = loadtest.LoadTestConfig(
+        config = LoadTestConfig(
             url=options["url"], api=options["api"], concurrency=concurrency,
             rate=options["rate"], max_concurrency=options["max_concurrency"],
             requests=requests, duration_s=options["duration"],
@@ -61,13 +62,13 @@ class Command(BaseCommand):
         try:
             result = loadtest.run(config, progress_to=None if options["no_progress"]
                                   else RawOutput(self.stderr))
-        except loadtest.LoadTestError as error:
+        except LoadTestError as error:
             raise CommandError(str(error)) from None
-        summary = loadtest.summarize_run(result)
-        self.stdout.write(loadtest.format_report(result, summary))
+        summary = loadtest_report.summarize_run(result)
+        self.stdout.write(loadtest_report.format_report(result, summary))
         if options["json"] is not None:
             try:
-                loadtest.write_json(options["json"], result, summary)
+                loadtest_report.write_json(options["json"], result, summary)
             except OSError as error:
                 raise CommandError(f"--json: {error}") from None
             self.stdout.write(f"\nraw timestamps of every request: {options['json']}")

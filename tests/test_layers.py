@@ -1,0 +1,118 @@
+"""streaming/ in layers a newcomer can read (README, "How a token travels"): what may import what.
+
+core ← wire ← engines ← generations ← {fleet, ops} ← http ← the app root. Every import counts,
+inside functions and under TYPE_CHECKING too: a hidden import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.live import ROOT
+
+PACKAGE = ROOT / "streaming"
+RANK = {"core": 0, "wire": 1, "engines": 2, "generations": 3, "fleet": 4, "ops": 4, "http": 5}
+ROOT_RANK = 6  # asgi, lifecycle, urls, admin, apps, management: they tie the layers together
+MODELS = "streaming.models"  # Django's schema: every layer may read it; it imports none of ours
+MAX_LINES = 400
+
+
+def modules() -> dict[str, Path]:
+    """Every module of streaming/ (migrations aside) by dotted name."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        if "migrations" in path.parts:
+            continue
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports(name: str, path: Path) -> set[str]:
+    """The streaming modules `name` imports, wherever the import statement stands."""
+    found = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    known = modules()
+    return {module for module in found if module in known and module != name}
+
+
+def layer(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) >= 2 and parts[1] in {*RANK, "tools"} else "root"
+
+
+def rank(name: str) -> int:
+    return RANK.get(layer(name), ROOT_RANK)
+
+
+GRAPH = {name: imports(name, path) for name, path in modules().items()}
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = sorted(f"{name} → {target}" for name, targets in GRAPH.items()
+                    if layer(name) not in ("tools", "root")
+                    for target in targets
+                    if target != MODELS and layer(target) != "tools" and rank(target) > rank(name))
+    assert upward == []
+
+
+def test_fleet_and_ops_never_import_each_other():
+    across = sorted(f"{name} → {target}" for name, targets in GRAPH.items() for target in targets
+                    if {layer(name), layer(target)} == {"fleet", "ops"})
+    assert across == []
+
+
+def test_the_server_never_imports_the_tools_and_the_tools_only_core_wire_and_the_script():
+    allowed = {"core", "wire", "tools"}
+    wrong = sorted(f"{name} → {target}" for name, targets in GRAPH.items() for target in targets
+                   if (layer(target) == "tools" and layer(name) != "tools"
+                       and not name.startswith("streaming.management"))
+                   or (layer(name) == "tools" and layer(target) not in allowed
+                       and target not in ("streaming.engines.script", "streaming.engines")))
+    assert wrong == []
+
+
+def test_models_import_nothing_of_ours():
+    assert GRAPH[MODELS] == set()
+
+
+def test_no_import_cycle():
+    # Depth-first search for a path back to where it started.
+    cycles = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in sorted(GRAPH[name]):
+            if target.startswith(name + "."):
+                continue  # a package importing its own module is not a cycle
+            if state.get(target) == 1:
+                cycles.append(" → ".join([*path[path.index(target):], target]))
+            elif state.get(target) is None:
+                visit(target, [*path, target])
+        state[name] = 2
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_no_module_outgrows_a_sitting(name):
+    lines = len(modules()[name].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{name} has {lines} lines: split it by concept"
