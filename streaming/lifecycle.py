@@ -20,6 +20,7 @@ from streaming.generations.registry import registry
 from streaming.http import admission, stalled_readers
 from streaming.http.limits import limits
 from streaming.http.native_api import serve_resume
+from streaming.models import GenerationStatus
 from streaming.ops import log_writer, metrics
 
 logger = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ async def drain(grace_s: float | None = None) -> None:
     aborts = []
     for generation in live:
         if generation.stream is None:  # created, never streamed: nobody to tell
-            registry.finish(generation, "cancelled", "server_shutdown")
+            registry.finish(generation, GenerationStatus.CANCELLED, "server_shutdown")
         else:
             aborts.append(generation.engine.abort(generation.id, code="server_shutdown"))
     await asyncio.gather(*aborts, return_exceptions=True)

@@ -10,11 +10,18 @@ from django.db import models
 
 
 class GenerationStatus(models.TextChoices):
+    """How a generation ended (live ones are `pending` or `streaming`: generations/registry.py)."""
+
     COMPLETED = "completed"
     CANCELLED = "cancelled"
     CLIENT_DISCONNECTED = "client_disconnected"
     ERROR = "error"
     TRUNCATED = "truncated"
+
+    @classmethod
+    def of_error(cls, code: str) -> GenerationStatus:
+        """A generation that ended with this error code: cancelled (by Stop), or an error."""
+        return cls.CANCELLED if code == "cancelled" else cls.ERROR
 
 
 class GenerationLog(models.Model):

@@ -79,8 +79,8 @@ def freeze_loaded() -> None:
 
     Everything loaded so far (Django, the URL and template machinery, the engine: a model's
     whole module tree) lives as long as the process. Frozen, the collector stops walking it at
-    every full collection, which with 1,000 streams open paused the event loop for up to
-    ~150 ms and made the TTFT tail (docs/bench.md). Once per server process, at start-up:
+    every full collection, whose pauses made the TTFT tail (docs/bench.md). Once per server
+    process, at start-up:
     anything frozen that later turns into garbage is never freed (a thread's database
     connection would never be closed), so what is frozen must be what lives for good, and the
     garbage of the moment is collected first.

@@ -1,10 +1,10 @@
 """HTTP/1.1 connections to a remote upstream, for one job: reading its event streams, lean.
 
-httpx is the right client almost everywhere, but here it is on the hot path: reading 64 streams
-from a local upstream and parsing every event, httpx cost 104–115 µs of CPU per token, this
-26–31 µs (`bench/upstream_client_bench.py`, docs/openai.md). A read here is one call into
-httptools (HTTP and chunked decoding in C, already installed for uvicorn) and the body goes to
-a callback inside it: no coroutine wakes per chunk, no stream wrappers, no per-read timer.
+httpx is the right client almost everywhere, but here it is on the hot path, where it cost
+several times the CPU per token (`bench/upstream_client_bench.py`, docs/openai.md). A read here
+is one call into httptools (HTTP and chunked decoding in C, already installed for uvicorn) and
+the body goes to a callback inside it: no coroutine wakes per chunk, no stream wrappers, no
+per-read timer.
 
 One request at a time per connection; `UpstreamPool` keeps idle ones for reuse, dropping them
 before the upstream's own keep-alive timeout would.

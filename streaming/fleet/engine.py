@@ -314,13 +314,6 @@ class ChannelLayerEngine(Engine):
                 if stream is not None:
                     self._fail(stream, f"{worker} does not know it (a message was lost)")
 
-    def _lost_layer(self, error: BaseException) -> None:
-        # What workers said before an outage cannot be trusted after it (their subscriptions
-        # may not be back yet): only a heartbeat that arrives afterwards counts.
-        self.layer_error = str(error) or type(error).__name__
-        self.workers.clear()
-        self.pings_seen = 0
-
     async def _presence_loop(self) -> None:
         interval = settings.WORKER_HEARTBEAT_S
         while True:

@@ -30,10 +30,6 @@ def enabled() -> bool:
 
 def redis():
     """The process's Redis client (created on first use)."""
-    return _redis()
-
-
-def _redis():
     global _client
     if _client is None:
         import redis.asyncio
@@ -45,12 +41,8 @@ def _redis():
 
 async def call(method: str, *args: Any, **kwargs: Any) -> Any:
     """A Redis command; EngineUnavailable (503) when Redis cannot be reached."""
-    return await _call(method, *args, **kwargs)
-
-
-async def _call(method: str, *args: Any, **kwargs: Any) -> Any:
     try:
-        return await getattr(_redis(), method)(*args, **kwargs)
+        return await getattr(redis(), method)(*args, **kwargs)
     except Exception as error:
         raise EngineUnavailable(f"Redis is unreachable: {error}") from None
 
@@ -60,31 +52,31 @@ async def put_pending(request: GenerationRequest, *, api: str, client: str,
     """Publish a created generation so that any web process may stream it."""
     record = {"request": request_message(request), "api": api, "client": client,
               "created_at": created_at.isoformat(), "owner": owner}
-    await _call("set", PREFIX + request.id, json.dumps(record),
+    await call("set", PREFIX + request.id, json.dumps(record),
                 ex=int(settings.STREAM_UNCLAIMED_TTL_S))
 
 
 async def claim_pending(generation_id: str) -> dict[str, Any] | None:
     """Take a created generation for this process; None if unknown or already taken."""
-    raw = await _call("getdel", PREFIX + generation_id)
+    raw = await call("getdel", PREFIX + generation_id)
     return None if raw is None else _decode(raw)
 
 
 async def peek_pending(generation_id: str) -> dict[str, Any] | None:
     """A created generation nobody has claimed yet, without claiming it."""
-    raw = await _call("get", PREFIX + generation_id)
+    raw = await call("get", PREFIX + generation_id)
     return None if raw is None else _decode(raw)
 
 
 async def mark_cancelled(generation_id: str) -> None:
     """Leave a note, so that a reader arriving later learns it was cancelled."""
-    await _call("set", PREFIX + generation_id + ":cancelled", "1",
+    await call("set", PREFIX + generation_id + ":cancelled", "1",
                 ex=int(settings.STREAM_UNCLAIMED_TTL_S))
 
 
 async def was_cancelled(generation_id: str) -> bool:
     """Whether a generation was cancelled before anyone streamed it."""
-    return bool(await _call("exists", PREFIX + generation_id + ":cancelled"))
+    return bool(await call("exists", PREFIX + generation_id + ":cancelled"))
 
 
 OWNER_TTL_S = 24 * 3600  # as long as anyone may still ask about a generation's state
@@ -92,12 +84,12 @@ OWNER_TTL_S = 24 * 3600  # as long as anyone may still ask about a generation's 
 
 async def remember_owner(generation_id: str, owner: str) -> None:
     """Who may see and cancel a generation, whichever process ends up streaming it."""
-    await _call("set", PREFIX + generation_id + ":owner", owner, ex=OWNER_TTL_S)
+    await call("set", PREFIX + generation_id + ":owner", owner, ex=OWNER_TTL_S)
 
 
 async def owner_of(generation_id: str) -> str:
     """The owner remembered for a generation ("" if none)."""
-    raw = await _call("get", PREFIX + generation_id + ":owner")
+    raw = await call("get", PREFIX + generation_id + ":owner")
     return "" if raw is None else raw.decode()
 
 
@@ -108,12 +100,12 @@ async def remember_keeper(generation_id: str, channel: str) -> None:
     connection still looks open here (a takeover). Left to expire: once the generation has
     ended, the keeper itself answers that it has.
     """
-    await _call("set", PREFIX + generation_id + ":kept-by", channel, ex=OWNER_TTL_S)
+    await call("set", PREFIX + generation_id + ":kept-by", channel, ex=OWNER_TTL_S)
 
 
 async def keeper_of(generation_id: str) -> str | None:
     """The reply channel of the web process keeping a generation, if one said so lately."""
-    raw = await _call("get", PREFIX + generation_id + ":kept-by")
+    raw = await call("get", PREFIX + generation_id + ":kept-by")
     return None if raw is None else raw.decode()
 
 

@@ -26,6 +26,7 @@ from streaming.core.latency import summarize
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
+from streaming.models import GenerationStatus
 
 if TYPE_CHECKING:
     from streaming.generations.resume import Resumable
@@ -105,18 +106,12 @@ class Generation:
         """The JSON of `GET /api/generations/<id>`."""
         resume = {} if self.resumable is None or not self.live else {
             "resume": self.resumable.state()}
-        return {
-            "id": self.id,
-            "status": self.status,
-            "error_code": self.error_code or None,
-            "api": self.api,
-            "engine": self.engine.name,
-            "model": self.engine.model,
-            "created_at": self.created_at.isoformat(),
-            "max_tokens": self.request.max_tokens,
-            **self.figures(),
-            **resume,
-        }
+        return state_json(
+            self.id, self.status, error_code=self.error_code or None, api=self.api,
+            engine=self.engine.name, model=self.engine.model,
+            created_at=self.created_at.isoformat(), max_tokens=self.request.max_tokens,
+            **self.figures(), **resume,
+        )
 
     def log_fields(self) -> dict[str, Any]:
         """The log row's columns."""
@@ -191,7 +186,20 @@ class Registry:
             if generation.created_mono > deadline:
                 break  # ordered by creation: the rest are younger
             if generation.status == PENDING:
-                self.finish(generation, "cancelled", "unclaimed")
+                self.finish(generation, GenerationStatus.CANCELLED, "unclaimed")
+
+
+# A generation's counters and latencies, as `figures()` and the log row both name them.
+FIGURES = ("tokens_generated", "tokens_after_abort", "finish_reason", "ttft_ms", "tpot_ms",
+           "itl_p50_ms", "itl_p99_ms", "itl_max_ms", "total_ms")
+
+
+def state_json(generation_id: str, status: str, **known: Any) -> dict[str, Any]:
+    """The JSON of `GET /api/generations/<id>`, from whatever knows the generation: this
+    process's registry, Redis (created, not streamed yet), a worker (streamed by another web
+    process) or its log row. What is not known yet reads as nothing so far."""
+    return {"id": generation_id, "status": status, "tokens_generated": 0,
+            "tokens_after_abort": 0, "ttft_ms": None, **known}
 
 
 def logged_prompt(request: GenerationRequest) -> str:

@@ -20,7 +20,14 @@ from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.fleet import relay, store
 from streaming.generations import resume
-from streaming.generations.registry import PENDING, STREAMING, Generation, registry
+from streaming.generations.registry import (
+    FIGURES,
+    PENDING,
+    STREAMING,
+    Generation,
+    registry,
+    state_json,
+)
 from streaming.http.admission import admit, api_view, owned, start_admitted, start_new
 from streaming.http.elsewhere import claim, logged, may_see_elsewhere, streamed_elsewhere
 from streaming.http.responses import (
@@ -31,6 +38,7 @@ from streaming.http.responses import (
     started_frames,
 )
 from streaming.http.validation import parse_generation_body
+from streaming.models import GenerationStatus
 from streaming.wire import sse
 
 logger = logging.getLogger(__name__)
@@ -86,7 +94,7 @@ async def stream_generation(request: HttpRequest, generation_id: str) -> HttpRes
 
 async def _open(request: HttpRequest, generation: Generation,
                 last_event_id: str | None) -> HttpResponse:
-    if generation.status == "cancelled" and generation.stream is None:
+    if generation.status == GenerationStatus.CANCELLED and generation.stream is None:
         return cancelled_stream()
     if generation.status == STREAMING and generation.resumable is not None:
         # 400 for a stray id; while read, 409 without an id, a takeover with a valid one.
@@ -178,9 +186,9 @@ async def _abandon(generation: Generation, resumable: resume.Resumable) -> None:
     # have seen it, so that an engine failure nobody came back for still shows in the log.
     code = resumable.error_code
     if code is None:
-        registry.finish(generation, "client_disconnected")
+        registry.finish(generation, GenerationStatus.CLIENT_DISCONNECTED)
     else:
-        registry.finish(generation, "cancelled" if code == "cancelled" else "error", code)
+        registry.finish(generation, GenerationStatus.of_error(code), code)
 
 
 @api_view("POST")
@@ -193,7 +201,7 @@ async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpRes
         if generation is None and await streamed_elsewhere(generation_id) is not None:
             # Streamed by another web process: its worker aborts, its reader hears why.
             await (await ready_engine()).abort_elsewhere(generation_id)
-            return JsonResponse({"status": "cancelled"}, status=202)
+            return JsonResponse({"status": GenerationStatus.CANCELLED}, status=202)
     if generation is None:
         row = await logged(request, generation_id)
         if row is None:
@@ -203,11 +211,12 @@ async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpRes
         if generation.stream is None:
             if store.enabled():
                 await store.mark_cancelled(generation_id)
-            registry.finish(generation, "cancelled", "cancelled")
+            registry.finish(generation, GenerationStatus.CANCELLED, "cancelled")
         else:
             # The reader sees the stream end with `event: error` (cancelled) and finishes it.
             await generation.engine.abort(generation.id)
-    return JsonResponse({"status": generation.status if not generation.live else "cancelled"},
+    return JsonResponse({"status": generation.status if not generation.live
+                         else GenerationStatus.CANCELLED},
                         status=202)
 
 
@@ -220,31 +229,20 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
     if store.enabled() and await may_see_elsewhere(request, generation_id):
         pending = await store.peek_pending(generation_id)
         if pending is not None:
-            return JsonResponse({"id": generation_id, "status": PENDING, "tokens_generated": 0,
-                                 "tokens_after_abort": 0, "ttft_ms": None})
+            return JsonResponse(state_json(generation_id, PENDING))
     row = await logged(request, generation_id)
     if row is None and store.enabled() and await may_see_elsewhere(request, generation_id):
         remote = await streamed_elsewhere(generation_id)
         if remote is not None:
-            return JsonResponse({
-                "id": generation_id, "status": "streaming", "ttft_ms": None,
-                "tokens_generated": remote["tokens_generated"],
-                "tokens_after_abort": remote["tokens_after_abort"],
-            })
+            return JsonResponse(state_json(
+                generation_id, STREAMING, tokens_generated=remote["tokens_generated"],
+                tokens_after_abort=remote["tokens_after_abort"]))
     if row is None:
         raise NotFound()
-    return JsonResponse(
-        {
-            "id": row.generation_id, "status": row.status, "error_code": row.error_code or None,
-            "api": row.api, "engine": row.engine, "model": row.model,
-            "created_at": row.created_at.isoformat(), "max_tokens": row.max_tokens,
-            "tokens_generated": row.tokens_generated,
-            "tokens_after_abort": row.tokens_after_abort, "finish_reason": row.finish_reason,
-            "ttft_ms": row.ttft_ms, "tpot_ms": row.tpot_ms, "itl_p50_ms": row.itl_p50_ms,
-            "itl_p99_ms": row.itl_p99_ms, "itl_max_ms": row.itl_max_ms,
-            "total_ms": row.total_ms,
-        }
-    )
+    return JsonResponse(state_json(
+        row.generation_id, row.status, error_code=row.error_code or None, api=row.api,
+        engine=row.engine, model=row.model, created_at=row.created_at.isoformat(),
+        max_tokens=row.max_tokens, **{name: getattr(row, name) for name in FIGURES}))
 
 
 @api_view("GET")

@@ -4,8 +4,8 @@ Django runs each ASGI request in its own `ThreadSensitiveContext`: the first thr
 `sync_to_async` call of the request (Django's own `request_started` receivers, an ORM lookup of
 an API key or a session) starts a thread for that request alone, and the thread lives until the
 response is over. For a page that is a few milliseconds; for a stream it is the whole answer,
-so 1,000 open streams held 1,000 idle threads (measured: a thread per stream, ~50 KB of memory
-each). Nothing synchronous runs while a stream is sent, so the stream gives the thread back as
+so every open stream held an idle thread (docs/bench.md). Nothing synchronous runs while a
+stream is sent, so the stream gives the thread back as
 soon as the view and the middleware are done (at its first frame); Django's `response.close()`
 at the very end starts a short-lived one again, as it would for any response.
 
@@ -27,8 +27,8 @@ def skip_idle_request_started_receivers() -> None:
     Under ASGI, Django sends `request_started` from the request's brand-new thread-sensitive
     context: the two receivers run in a thread started for this request alone, which holds no
     connection to close and no query log to reset. Run there, they cost a thread and two hops
-    per request and do nothing (`bench/request_thread_bench.py`: 2–11% less CPU per request
-    without them). `request_finished` keeps `close_old_connections`: by then the request's
+    per request and do nothing (`bench/request_thread_bench.py` measures what they cost).
+    `request_finished` keeps `close_old_connections`: by then the request's
     thread may hold connections its view opened.
     """
     for receiver in (reset_queries, close_old_connections):

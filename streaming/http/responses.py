@@ -17,6 +17,7 @@ from streaming.core.exceptions import GenerationError, StreamCut, StreamingError
 from streaming.core.stream import Chunk, TokenStream
 from streaming.generations.registry import Generation, registry
 from streaming.http.request_thread import release_request_thread
+from streaming.models import GenerationStatus
 from streaming.wire import sse
 
 EVENT_STREAM_HEADERS = {
@@ -103,15 +104,10 @@ async def _prefixed(first: bytes, frames: AsyncIterator[bytes]) -> AsyncIterator
 class EventStreamResponse(StreamingHttpResponse):
     """A StreamingHttpResponse whose frames are closed the moment Django closes the response.
 
-    Django iterates a streaming response through two generators of its own (`__aiter__` and
-    the `streaming_content` wrapper) and closes only the outer one, so our frames would be
-    closed, and their `finally` (abort the generation, log it) run, only once the last
-    reference to them went, which here meant a pass of the garbage collector. A reader
-    cancelled while writing (the send timeout: the task waits in `send()`, not inside our
-    generator) then left its generation running for as long as no collection came. Here
-    Django's `aclosing(aiter(response))` gets our generator itself, one layer instead of three
-    per frame; a middleware that wrapped the content still gets Django's path, with our frames
-    closed after it.
+    Django iterates a streaming response through two generators of its own and closes only the
+    outer one, which would leave our frames' `finally` (abort, log) to the garbage collector.
+    Here Django's `aclosing(aiter(response))` gets our generator itself; a middleware that
+    wrapped the content still gets Django's path, with our frames closed after it.
     """
 
     def __init__(self, frames: AsyncIterator[bytes]) -> None:
@@ -122,6 +118,8 @@ class EventStreamResponse(StreamingHttpResponse):
             self[name] = value
 
     def __aiter__(self) -> AsyncIterator[bytes]:
+        # Django's private `_iterator` is the content as set: ours unless a middleware wrapped
+        # it (tests/http/test_slow_readers.py fails if Django changes that).
         if self._iterator is self._frames:
             return self._frames  # already bytes: Django's make_bytes has nothing to do
         return self._wrapped()
@@ -164,7 +162,7 @@ async def event_stream(
     assert stream is not None
     resumable = generation.resumable  # None unless a dropped reader may come back (resume.py)
     batches = stream.batches if resumable is None else resumable.batches
-    status, error_code = "client_disconnected", ""
+    status, error_code = GenerationStatus.CLIENT_DISCONNECTED, ""
     try:
         await stream.accepted()
         yield b""
@@ -176,22 +174,25 @@ async def event_stream(
                 frame = framer.tokens(batch) if batch else framer.ping()
                 if frame:
                     yield frame
-        status = "completed"
+        status = GenerationStatus.COMPLETED
         yield framer.done(stream)
     except GenerationError as error:
-        status = "cancelled" if error.code == "cancelled" else "error"
+        status = GenerationStatus.of_error(error.code)
         error_code = error.code
         yield framer.error(error)
     except StreamingError as refusal:
-        status, error_code = "error", refusal.code  # refused before the 200: the view says so
+        # Refused before the 200: the view says so.
+        status, error_code = GenerationStatus.ERROR, refusal.code
         raise
     except StreamCut:
-        status = "truncated"  # end the response without [DONE]: the client sees a cut stream
+        # End the response without [DONE]: the client sees a cut stream.
+        status = GenerationStatus.TRUNCATED
     except Superseded:
         status = SUPERSEDED  # the same reader took the stream over on a new connection
     finally:
         # Within STREAM_RESUME_GRACE_S the generation outlives its reader; resume.py ends it.
-        kept = status == "client_disconnected" and resumable is not None and resumable.detach()
+        kept = (status == GenerationStatus.CLIENT_DISCONNECTED and resumable is not None
+                and resumable.detach())
         if status == SUPERSEDED:
             pass  # the generation is the new connection's now: nothing to end, count or log
         elif not kept:

@@ -1,8 +1,8 @@
 """Writing the log rows of finished generations, off the stream's path, in batches.
 
 One writer thread for every row: Django runs each request's thread-sensitive code in a thread of
-its own, so `acreate` from a stream would open a new database connection per row (about 5 ms of
-CPU each, measured by `python -m bench --diagnose`). Here rows queue up, one task drains them in
+its own, so `acreate` from a stream would open a new database connection per row (costly:
+`python -m bench --diagnose`, docs/bench.md). Here rows queue up, one task drains them in
 batches with `bulk_create` on one long-lived connection, and closes it once no row has come for
 KEEP_CONNECTION_S (opening one per batch cost more than writing the batch).
 """

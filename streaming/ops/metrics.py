@@ -148,8 +148,8 @@ class Metrics:
 def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
     """Observe `values` into one labelled histogram: the same result as `observe` on each.
 
-    `observe` costs about 7 µs (a lock, or a file write in multiprocess mode), so a 4,000-token
-    generation would hold the event loop for 30 ms at its end; counting per bucket first costs
+    `observe` takes a lock (or writes a file, in multiprocess mode) per value, so a long
+    generation would hold the event loop at its end; counting per bucket first costs
     one increment per bucket. It uses the child's bucket values, so it falls back to `observe`
     if a prometheus-client release renames them (tests/test_metrics.py pins the equivalence).
     """
