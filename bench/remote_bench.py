@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from streaming.core.latency import percentile  # noqa: E402
 from streaming.tools.liveserver import UNLIMITED  # noqa: E402
-from tests.live import LiveServer, start_server  # noqa: E402
+from tests.support.live import LiveServer, start_server  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "Why does streaming change how an answer feels?"}]
 # What marks one token in each API's frames: counted in the raw bytes, so that the client's

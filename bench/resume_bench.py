@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 
 from streaming.core.latency import percentile  # noqa: E402
-from tests.live import RawStream, running_fleet, start_server, wait_until  # noqa: E402
+from tests.support.live import RawStream, running_fleet, start_server, wait_until  # noqa: E402
 
 TOKEN_MARK = b'data: {"token":'
 

@@ -62,7 +62,7 @@ def serving(root: Path, env: dict[str, str], server: str = "uvicorn"):
 @contextmanager
 def behind_nginx(root: Path, live: LiveServer):
     """root's deploy/nginx.conf in front of `live`."""
-    from tests.nginx import start_nginx
+    from tests.support.nginx import start_nginx
 
     site = (root / "deploy" / "nginx.conf").read_text()
     site = re.sub(r"listen 80\b", "listen 127.0.0.1:{port}", site)

@@ -27,7 +27,7 @@ from streaming.engines.upstream import UpstreamPool  # noqa: E402
 from streaming.tools.liveserver import UNLIMITED  # noqa: E402
 from streaming.wire.origin import Origin  # noqa: E402
 from streaming.wire.sse import EventParser  # noqa: E402
-from tests.live import start_server  # noqa: E402
+from tests.support.live import start_server  # noqa: E402
 
 
 def counter(parser: EventParser, counts: list[int]):

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.live import LiveServer, start_server
-from tests.nginx import Nginx, start_nginx
+from tests.support.live import LiveServer, start_server
+from tests.support.nginx import Nginx, start_nginx
 
 
 @pytest.fixture(scope="session")
@@ -64,8 +64,8 @@ def engine():
 
 @pytest.fixture(scope="session")
 def naive_server(tmp_path_factory) -> Iterator[LiveServer]:
-    """A server built wrong (tests/stub_servers.py): generations run on after their reader left."""
-    server = start_server(tmp_path_factory.mktemp("naive"), app="tests.stub_servers:naive",
+    """A server built wrong (tests/support/stub_servers.py): generations run on after their reader left."""
+    server = start_server(tmp_path_factory.mktemp("naive"), app="tests.support.stub_servers:naive",
                           migrate=False)
     yield server
     server.stop()
@@ -74,13 +74,13 @@ def naive_server(tmp_path_factory) -> Iterator[LiveServer]:
 @pytest.fixture(scope="session")
 def paced_server(tmp_path_factory) -> Iterator[LiveServer]:
     """20 tokens/s (a model's pace, so a hiccup of the test machine cannot pass for a buffer),
-    pings every 0.2 s, and the culprit endpoints of tests.culprits beside the real API."""
+    pings every 0.2 s, and the culprit endpoints of tests.support.culprits beside the real API."""
     server = start_server(tmp_path_factory.mktemp("paced"), env={
         "DETERMINISTIC_TPS": "20",
         "STREAM_HEARTBEAT_S": "0.2",
-        "DJANGO_SETTINGS_MODULE": "tests.culprit_settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.culprit_settings",
         # Behind nginx requests carry X-Forwarded-For, which makes "auto" ask for a key; these
-        # tests are about what proxies do to a stream (tests/test_auth.py covers keys).
+        # tests are about what proxies do to a stream (tests/http/test_auth.py covers keys).
         "STREAM_REQUIRE_AUTH": "false",
     })
     yield server

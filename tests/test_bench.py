@@ -11,7 +11,7 @@ import pytest
 from bench import apps, model
 from bench.client import StreamProtocol
 from streaming.wire import sse
-from tests.live import RawStream
+from tests.support.live import RawStream
 
 
 def chunked(writes: list[bytes]) -> bytes:

@@ -21,7 +21,7 @@ from streaming.tools.liveserver import UNLIMITED
 from streaming.tools.streamclient import ClientConnection, fetch_json
 from streaming.wire.origin import Origin
 from streaming.wire.sse import EventParser
-from tests.live import wait_until
+from tests.support.live import wait_until
 
 pytestmark = pytest.mark.live
 

@@ -20,7 +20,7 @@ import pytest
 
 from streaming import lifecycle
 from streaming.asgi import Lifespan
-from tests.live import (
+from tests.support.live import (
     BIN,
     DEFAULT_ENV,
     ROOT,

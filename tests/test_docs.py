@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live import ROOT
+from tests.support.live import ROOT
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")  # a Markdown link's target
 SETTING = re.compile(r"""env_(?:str|int|float|bool|list|url)\(\s*["']([A-Z0-9_]+)["']""")

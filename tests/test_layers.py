@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live import ROOT
+from tests.support.live import ROOT
 
 PACKAGE = ROOT / "streaming"
 RANK = {"core": 0, "wire": 1, "engines": 2, "generations": 3, "fleet": 4, "ops": 4, "http": 5}

@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from streaming.http import admission
-from tests.live import RawStream
-from tests.test_asgi import Exchange, body
+from tests.support.asgi import Exchange, body
+from tests.support.live import RawStream
 
 
 @pytest.mark.django_db(transaction=True)

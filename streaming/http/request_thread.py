@@ -43,7 +43,7 @@ def release_request_thread() -> None:
     has returned); a later thread-sensitive call of the request gets a fresh thread.
     """
     # asgiref's bookkeeping, not its documented API: should a release rename it, streams keep
-    # working and only hold their thread again (tests/test_request_thread.py says so).
+    # working and only hold their thread again (tests/http/test_request_thread.py says so).
     current = getattr(SyncToAsync, "thread_sensitive_context", None)
     executors = getattr(SyncToAsync, "context_to_thread_executor", None)
     context = current.get(None) if current is not None else None

@@ -151,7 +151,7 @@ def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
     `observe` takes a lock (or writes a file, in multiprocess mode) per value, so a long
     generation would hold the event loop at its end; counting per bucket first costs
     one increment per bucket. It uses the child's bucket values, so it falls back to `observe`
-    if a prometheus-client release renames them (tests/test_metrics.py pins the equivalence).
+    if a prometheus-client release renames them (tests/ops/test_metrics.py pins the equivalence).
     """
     bounds = getattr(histogram, "_upper_bounds", None)
     buckets = getattr(histogram, "_buckets", None)

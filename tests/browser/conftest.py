@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.live import LiveServer, start_server
+from tests.support.live import LiveServer, start_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless flags for a container: no sandbox (we run as root), no GPU, and no background calls

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.live import LiveServer, iter_sse, tokens_of
+from tests.support.live import LiveServer, iter_sse, tokens_of
 
 from .helpers import (
     amend_generation_requests,

@@ -17,7 +17,14 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.live import LiveServer, iter_sse, running_fleet, start_server, tokens_of, wait_until
+from tests.support.live import (
+    LiveServer,
+    iter_sse,
+    running_fleet,
+    start_server,
+    tokens_of,
+    wait_until,
+)
 
 from .conftest import DESKTOP, PAGE_ENGINE_ENV
 from .helpers import amend_generation_requests, screenshot, send_prompt

@@ -1,0 +1,330 @@
+"""The remote engine: our server in front of a second instance of itself (the upstream).
+
+Live tests prove the streaming guarantees by the upstream's own counters. How each upstream
+answer maps onto our errors is checked in-process, against canned answers from a socket server
+of the test's own, since a real upstream cannot be made to send every kind of failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import Iterator
+
+import openai
+import pytest
+import trustme
+
+from streaming.core.exceptions import BadRequest, EngineBusy, EngineUnavailable, GenerationError
+from streaming.core.request import GenerationRequest, Message
+from streaming.engines.remote import RemoteEngine
+from tests.support.live import LiveServer, RawStream, free_port, start_server, tokens_of, wait_until
+
+UPSTREAM_ENV = {
+    # 50 ms a token: "within one token" leaves the abort chain a whole gap to reach the back.
+    "DETERMINISTIC_TPS": "20",
+    "STREAM_MAX_TOKENS_LIMIT": "1000",  # tighter than the front's, to see the upstream's 400
+}
+PROMPT = {"messages": [{"role": "user", "content": "안녕하세요"}], "seed": 5}
+
+
+def front_env(upstream: LiveServer) -> dict[str, str]:
+    """Settings of a front whose engine is `upstream`."""
+    return {"STREAMING_ENGINE": "openai", "STREAMING_REMOTE_URL": f"{upstream.url}/v1",
+            "STREAMING_REMOTE_MODEL": upstream.stats()["model"]}
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory) -> Iterator[LiveServer]:
+    """The back: this server with the deterministic engine."""
+    server = start_server(tmp_path_factory.mktemp("upstream"), env=UPSTREAM_ENV)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def front(tmp_path_factory, upstream) -> Iterator[LiveServer]:
+    """The front: this server with the remote engine pointed at `upstream`."""
+    server = start_server(tmp_path_factory.mktemp("front"), env=front_env(upstream),
+                          ready_path="/readyz")
+    yield server
+    server.stop()
+
+
+def native(server: LiveServer, **body) -> RawStream:
+    """`POST /api/stream`, read over a raw socket."""
+    raw = json.dumps({**PROMPT, **body}).encode()
+    return RawStream(server.port, "/api/stream", method="POST", body=raw)
+
+
+def idle(server: LiveServer) -> dict:
+    """The server's counters once nothing runs on it."""
+    return wait_until(lambda: (s := server.stats())["generations_in_flight"] == 0 and s)
+
+
+@pytest.mark.live
+def test_native_and_openai_frames_carry_the_upstream_answer(upstream, front):
+    direct = tokens_of(native(upstream, max_tokens=8).read_all())
+    assert tokens_of(native(front, max_tokens=8).read_all()) == direct
+    client = openai.OpenAI(base_url=f"{front.url}/v1", api_key="x", max_retries=0)
+    chunks = list(client.chat.completions.create(
+        model=upstream.stats()["model"], max_tokens=8, stream=True,
+        stream_options={"include_usage": True}, **PROMPT,
+    ))
+    assert [c.choices[0].delta.content for c in chunks[:-2]] == direct
+    assert chunks[-2].choices[0].finish_reason == "length"
+    assert chunks[-1].usage.completion_tokens == 8
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("api", ["native", "openai"])
+def test_disconnect_at_the_front_stops_the_back_within_one_token(upstream, front, api):
+    before = idle(upstream)
+    model = upstream.stats()["model"]
+    if api == "native":
+        created = front.post("/api/generations", json={**PROMPT, "max_tokens": 500}).json()
+        stream = RawStream(front.port, created["stream_url"])
+        generation_id = created["id"]
+    else:
+        body = json.dumps({**PROMPT, "model": model, "max_tokens": 500, "stream": True})
+        stream = RawStream(front.port, "/v1/chat/completions", method="POST",
+                           body=body.encode())
+    first = stream.next_event()
+    if api == "openai":
+        generation_id = json.loads(first.data)["id"].removeprefix("chatcmpl-")
+    assert upstream.stats()["generations_in_flight"] == 1  # the back was still generating
+    stream.next_event()
+    stream.close()
+    received = len(stream.events)  # every token that reached us, read or still in the buffer
+    after = idle(upstream)  # the back's generation ended: the front closed its stream
+    produced = after["tokens_generated_total"] - before["tokens_generated_total"]
+    assert received <= produced <= received + 1
+    assert after["tokens_after_abort_total"] == before["tokens_after_abort_total"]
+    state = front.wait_final(generation_id)
+    assert (state["status"], state["api"]) == ("client_disconnected", api)
+    assert state["tokens_after_abort"] == 0
+
+
+@pytest.mark.live
+def test_the_upstream_refusal_is_our_400(front):
+    reply = front.post("/api/stream", json={**PROMPT, "max_tokens": 2000})
+    assert reply.status_code == 400
+    assert "max_tokens" in reply.json()["error"]["message"]  # the upstream's own words
+
+
+@pytest.mark.live
+def test_upstream_killed_mid_stream_then_down(server_factory):
+    upstream = server_factory(env=UPSTREAM_ENV)
+    env = front_env(upstream)
+    front = server_factory(env=env, ready_path="/readyz")
+    stream = native(front, max_tokens=500)
+    assert stream.status == 200 and stream.next_event() is not None
+    upstream.process.kill()
+    events = stream.read_all()  # ends (RawStream's socket timeout would fail a hung stream)
+    assert events[-1].event == "error"
+    assert json.loads(events[-1].data)["code"] == "worker_unavailable"
+    # Now the upstream is down: a 503 before any stream, in either API's error shape.
+    refused = front.post("/api/stream", json={**PROMPT, "max_tokens": 5})
+    assert (refused.status_code, refused.json()["error"]["code"]) == (503, "engine_unavailable")
+    client = openai.OpenAI(base_url=f"{front.url}/v1", api_key="x", max_retries=0)
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model=env["STREAMING_REMOTE_MODEL"],
+                                       messages=PROMPT["messages"], stream=True)
+    assert caught.value.status_code == 503
+    assert front.get("/readyz").status_code == 503
+    assert front.stats()["generations_in_flight"] == 0
+
+
+# --- How upstream answers map onto ours (in-process, canned answers) ----------------------
+
+REQUEST = GenerationRequest(id="g1", messages=(Message("user", "hi"),), max_tokens=9, seed=1)
+
+
+def chunk(content: str | None = None, finish: str | None = None, **extra) -> str:
+    """One upstream `chat.completion.chunk` frame."""
+    delta = {} if content is None else {"content": content}
+    payload = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+# A canned answer: (status, JSON or event-stream text), or None to close without answering.
+Answer = tuple[int, object] | None
+
+
+async def canned_upstream(handler, sent: list[dict], tls: ssl.SSLContext | None = None
+                          ) -> asyncio.Server:
+    """A real socket speaking just enough HTTP/1.1 to play `handler`'s answers back."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                request = json.loads(await reader.readexactly(length))
+                sent.append(request)
+                answer = handler(request)
+                if answer is None:
+                    return  # the pooled connection the upstream had already closed
+                status, content = answer
+                kind = "text/event-stream" if isinstance(content, str) else "application/json"
+                body = (content if isinstance(content, str) else json.dumps(content)).encode()
+                writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\n"
+                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0, ssl=tls)
+
+
+def run(handler, *, base_url: str | None = None, max_buffered: int = 256,
+        tls: ssl.SSLContext | None = None) -> tuple[list[dict], TokenStreamResult]:
+    """Drive one generation against canned answers; the bodies sent, what the reader saw."""
+    sent: list[dict] = []
+
+    async def drive() -> TokenStreamResult:
+        server = await canned_upstream(handler, sent, tls)
+        port = server.sockets[0].getsockname()[1]
+        scheme = "https" if tls else "http"
+        engine = RemoteEngine(base_url=base_url or f"{scheme}://127.0.0.1:{port}/v1", model="m")
+        stream = engine.generate(REQUEST)
+        stream.max_buffered = max_buffered  # before any token: its task has not run yet
+        texts: list[str] = []
+        try:
+            await stream.accepted()
+            async with asyncio.timeout(30):
+                async for batch in stream.batches(5.0):
+                    texts += [c.text for c in batch]
+                    await asyncio.sleep(0)  # a reader slower than the upstream
+        except Exception as error:
+            return TokenStreamResult(texts, stream, error)
+        finally:
+            engine.pool.close()
+            server.close()
+        return TokenStreamResult(texts, stream, None)
+
+    result = asyncio.run(drive())
+    return sent, result
+
+
+class TokenStreamResult:
+    """What a reader saw."""
+
+    def __init__(self, texts, stream, error) -> None:
+        self.texts, self.stream, self.error = texts, stream, error
+
+
+def sse_reply(*frames: str) -> Answer:
+    """A 200 event stream with these frames."""
+    return 200, "".join(frames)
+
+
+def test_chunks_finish_reason_and_usage_are_relayed():
+    usage = {"prompt_tokens": 7, "completion_tokens": 4, "total_tokens": 11}
+    sent, result = run(lambda request: sse_reply(
+        chunk("안"), chunk("녕"), chunk(""), chunk("!"), chunk(finish="length"),
+        'data: {"choices": [], "usage": ' + json.dumps(usage) + "}\n\n", "data: [DONE]\n\n",
+    ))
+    assert result.error is None and result.texts == ["안", "녕", "!"]
+    assert result.stream.finish_reason == "length"
+    # Three chunks with text, but the upstream counted four tokens: its count wins.
+    assert (result.stream.tokens_generated, result.stream.prompt_tokens) == (4, 7)
+    assert sent == [{"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                     "max_tokens": 9, "temperature": 1.0, "top_p": 1.0, "stream": True,
+                     "stream_options": {"include_usage": True}, "seed": 1}]
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        ({"message": "too long", "code": "context_length_exceeded"}, "context_length"),
+        ({"message": "CUDA error", "type": "server_error", "code": None}, "engine_error"),
+        ("plain text error", "engine_error"),
+    ],
+)
+def test_an_error_frame_mid_stream_is_a_generation_error(error, code):
+    frame = f"data: {json.dumps({'error': error})}\n\n"
+    _, result = run(lambda request: sse_reply(chunk("a"), frame))
+    assert result.texts == ["a"]
+    assert isinstance(result.error, GenerationError) and result.error.code == code
+
+
+def test_a_stream_ending_without_done_is_worker_unavailable():
+    _, result = run(lambda request: sse_reply(chunk("a"), chunk("b")))
+    assert result.texts == ["a", "b"]
+    assert isinstance(result.error, GenerationError)
+    assert result.error.code == "worker_unavailable"
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "refusal", "message"),
+    [
+        (400, {"error": {"message": "bad top_p", "type": "invalid_request_error"}}, BadRequest,
+         "bad top_p"),
+        (422, {"error": "Input validation error", "error_type": "validation"}, BadRequest,
+         "Input validation error"),  # TGI's shape
+        (429, {"error": {"message": "slow down"}}, EngineBusy, "slow down"),
+        (500, {"error": {"message": "boom"}}, EngineUnavailable, "boom"),
+        (404, {"error": {"message": "no model m"}}, EngineUnavailable, "no model m"),
+    ],
+)
+def test_a_refusal_before_the_stream_is_an_http_error(status, body, refusal, message):
+    _, result = run(lambda request: (status, body))
+    assert type(result.error) is refusal and message in result.error.message
+    assert result.stream.finished and result.texts == []
+
+
+def test_a_slow_reader_pauses_the_upstream_and_loses_nothing():
+    words = [f"w{i} " for i in range(2000)]
+    _, result = run(lambda request: sse_reply(*map(chunk, words), chunk(finish="stop"),
+                                              "data: [DONE]\n\n"), max_buffered=4)
+    assert result.error is None
+    assert "".join(result.texts) == "".join(words)
+    assert result.stream.tokens_generated == 2000
+
+
+@pytest.fixture
+def upstream_tls(tmp_path, monkeypatch) -> ssl.SSLContext:
+    """A certificate for 127.0.0.1 from a throwaway CA, which this process is told to trust."""
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))  # OpenSSL's default trust
+    return context
+
+
+def test_an_https_upstream_streams_and_one_we_cannot_trust_is_refused(upstream_tls,
+                                                                     monkeypatch):
+    answer = sse_reply(chunk("a"), chunk("b", finish="stop"), "data: [DONE]\n\n")
+    _, result = run(lambda request: answer, tls=upstream_tls)
+    assert result.error is None and result.texts == ["a", "b"]
+
+    monkeypatch.delenv("SSL_CERT_FILE")  # the system's CAs only: ours is unknown there
+    _, result = run(lambda request: answer, tls=upstream_tls)
+    assert isinstance(result.error, EngineUnavailable)
+    assert "CERTIFICATE_VERIFY_FAILED" in result.error.message
+
+
+def test_an_unreachable_upstream_is_engine_unavailable():
+    _, result = run(lambda request: None, base_url=f"http://127.0.0.1:{free_port()}/v1")
+    assert isinstance(result.error, EngineUnavailable)
+    assert result.error.http_status == 503
+
+
+def test_a_connection_closed_before_any_answer_is_sent_once_more():
+    def flaky(request: dict) -> Answer:
+        if flaky.calls == 0:  # the upstream closed the pooled connection as we reused it
+            flaky.calls += 1
+            return None
+        return sse_reply(chunk("a"), chunk(finish="stop"), "data: [DONE]\n\n")
+
+    flaky.calls = 0
+    sent, result = run(flaky)
+    assert len(sent) == 2
+    assert result.error is None and result.texts == ["a"]
+    assert result.stream.finish_reason == "stop"

@@ -1,0 +1,75 @@
+"""Limits shared by several web processes through Redis; slots of a killed process lapse."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.support.live import RawStream, running_fleet, wait_until
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture(scope="module")
+def two_webs(tmp_path_factory):
+    """Redis, one worker, two web processes allowing 2 streams per client between them."""
+    env = {"STREAM_MAX_STREAMS_PER_CLIENT": "2", "STREAM_RATE_PER_MIN": "0",
+           "STREAM_LEASE_TTL_S": "1.5",
+           "DETERMINISTIC_TPS": "5"}  # slow: every stream here lasts 10 s at least
+    with running_fleet(tmp_path_factory.mktemp("limits"), env) as fleet:
+        yield {"redis": fleet.redis, "webs": fleet.webs}
+
+
+def long_stream(server) -> RawStream:
+    """A stream that stays open for a while (workers do not take the `fault` hook)."""
+    body = json.dumps({"prompt": "hold", "max_tokens": 4096}).encode()
+    return RawStream(server.port, "/api/stream", method="POST", body=body)
+
+
+def status_of(server) -> int:
+    stream = long_stream(server)
+    status = stream.status
+    stream.close()
+    return status
+
+
+def admitted(server) -> RawStream:
+    """A long stream, once a slot is free (a just-closed stream's slot returns a moment later)."""
+
+    def attempt() -> RawStream | None:
+        stream = long_stream(server)
+        if stream.status == 200:
+            return stream
+        stream.close()
+        return None
+
+    return wait_until(attempt, 10)
+
+
+def test_the_per_client_limit_holds_across_processes_and_a_killed_ones_slot_lapses(two_webs):
+    web_a, web_b = two_webs["webs"]
+    first, second = long_stream(web_a), long_stream(web_b)
+    assert first.status == second.status == 200
+    third = httpx.post(web_a.url + "/api/stream", json={"prompt": "one more"}, timeout=10)
+    assert third.status_code == 429 and int(third.headers["Retry-After"]) >= 1
+    assert third.json()["error"]["code"] == "too_many_streams"
+    first.close()  # its slot comes back when its stream ends, on whichever process
+    wait_until(lambda: status_of(web_b) == 200, 10)
+
+    web_b.process.kill()  # SIGKILL mid-stream: nobody releases `second`'s slot ...
+    web_b.process.wait(10)
+    held = admitted(web_a)
+    assert status_of(web_a) == 429
+    # ... until its lease lapses, unrenewed (STREAM_LEASE_TTL_S = 1.5 s here).
+    wait_until(lambda: status_of(web_a) == 200, 15)
+    held.close()
+
+
+def test_redis_down_is_a_clear_503(two_webs):
+    web_a = two_webs["webs"][0]
+    two_webs["redis"].stop()
+    reply = httpx.post(web_a.url + "/api/stream", json={"prompt": "hi"}, timeout=15)
+    assert reply.status_code == 503
+    assert reply.json()["error"]["code"] in ("engine_unavailable", "worker_unavailable")

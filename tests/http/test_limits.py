@@ -1,0 +1,102 @@
+"""Limits refused before any stream: rate and streams per client (429), service-wide (503)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streaming.http import limits
+from streaming.ops import log_writer
+from tests.support.asgi import Exchange, body
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def fresh_limits(settings):
+    settings.STREAM_REQUIRE_AUTH = "false"  # peers from 10.0.0.0/8 here, anonymous on purpose
+    limits.reset()
+    yield settings
+    limits.reset()
+
+
+
+async def stream_from(address: str, **fields) -> Exchange:
+    exchange = Exchange("POST", "/api/stream", body(**fields))
+    exchange.app.scope["client"] = (address, 4000)
+    return await exchange.start()
+
+
+async def refused(exchange: Exchange) -> dict:
+    await exchange.read_all()
+    assert exchange.headers["content-type"] == "application/json"
+    return json.loads(exchange.payload)["error"]
+
+
+async def test_streams_per_client_then_429_until_one_ends(engine, fresh_limits):
+    fresh_limits.STREAM_MAX_STREAMS_PER_CLIENT = 2
+    engine.interval_s = 0.01
+    first = await stream_from("10.0.0.1", prompt="a", max_tokens=400)
+    second = await stream_from("10.0.0.1", prompt="b", max_tokens=400)
+    assert first.status == second.status == 200
+    third = await stream_from("10.0.0.1", prompt="c", max_tokens=3)
+    assert third.status == 429
+    assert int(third.headers["retry-after"]) >= 1
+    assert (await refused(third))["code"] == "too_many_streams"
+    other = await stream_from("10.0.0.2", prompt="d", max_tokens=3)  # another client is not held
+    assert other.status == 200
+    await other.read_all()
+    await first.disconnect()
+    again = await stream_from("10.0.0.1", prompt="e", max_tokens=3)
+    assert again.status == 200
+    await again.read_all()
+    await second.disconnect()
+    await log_writer.flush()
+    assert limits.limits().in_flight == 0 and not limits.limits().streams
+
+
+async def test_service_wide_cap_is_503_with_retry_after(engine, fresh_limits):
+    fresh_limits.STREAM_MAX_IN_FLIGHT = 1
+    engine.interval_s = 0.01
+    first = await stream_from("10.0.0.1", prompt="a", max_tokens=400)
+    assert first.status == 200
+    second = await stream_from("10.0.0.2", prompt="b", max_tokens=3)
+    assert second.status == 503 and second.headers["retry-after"] == "1"
+    assert (await refused(second))["code"] == "no_capacity"
+    await first.disconnect()
+
+
+async def test_rate_per_minute_covers_every_api(engine, fresh_limits):
+    fresh_limits.STREAM_RATE_PER_MIN = 3
+    chat = {"model": engine.model, "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2}
+    sent = [
+        Exchange("POST", "/api/generations", body(prompt="a", max_tokens=2)),
+        Exchange("POST", "/api/stream", body(prompt="a", max_tokens=2)),
+        Exchange("POST", "/v1/chat/completions", json.dumps(chat).encode()),
+    ]
+    for exchange in sent:
+        assert (await (await exchange.start()).read_all()).status in (200, 201)
+    for path, payload in [("/api/stream", body(prompt="a")),
+                          ("/v1/chat/completions", json.dumps(chat).encode())]:
+        over = await Exchange("POST", path, payload).start()
+        assert over.status == 429
+        assert 1 <= int(over.headers["retry-after"]) <= 60
+        await over.read_all()
+        assert b"rate_limited" in over.payload
+
+
+async def test_a_refused_stream_takes_no_slot(engine, fresh_limits):
+    fresh_limits.STREAM_MAX_STREAMS_PER_CLIENT = 1
+    bad = await stream_from("10.0.0.1", prompt="a", max_tokens=10**9)
+    assert bad.status == 400
+    created = await (await Exchange("POST", "/api/generations",
+                                    body(prompt="a", max_tokens=3)).start()).read_all()
+    url = json.loads(created.payload)["stream_url"]
+    done = await (await Exchange("GET", url).start()).read_all()
+    assert done.events[-1].data == "[DONE]"
+    second_reader = await Exchange("GET", url).start()
+    assert second_reader.status == 409  # already streamed: refused without taking a slot
+    await log_writer.flush()
+    assert limits.limits().in_flight == 0

@@ -1,0 +1,1 @@
+"""What the tests share: live servers and clients, nginx, stub and culprit apps, helpers."""
