@@ -8,7 +8,7 @@ Rounds alternate between a short history to replay and a long one.
 
 Across web processes (`--fleet`): Redis, a model worker and two web processes; each round drops
 the reader on one process and reconnects on the same one or, alternately, on the other, which
-has the keeper relay the stream (streaming/relay.py): the difference is what the relay costs.
+has the keeper relay the stream (streaming/fleet/relay.py): the difference is what the relay costs.
 Workers refuse the stall hook, so the generation runs paced (200 tok/s) while we reconnect.
 
 Memory: streaming.generations.resume.Resumable fed the deterministic engine's own tokens in this

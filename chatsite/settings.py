@@ -112,7 +112,7 @@ if REDIS_URL:
             # traffic. Every message goes to a process-specific channel (a worker's own, or a
             # web process's reply channel), so pub/sub's fan-out never duplicates work; what
             # lists would add (capacity, expiry) the worker does itself: one send in flight per
-            # web process, text merged while it waits (streaming/worker.py, Outbox).
+            # web process, text merged while it waits (streaming/fleet/worker.py, Outbox).
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         }
@@ -207,13 +207,14 @@ STREAM_MAX_IN_FLIGHT = env_int("STREAM_MAX_IN_FLIGHT", 512)
 # With Redis, a stream's slot lapses this long after its process stopped renewing it (killed).
 STREAM_LEASE_TTL_S = env_float("STREAM_LEASE_TTL_S", 30.0, minimum=0.3)
 # A reader that has taken no bytes for this long while some wait for it (a suspended laptop, a
-# frozen tab) is treated as disconnected and its generation aborted (streaming/stalled_readers.py).
+# frozen tab) is treated as disconnected and its generation aborted
+# (streaming/http/stalled_readers.py).
 STREAM_SEND_TIMEOUT_S = env_float("STREAM_SEND_TIMEOUT_S", 30.0, minimum=0.0, exclusive=True)
 # On SIGTERM: open streams end with `server_shutdown`, then this long at most for their last
 # frames and log rows before the server closes its connections.
 STREAM_SHUTDOWN_GRACE_S = env_float("STREAM_SHUTDOWN_GRACE_S", 5.0)
 # Who may use it: `auto` = open only in the loopback default (loopback hosts and peers, no
-# proxy); otherwise API keys or a login (streaming/auth.py).
+# proxy); otherwise API keys or a login (streaming/http/auth.py).
 STREAM_REQUIRE_AUTH = env_str("STREAM_REQUIRE_AUTH", "auto", choices=("auto", "true", "false"))
 LOGIN_URL = "/admin/login/"
 # What the log keeps of a prompt: `none`, `truncated` (its first PROMPT_LOG_CHARS characters) or

@@ -64,7 +64,8 @@ def engine():
 
 @pytest.fixture(scope="session")
 def naive_server(tmp_path_factory) -> Iterator[LiveServer]:
-    """A server built wrong (tests/support/stub_servers.py): generations run on after their reader left."""
+    """A server built wrong (tests/support/stub_servers.py): generations run on after their
+    reader left."""
     server = start_server(tmp_path_factory.mktemp("naive"), app="tests.support.stub_servers:naive",
                           migrate=False)
     yield server

@@ -173,8 +173,8 @@ class StreamCut(Exception):
 class Superseded(Exception):
     """End this response: its reader reconnected on a new connection, which has the stream now.
 
-    The old connection is presumed dead (streaming/resume.py): nothing more is written to it
-    and nothing is counted for it.
+    The old connection is presumed dead (streaming/generations/resume.py): nothing more is
+    written to it and nothing is counted for it.
     """
 
 

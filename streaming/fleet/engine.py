@@ -62,7 +62,7 @@ class ChannelLayerEngine(Engine):
         self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         # Other message types on our reply channel, by type: web processes talking to each
-        # other (streaming/relay.py, through `route`); the engine only delivers them.
+        # other (streaming/fleet/relay.py, through `route`); the engine only delivers them.
         self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {}
         # We ping our own reply channel every beat (pub/sub can publish while our subscription
         # is still down); workers count only while our pings come back.

@@ -4,7 +4,7 @@
 load balancer they often reach two different processes. The created request therefore waits in
 Redis, and whichever process gets the stream claims it (GETDEL: exactly one wins). Likewise a
 generation kept for its dropped reader (STREAM_RESUME_GRACE_S) names the process keeping it,
-for a reconnect that lands elsewhere (streaming/relay.py).
+for a reconnect that lands elsewhere (streaming/fleet/relay.py).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ generation_finished = Signal()
 
 
 class Slot(Protocol):
-    """A stream slot held while the generation runs (streaming/limits.py's lease)."""
+    """A stream slot held while the generation runs (streaming/http/limits.py's lease)."""
 
     def release(self) -> None:
         """Give it back (idempotent)."""
@@ -54,7 +54,7 @@ class Generation:
     engine: Engine
     api: str = "native"
     client: str = ""
-    owner: str = ""  # streaming/auth.py's principal of whoever created it
+    owner: str = ""  # streaming/http/auth.py's principal of whoever created it
     status: str = PENDING
     error_code: str = ""
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))

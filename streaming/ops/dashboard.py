@@ -1,6 +1,6 @@
 """The admin's latency dashboard: `reports.latency_figures` over a window of the log, as SVG.
 
-The figures are the ones `manage.py latency_report` prints (streaming/reports.py computes both);
+The figures are the ones `manage.py latency_report` prints (streaming/ops/reports.py computes both);
 this page adds histograms and even time slices, and links every figure to the changelist
 filtered to the rows behind it, so a spike is one click from the generations that made it.
 """

@@ -1,4 +1,5 @@
-"""Open streams hold no OS thread each (streaming/request_thread.py): real uvicorn, real sockets."""
+"""Open streams hold no OS thread each (streaming/http/request_thread.py): real uvicorn, real
+sockets."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Real servers for live tests: a uvicorn or daphne process on a free port, and clients for it.
 
-The process handling lives in streaming/liveserver.py (the lab and benchmarks start servers too);
-this module adds the tests' fast pace and a raw-socket client.
+The process handling lives in streaming/tools/liveserver.py (the lab and benchmarks start servers
+too); this module adds the tests' fast pace and a raw-socket client.
 """
 
 from __future__ import annotations
