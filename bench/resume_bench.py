@@ -11,9 +11,9 @@ the reader on one process and reconnects on the same one or, alternately, on the
 has the keeper relay the stream (streaming/fleet/relay.py): the difference is what the relay costs.
 Workers refuse the stall hook, so the generation runs paced (200 tok/s) while we reconnect.
 
-Memory: streaming.generations.resume.Resumable fed the deterministic engine's own tokens in this
-process,
-measured with tracemalloc (exact Python allocations) against the cap's estimate (`kept_bytes`).
+Memory: an answer's log (streaming/core/stream.py's TokenStream) fed the deterministic engine's
+own words in this process, measured with tracemalloc (exact Python allocations, less the
+per-token arrival times every stream keeps anyway) against the cap's estimate (`log_bytes`).
 
     .venv/bin/python bench/resume_bench.py [--rounds 200] [--fleet] [--json out.json]
 
@@ -23,7 +23,6 @@ Every process shares this machine's cores: read latencies as orders of magnitude
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
@@ -54,7 +53,7 @@ def resume_latency(keeper, target, body: dict) -> float:
     assert event is not None, "ended early"
     last_id = event.id  # the first token's; the socket may already hold the others
     first.close()
-    wait_until(lambda: keeper.state(urls["id"]).get("resume", {}).get("attached") is False)
+    wait_until(lambda: keeper.state(urls["id"])["answer"]["readers"] == 0)
     request = (
         f"GET {urls['stream_url']} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Accept: text/event-stream\r\nLast-Event-ID: {last_id}\r\n\r\n"
@@ -119,41 +118,30 @@ SERVER_ENV = {
 
 
 def memory_per_kept_stream(tokens: int, script: str) -> dict[str, float]:
-    """Bytes a Resumable holds for a `tokens`-token answer, one event per token."""
+    """Bytes an answer's log holds for a `tokens`-token answer, one event per token."""
     from streaming.core.request import GenerationRequest, Message
-    from streaming.core.stream import Chunk, TokenStream
+    from streaming.core.stream import TokenStream
     from streaming.engines.script import VOCABULARY
-    from streaming.generations.resume import Resumable
 
     words = VOCABULARY[script]
     count = 100
-
-    async def build() -> list[Resumable]:
-        async def give_up(_: Resumable) -> None:
-            return None
-
-        request = GenerationRequest(id="m", messages=(Message("user", "x"),), max_tokens=tokens)
-        streams = [TokenStream(request) for _ in range(count)]  # not part of what is kept
-        kept = []
-        tracemalloc.start()
-        before = tracemalloc.get_traced_memory()[0]
-        for stream in streams:
-            resumable = Resumable(stream, grace_s=10, max_bytes=1 << 30, give_up=give_up)
-            for index in range(tokens):
-                resumable._keep([Chunk(index, words[index % len(words)])])
-            kept.append(resumable)
-        used = tracemalloc.get_traced_memory()[0] - before
-        tracemalloc.stop()
-        text = sum(len(words[i % len(words)].encode()) for i in range(tokens))
-        return kept, used, text
-
-    kept, used, text = asyncio.run(build())
+    request = GenerationRequest(id="m", messages=(Message("user", "x"),), max_tokens=tokens)
+    streams = [TokenStream(request, max_log_bytes=1 << 30) for _ in range(count)]
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for stream in streams:
+        for index in range(tokens):
+            stream.push(words[index % len(words)])
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    used -= sum(sys.getsizeof(stream.token_times) for stream in streams)  # not the log's
+    text = sum(len(words[i % len(words)].encode()) for i in range(tokens))
     return {
         "tokens": tokens,
         "script": script,
         "utf8_text_bytes": text,
         "measured_bytes": round(used / count),
-        "kept_bytes_estimate": kept[0].kept_bytes,
+        "kept_bytes_estimate": streams[0].log_bytes,
     }
 
 

@@ -169,10 +169,15 @@ STREAM_PROXY_READ_TIMEOUT_S = env_float(
 # Sequences batched together (0 = the engine's own default) and how many more may wait.
 STREAMING_MAX_BATCH = env_int("STREAMING_MAX_BATCH", 0)
 STREAMING_MAX_QUEUE = env_int("STREAMING_MAX_QUEUE", 64)
+# Seconds an answer outlives its last reader, for a reader to come back (0: abort at once).
 STREAM_RESUME_GRACE_S = env_float("STREAM_RESUME_GRACE_S", 0.0)
-# Memory a generation may hold for a resume (its text plus 8 bytes per event); past it, its
-# reader leaving aborts it at once, as with no grace (docs/resume.md).
+# Memory an answer's log may hold (its text plus 8 bytes per event); past it, it can no longer
+# be rejoined or read again, and its last reader leaving aborts it at once (docs/resume.md).
 STREAM_RESUME_MAX_BYTES = env_int("STREAM_RESUME_MAX_BYTES", 256 * 1024, minimum=1024)
+# Seconds a finished answer stays readable from its log (0: freed at its end), and at most how
+# many finished answers this process keeps, oldest freed first.
+STREAM_RETENTION_S = env_float("STREAM_RETENTION_S", 300.0)
+STREAM_RETAINED_MAX = env_int("STREAM_RETAINED_MAX", 1000, minimum=1)
 
 # Input limits, refused before any stream starts.
 STREAM_MAX_BODY_BYTES = env_int("STREAM_MAX_BODY_BYTES", 256 * 1024, minimum=1024)

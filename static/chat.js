@@ -4,13 +4,14 @@ import { Generation, pendingAnswer } from "./generation.js";
 import { t, translatePage } from "./i18n.js";
 import { MessageView } from "./message-view.js";
 import {
-  loadConversations, loadCurrentId, newConversation, saveConversations, saveCurrentId,
+  STORAGE_KEY, loadConversations, loadCurrentId, newConversation, saveConversations, saveCurrentId,
 } from "./store.js";
 
 const TITLE_CHARS = 40;
 const TICK_MS = 250; // clock for the live numbers, the timeline and the stall notice
 const SAVE_EVERY_MS = 2000; // while streaming, so a crash loses at most this much
 const STICK_TO_BOTTOM_PX = 80; // follow the answer only if the reader has not scrolled up
+const LIVE_STATES = ["waiting", "streaming", "stopping"];
 
 const els = {
   app: document.getElementById("app"),
@@ -81,6 +82,7 @@ function switchTo(conversation) {
     current = conversation;
     saveCurrentId(current.id);
     renderConversation();
+    rejoinLiveAnswer();
   }
   closeSidebar();
   els.prompt.focus();
@@ -172,12 +174,36 @@ function generate({ seed } = {}) {
   conversation.updatedAt = Date.now();
   const view = appendMessage(answer);
   keepScrolled(true);
+  follow(answer, conversation, view).start(body);
+}
 
+/** An answer of this conversation that was still streaming when the page last saw it (a
+ * reload, or another tab that started it): read on from where the saved text stops. */
+function rejoinLiveAnswer() {
+  const last = current.messages.at(-1);
+  if (active || last?.role !== "assistant" || !last.meta) return;
+  // A cut with a grace period may be the page itself going away (the browser drops the stream
+  // before `pagehide`): the server knows whether the answer is really gone.
+  const cutButKept = last.meta.state === "cut" && last.meta.graceS > 0 && !last.meta.rejoined;
+  if (!LIVE_STATES.includes(last.meta.state) && !cutButKept) return;
+  if (!last.meta.streamUrl || last.meta.abandoned) {
+    // Went away before the server answered the POST, or cancelled it on the way out.
+    last.meta.state = "cut";
+    viewFor(last).update(performance.now());
+    return;
+  }
+  last.meta.state = "streaming";
+  last.meta.rejoined = cutButKept; // a cut the server confirms is not asked about again
+  follow(last, current, viewFor(last)).rejoin();
+}
+
+/** Make `answer` the one streaming: its view, the controls and the saved history follow it. */
+function follow(answer, conversation, view) {
   const generation = new Generation(answer, {
     onChange: () => {
-      const follow = nearBottom();
+      const atBottom = nearBottom();
       view.update(performance.now());
-      keepScrolled(follow);
+      keepScrolled(atBottom);
       updateControls();
       if (performance.now() - lastSaveAt > SAVE_EVERY_MS) save();
     },
@@ -186,9 +212,9 @@ function generate({ seed } = {}) {
         clearInterval(active.timer);
         active = null;
       }
-      const follow = nearBottom();
+      const atBottom = nearBottom();
       view.update(performance.now());
-      keepScrolled(follow);
+      keepScrolled(atBottom);
       conversation.updatedAt = Date.now();
       save();
       updateControls();
@@ -206,7 +232,7 @@ function generate({ seed } = {}) {
   save();
   updateControls();
   renderConversationList();
-  generation.start(body);
+  return generation;
 }
 
 function send() {
@@ -310,16 +336,28 @@ function bindEvents() {
     else openSidebar();
   });
   els.scrim.addEventListener("click", closeSidebar);
-  // Keep the partial answer if the tab goes away mid-stream (it is marked cut on the next load).
+  // Keep the partial answer if the tab goes away mid-stream: the next load rejoins it.
   window.addEventListener("pagehide", () => {
     if (!active) return;
-    save();
     active.generation.abandon();
+    save();
+  });
+  // Another tab saved: an answer it streams in the conversation on screen shows here live too
+  // (this tab reads the same answer), and Stop in either tab stops it for both.
+  window.addEventListener("storage", (event) => {
+    if (event.key !== STORAGE_KEY || active) return;
+    conversations = loadConversations();
+    // A tab on an empty new chat follows the conversation the other tab is in.
+    const id = current.messages.length ? current.id : loadCurrentId();
+    current = conversations.find((c) => c.id === id) ?? current;
+    renderConversation();
+    rejoinLiveAnswer();
   });
 }
 
 translatePage();
 bindEvents();
 renderConversation();
+rejoinLiveAnswer();
 els.prompt.focus();
 

@@ -43,6 +43,8 @@ export class Generation {
       return;
     }
     this.meta.generationId = created.id;
+    this.meta.streamUrl = created.stream_url;
+    this.meta.cancelUrl = created.cancel_url;
     this.cancelUrl = created.cancel_url;
     if (this.stopRequested) {
       // Stop was pressed while the POST was in flight: nothing to read, only to cancel.
@@ -50,19 +52,41 @@ export class Generation {
       this.#finish("stopped");
       return;
     }
-    this.stream = readStream(created.stream_url, {
+    this.#read(created.stream_url);
+  }
+
+  /** Read on an answer this page (or another tab) started: from the event after the last one
+   * the saved message holds, so nothing is repeated or missed. A server that no longer keeps
+   * it answers with a refusal, and the answer is marked cut. */
+  rejoin() {
+    const meta = this.meta;
+    this.cancelUrl = meta.cancelUrl;
+    this.startedAt = performance.now() - (meta.lastMs ?? 0); // the clock goes on from there
+    meta.startedAt = this.startedAt;
+    const url = meta.lastEventId == null
+      ? meta.streamUrl
+      : `${meta.streamUrl}?last_event_id=${encodeURIComponent(meta.lastEventId)}`;
+    this.#read(url, { rejoined: true });
+  }
+
+  #read(url, { rejoined = false } = {}) {
+    this.stream = readStream(url, {
       onToken: (text, count, id) => this.#token(text, count, id),
       onDone: () => this.#finish(this.meta.finishReason === "length" ? "length" : "done"),
       onError: (error) => {
-        // `cancelled` is the server confirming a Stop (ours or from elsewhere), not a failure.
+        // `cancelled` is the server confirming a Stop (ours or another tab's), not a failure;
+        // `client_disconnected`: nobody was reading it (a reload without a grace period).
         if (error.code === "cancelled") this.#finish("stopped");
+        else if (error.code === "client_disconnected") this.#finish("cut");
         else this.#finish("error", error);
       },
-      onDrop: ({ refused }) => this.#finish(refused && this.meta.tokens === 0 ? "refused" : "cut"),
+      onDrop: ({ refused }) => this.#finish(
+        refused && this.meta.tokens === 0 && !rejoined ? "refused" : "cut"),
       onNamedEvent: (name, payload) => {
         if (name === "summary" && typeof payload.finish_reason === "string") {
           this.meta.finishReason = payload.finish_reason;
         }
+        if (name === "resume") this.meta.graceS = payload.grace_s;
       },
     });
   }
@@ -78,10 +102,15 @@ export class Generation {
     this.#finish("stopped");
   }
 
-  /** The page is going away: cancel on the server now. A server that keeps generations for a
-   * reader that may come back (STREAM_RESUME_GRACE_S) cannot tell a closed tab from a blip. */
+  /** The page is going away. With a grace period (the server said so in its `resume` event)
+   * this may be a reload that rejoins the answer, so it is left to the server, which stops it
+   * once nobody has come back for that long; without one, cancel it on the server now. */
   abandon() {
-    if (this.ended || this.cancelUrl === null) return;
+    if (this.ended) return;
+    this.ended = true;
+    this.stream?.close(); // silently: the saved message stays "streaming", for a rejoin
+    if (this.cancelUrl === null || this.meta.graceS > 0) return;
+    this.meta.abandoned = true; // nothing to rejoin on the next load: it is cut
     navigator.sendBeacon?.(this.cancelUrl);
   }
 
@@ -101,6 +130,7 @@ export class Generation {
     // The event id is the index of the chunk's first token, so merged chunks still count right.
     const index = Number.parseInt(id, 10);
     meta.tokens = Number.isFinite(index) ? Math.max(meta.tokens + count, index + count) : meta.tokens + count;
+    if (id) meta.lastEventId = id; // saved with the text it ends, for a rejoin after a reload
     if (meta.times.length < MAX_RECORDED_TIMES) meta.times.push(ms);
     if (meta.state === "waiting") meta.state = "streaming";
     this.message.content += text;

@@ -1,7 +1,7 @@
 // Conversations are kept in this browser's localStorage: the embedded default has no login, so
 // there is no user on the server to own them, and a chat stays on the machine it was typed on.
 
-const STORAGE_KEY = "chat.conversations.v1";
+export const STORAGE_KEY = "chat.conversations.v1";
 const CURRENT_KEY = "chat.current.v1";
 const MAX_CONVERSATIONS = 50; // oldest dropped first, so storage never fills up
 const MAX_STORED_TIMES = 2000; // token arrival ticks kept per answer for the timeline
@@ -12,7 +12,8 @@ export function newConversation() {
   return { id: crypto.randomUUID?.() ?? `${now}-${Math.random().toString(36).slice(2)}`, title: "", createdAt: now, updatedAt: now, messages: [] };
 }
 
-/** Every saved conversation, newest first; answers that were streaming when the page went away are marked cut. */
+/** Every saved conversation, newest first; an answer that was streaming when the page went
+ * away keeps its state, its stream URL and its last event id, for the page to rejoin it. */
 export function loadConversations() {
   let list;
   try {
@@ -22,9 +23,11 @@ export function loadConversations() {
   }
   if (!Array.isArray(list)) list = [];
   for (const conversation of list) {
+    const last = conversation.messages?.at(-1);
     for (const message of conversation.messages ?? []) {
-      // The page was closed mid-answer: the server aborted it; say so rather than spin forever.
-      if (message.meta && ["waiting", "streaming", "stopping"].includes(message.meta.state)) {
+      // Only the last answer of a conversation can still be streaming; an older one that says
+      // so was left by a page that went away long ago: say so rather than spin forever.
+      if (message !== last && message.meta && ["waiting", "streaming", "stopping"].includes(message.meta.state)) {
         message.meta.state = "cut";
       }
     }

@@ -62,6 +62,15 @@ class AlreadyStreaming(StreamingError):
     default_message = "This generation is already being streamed."
 
 
+class Gone(StreamingError):
+    """The answer ended and its log is no longer kept (STREAM_RETENTION_S ran out)."""
+
+    code = "gone"
+    http_status = 410
+    default_message = ("This answer is no longer kept: its retention period ran out, or it was "
+                       "too long to keep whole (STREAM_RESUME_MAX_BYTES).")
+
+
 class BodyTooLarge(StreamingError):
     """The request body is over the size limit."""
 
@@ -170,14 +179,6 @@ class StreamCut(Exception):
     """Close the connection now, without `[DONE]` (the deterministic engine's `cut` fault)."""
 
 
-class Superseded(Exception):
-    """End this response: its reader reconnected on a new connection, which has the stream now.
-
-    The old connection is presumed dead (streaming/generations/resume.py): nothing more is
-    written to it and nothing is counted for it.
-    """
-
-
 # Codes a stream may end with, and what a person is told. The context_length message is the
 # article's own example.
 STREAM_ERROR_MESSAGES = {
@@ -187,6 +188,7 @@ STREAM_ERROR_MESSAGES = {
     "timeout": "The generation took too long.",
     "server_shutdown": "The server is shutting down.",
     "cancelled": "The generation was cancelled.",
+    "client_disconnected": "Nobody was reading this answer, so it was stopped.",
 }
 
 # The same codes as HTTP statuses, for a reply that had not started yet when they happened.

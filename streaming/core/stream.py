@@ -1,8 +1,9 @@
-"""One generation's tokens between the engine that makes them and the reader that takes them.
+"""One generation's tokens between the engine that makes them and the readers that take them.
 
 An engine produces on its own schedule (a batch on a GPU does not wait for one slow reader), so
-each generation gets a `TokenStream`: the engine pushes, the reader pulls, and the stream keeps
-the counters that prove cancellation works (`tokens_after_abort`).
+each generation gets a `TokenStream`: an append-only log of its chunks that the engine appends
+to and any number of readers read, each from its own position. It keeps the counters that prove
+cancellation works (`tokens_after_abort`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 from array import array
-from collections import deque
-from collections.abc import AsyncIterator
+from bisect import bisect_left
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -20,22 +21,18 @@ from streaming.core.request import GenerationRequest
 
 FinishReason = Literal["stop", "length"]
 
+# Per logged chunk besides its text: its id and the end offset of its text (4 bytes each); its
+# token count is the next chunk's id minus its own.
+CHUNK_OVERHEAD_BYTES = 8
+
 
 @dataclass(slots=True)
 class Chunk:
-    """Newly generated text: one token, or several coalesced when the reader fell behind."""
+    """Newly generated text: one token, or several that arrived together (a remote worker's)."""
 
     index: int  # index of its first token: the SSE event id
     text: str
     tokens: int = 1
-
-
-class _Finished:
-    __slots__ = ("error", "finish_reason")
-
-    def __init__(self, finish_reason: FinishReason | None, error: BaseException | None) -> None:
-        self.finish_reason = finish_reason
-        self.error = error
 
 
 @dataclass(slots=True)
@@ -62,15 +59,20 @@ COUNTERS = Counters()
 
 @dataclass(eq=False)
 class TokenStream:
-    """One generation's tokens between its producer (the engine) and its reader (a view).
+    """One generation's tokens: an append-only log between its producer and its readers.
 
-    Single producer, single reader, on one event loop. The buffer is bounded in chunks: past
-    `max_buffered` the newest text is merged into the last chunk, so a slow reader costs memory
-    in proportion to the text, never to the number of wake-ups.
+    Single producer, any number of readers, on one event loop. The log is compact (the UTF-8
+    text in one `bytearray`, each chunk's id and text end in two `array("I")`), so a reader
+    that falls behind costs memory in proportion to the text, never to wake-ups. Each chunk
+    keeps its id for good: every reader, whenever it comes, sees the same events.
+
+    Past `max_log_bytes` the log is no longer kept whole: what every reader has read is freed,
+    and a new reader can join only at the end (`complete` turns False).
     """
 
     request: GenerationRequest
-    max_buffered: int = 256
+    max_buffered: int = 256  # chunks a reader may lag before a producer that can pause waits
+    max_log_bytes: int = 0  # 0: free what is read at once (no reader will join later)
     tokens_generated: int = 0
     tokens_after_abort: int = 0
     created_at: float = field(default_factory=time.monotonic)
@@ -82,10 +84,17 @@ class TokenStream:
     prompt_tokens: int | None = None  # set by engines that know it (usage in the OpenAI API)
     # Arrival time of each token, 8 bytes apiece: the log's gaps are computed from it at the end.
     token_times: array[float] = field(default_factory=lambda: array("d"))
-    _buffer: deque[Chunk | _Finished] = field(default_factory=deque)
-    _waiter: asyncio.Future[None] | None = None
+    complete: bool = True  # the log still holds every chunk from the first
+    _ids: array[int] = field(default_factory=lambda: array("I"))  # each chunk's first token
+    _ends: array[int] = field(default_factory=lambda: array("I"))  # each text's end in _text
+    _text: bytearray = field(default_factory=bytearray)
+    _first: int = 0  # how many chunks were freed from the front (positions stay absolute)
+    _freed_bytes: int = 0  # how much text was freed from the front
+    _logged_tokens: int = 0  # the token after the last logged chunk
+    _readers: list[Reader] = field(default_factory=list)
     _room_waiter: asyncio.Future[None] | None = None
     _finished: bool = False
+    _on_finish: list[Callable[[], None]] = field(default_factory=list)
     # Set by engines that accept a request asynchronously (a remote upstream): its result is
     # None once accepted, or the StreamingError that refused it before any token.
     _acceptance: asyncio.Future[StreamingError | None] | None = None
@@ -112,7 +121,7 @@ class TokenStream:
     # --- producer side ---------------------------------------------------------------------
 
     def push(self, text: str, tokens: int = 1) -> None:
-        """Record `tokens` new tokens and queue their text for the reader."""
+        """Record `tokens` new tokens and log their text for the readers."""
         now = time.monotonic()
         index = self.tokens_generated
         self.tokens_generated += tokens
@@ -126,13 +135,10 @@ class TokenStream:
             self.first_token_at = now
         self.last_token_at = now
         self.token_times.append(now)
-        buffer = self._buffer
-        if len(buffer) >= self.max_buffered and isinstance(buffer[-1], Chunk):
-            last = buffer[-1]
-            last.text += text
-            last.tokens += tokens
-        else:
-            buffer.append(Chunk(index, text, tokens))
+        self._text += text.encode()
+        self._ends.append(self._freed_bytes + len(self._text))
+        self._ids.append(index)
+        self._logged_tokens = index + tokens
         self._wake()
 
     def recount(self, tokens: int) -> None:
@@ -179,7 +185,7 @@ class TokenStream:
     def finish(
         self, finish_reason: FinishReason | None = None, error: BaseException | None = None
     ) -> None:
-        """End the stream: normally (`finish_reason`) or with an error for the reader."""
+        """End the stream: normally (`finish_reason`) or with an error for the readers."""
         if self._finished:
             return
         self._finished = True
@@ -188,16 +194,28 @@ class TokenStream:
         self.finish_reason = finish_reason
         self.error = error
         COUNTERS.generations_in_flight -= 1
-        self._buffer.append(_Finished(finish_reason, error))
+        if self._on_finish:
+            # Soon, not now: the engine is in the middle of its own bookkeeping.
+            loop = asyncio.get_running_loop()
+            for callback in self._on_finish:
+                loop.call_soon(callback)
         self._wake()
+
+    def on_finish(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (soon, on the loop) once the stream has ended, for any reason."""
+        if self._finished:
+            asyncio.get_running_loop().call_soon(callback)
+        else:
+            self._on_finish.append(callback)
 
     @property
     def has_room(self) -> bool:
-        """True while the reader keeps up (fewer than `max_buffered` chunks waiting)."""
-        return len(self._buffer) < self.max_buffered
+        """True while every reader keeps up (fewer than `max_buffered` chunks behind)."""
+        end = len(self._ids) + self._first - self.max_buffered
+        return all(reader.position > end for reader in self._readers)
 
     async def wait_for_room(self) -> None:
-        """For producers that can pause: wait until the reader has drained the buffer."""
+        """For producers that can pause: wait until the slowest reader has caught up."""
         while not self.has_room:
             self._room_waiter = asyncio.get_running_loop().create_future()
             try:
@@ -215,24 +233,86 @@ class TokenStream:
         self.tokens_after_abort += tokens
         COUNTERS.tokens_after_abort_total += tokens
 
-    def wake(self) -> None:
-        """Wake the reader now: a waiting reader gets an empty batch, as after an idle timeout."""
-        self._wake()
-
     def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        for reader in self._readers:
+            waiter = reader.waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    # --- the log ---------------------------------------------------------------------------
+
+    @property
+    def end(self) -> int:
+        """The position after the last logged chunk: where a reader that has everything is."""
+        return self._first + len(self._ids)
+
+    @property
+    def log_bytes(self) -> int:
+        """Memory the log holds, as counted against `max_log_bytes` (text + per-chunk numbers)."""
+        return len(self._text) + CHUNK_OVERHEAD_BYTES * len(self._ids)
+
+    def position_after(self, event_id: int) -> int | None:
+        """The position just after the chunk whose id is `event_id`, or None if none has it."""
+        ids = self._ids
+        offset = bisect_left(ids, event_id)
+        if offset < len(ids) and ids[offset] == event_id:
+            return self._first + offset + 1
+        return None
+
+    def _chunks(self, start: int, stop: int) -> list[Chunk]:
+        ids, ends, text = self._ids, self._ends, self._text
+        first, freed = self._first, self._freed_bytes
+        offset = (ends[start - first - 1] - freed) if start > first else 0
+        chunks = []
+        for i in range(start - first, stop - first):
+            following = ids[i + 1] if i + 1 < len(ids) else self._logged_tokens
+            end = ends[i] - freed
+            chunks.append(Chunk(ids[i], text[offset:end].decode(), following - ids[i]))
+            offset = end
+        return chunks
+
+    def _free_read(self) -> None:
+        """The log is no longer kept whole: free the chunks every reader has read."""
+        self.complete = False
+        upto = min((reader.position for reader in self._readers), default=self.end) - self._first
+        if upto <= 0:
+            return
+        freed = self._ends[upto - 1] - self._freed_bytes
+        del self._ids[:upto], self._ends[:upto], self._text[:freed]
+        self._first += upto
+        self._freed_bytes += freed
+
+    def free(self) -> None:
+        """Let the log go (a finished answer past its retention): readers still in it finish."""
+        self._free_read()
 
     # --- reader side -----------------------------------------------------------------------
 
-    async def batches(self, idle_timeout: float) -> AsyncIterator[list[Chunk]]:
-        """Yield every chunk ready at once; `[]` after `idle_timeout` s with nothing new.
+    def join(self, position: int = 0) -> Reader:
+        """A reader at `position`, counted from now: nothing it has not read is freed."""
+        if position < self._first:
+            raise ValueError(f"position {position} of {self.id} is no longer in its log")
+        reader = Reader(position)
+        self._readers.append(reader)
+        return reader
+
+    def leave(self, reader: Reader) -> None:
+        """The reader is done (idempotent)."""
+        if reader in self._readers:
+            self._readers.remove(reader)
+            self._read()
+
+    async def batches(
+        self, idle_timeout: float, position: int = 0, reader: Reader | None = None
+    ) -> AsyncIterator[list[Chunk]]:
+        """Yield every chunk from `position` (or `reader`'s, joined earlier) on, all those ready
+        at once; `[]` after `idle_timeout` s with nothing new.
 
         Ends normally after the last chunk of a completed generation; raises GenerationError
-        or StreamCut when the producer ended that way.
+        or StreamCut when the producer ended that way. The reader leaves when this ends.
         """
-        buffer = self._buffer
+        if reader is None:
+            reader = self.join(position)
         loop = asyncio.get_running_loop()
         # One idle timer for the whole stream, re-armed lazily, rather than one armed and
         # cancelled around every wait (a heap push and a cancel per token): each batch only
@@ -244,40 +324,57 @@ class TokenStream:
             nonlocal timer
             now = loop.time()
             if now >= idle_at:
-                self._wake()  # a waiting reader gets [] (a ping), which moves idle_at on
+                waiter = reader.waiter  # a waiting reader gets [] (a ping), which moves idle_at on
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
                 timer = loop.call_at(now + idle_timeout, on_timer)
             else:
                 timer = loop.call_at(idle_at, on_timer)
 
         try:
             while True:
-                if not buffer:
+                end = self.end
+                if reader.position == end:
+                    if self._finished:
+                        if self.error is not None:
+                            raise self.error.with_traceback(None)  # every reader raises it afresh
+                        return
                     if timer is None:
                         timer = loop.call_at(idle_at, on_timer)
-                    self._waiter = loop.create_future()
+                    reader.waiter = loop.create_future()
                     try:
-                        await self._waiter
+                        await reader.waiter
                     finally:
-                        self._waiter = None
-                    if not buffer:
+                        reader.waiter = None
+                    if reader.position == self.end and not self._finished:
                         idle_at = loop.time() + idle_timeout
                         yield []
-                        continue
-                batch: list[Chunk] = []
-                while buffer:
-                    item = buffer.popleft()
-                    if isinstance(item, _Finished):
-                        if batch:
-                            yield batch
-                        if item.error is not None:
-                            raise item.error
-                        return
-                    batch.append(item)
-                room = self._room_waiter
-                if room is not None and not room.done():
-                    room.set_result(None)
+                    continue
+                batch = self._chunks(reader.position, end)
+                reader.position = end
+                self._read()
                 idle_at = loop.time() + idle_timeout
                 yield batch
         finally:
             if timer is not None:
                 timer.cancel()
+            self.leave(reader)
+
+    def _read(self) -> None:
+        # A reader moved on or left: past the cap (once past, for good) free what all have
+        # read; let a paused producer go on.
+        if not self.complete or self.log_bytes > self.max_log_bytes:
+            self._free_read()
+        room = self._room_waiter
+        if room is not None and not room.done() and self.has_room:
+            room.set_result(None)
+
+
+class Reader:
+    """One reader's place in a stream's log."""
+
+    __slots__ = ("position", "waiter")
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+        self.waiter: asyncio.Future[None] | None = None

@@ -178,8 +178,8 @@ class ChannelLayerEngine(Engine):
         ack = asyncio.get_running_loop().create_future()
         self._acks[stream.id] = ack
         try:
-            # `unread`: tokens produced before the abort that nobody read (a resume's grace
-            # period ran out, resume.py); the worker counts them as wasted with the rest.
+            # `unread`: tokens produced before the abort that nobody read (the grace period
+            # ran out, answer.py); the worker counts them as wasted with the rest.
             await self.layer.send(worker, {"type": "abort", "id": stream.id,
                                            "unread": stream.tokens_after_abort})
             await asyncio.wait_for(ack, ABORT_ACK_S)

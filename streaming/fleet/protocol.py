@@ -19,14 +19,13 @@ decode steps and web processes, not streams (a Redis round trip per token would 
 about a thousand tokens per second).
 
 Messages between web processes' reply channels (delivered by ChannelLayerEngine.route);
-`ticket` names one reconnect, so that a reader that reconnects to the same process (taking
-over from its own dead connection there) is never confused with its old self:
+`ticket` names one reader elsewhere (an answer may have many, from one process or several):
 
     reader → keeper   relay.resume  {id, ticket, last_event_id, reply_to}
     keeper → reader   relay.resumed {id, ticket, keeper, error: [code, message, status] | None}
                       relay.frames  {id, ticket, keeper, seq, data}
                       relay.end     {id, ticket, keeper, seq}
-    reader → keeper   relay.detach  {id, ticket}   its reader left: keep the generation again
+    reader → keeper   relay.detach  {id, ticket}   its reader left: one reader fewer
     both ways         relay.alive   {id, ticket}   every WORKER_HEARTBEAT_S while relaying;
                                                    silent for WORKER_TIMEOUT_S: the other
                                                    process is gone

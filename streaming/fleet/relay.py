@@ -1,16 +1,12 @@
-"""A kept stream resumed through another web process (STREAM_RESUME_GRACE_S with REDIS_URL).
+"""An answer read through another web process (REDIS_URL).
 
-The web process that streams a resumable generation keeps its history (resume.py) and names
-itself in Redis as its keeper. Behind a load balancer the reconnect may reach any web process; that
-one asks the keeper to resume the stream and passes on the bytes it gets back: the `resume`
-event, the replay, then the live stream, exactly what a reader of the keeper would have got
-(same ids, same merged chunks). The keeper stays the generation's only home: it counts, ends
-and logs it once, and keeps it again if this second reader drops too.
-
-Why the keeper and not the model worker holds the history: the worker's chunks are not the
-reader's events (a web process merges chunks into one event when its reader falls behind),
-so only the process that framed the events can tell where the one a `Last-Event-ID` names
-ends. The price is one more hop through Redis for a resumed stream, only while it is resumed.
+The web process that starts a generation keeps its answer (its log and its readers,
+streaming/generations/answer.py) and names itself in Redis as its keeper. Behind a load
+balancer a reader may reach any web process (a second tab, a reconnect, a reloaded page);
+that one asks the keeper for the stream from the reader's position and passes on the bytes it
+gets back: exactly what a reader of the keeper would have got (same ids, same ending). The
+keeper stays the answer's only home: it counts, ends and logs it once, and counts this reader
+among its readers.
 
 Pub/sub delivers at most once: a frame lost on the way (a subscription reconnecting) would leave
 a hole in the text, so frames are numbered, and a gap ends the relayed response like a dropped
@@ -31,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from streaming.core.exceptions import AlreadyStreaming, StreamingError
+from streaming.core.exceptions import Gone, StreamingError
 from streaming.fleet import store
 from streaming.wire import sse
 
@@ -53,9 +49,11 @@ Serve = Callable[[str, str | None], Awaitable[AsyncIterator[bytes]]]
 class _Served:
     """A generation kept here, read through another web process."""
 
-    __slots__ = ("heard_at", "reader", "task", "ticket")
+    __slots__ = ("generation_id", "heard_at", "reader", "task", "ticket")
 
-    def __init__(self, reader: str, ticket: str, task: asyncio.Task[Any]) -> None:
+    def __init__(self, generation_id: str, reader: str, ticket: str,
+                 task: asyncio.Task[Any]) -> None:
+        self.generation_id = generation_id
         self.reader = reader  # its reply channel
         self.ticket = ticket
         self.task = task
@@ -110,7 +108,7 @@ class Relay:
     def __init__(self, engine: ChannelLayerEngine, serve: Serve) -> None:
         self.engine = engine
         self.serve = serve
-        self.served: dict[str, _Served] = {}  # by generation id: one reader at a time
+        self.served: dict[str, _Served] = {}  # by ticket: one per reader elsewhere
         self.reading: dict[str, _Reading] = {}  # by ticket
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watcher: asyncio.Task[None] | None = None
@@ -148,13 +146,13 @@ class Relay:
             reply["error"] = [error.code, error.message, error.http_status]
             await self._send_quietly(reader, reply)
             return
-        served = self.served[generation_id] = _Served(reader, ticket, asyncio.current_task())
+        self.served[ticket] = _Served(generation_id, reader, ticket, asyncio.current_task())
         self._watch()
         message = {"type": "relay.frames", "id": generation_id, "ticket": ticket,
                    "keeper": self.channel, "seq": 0, "data": b""}
         try:
             # Closing the frames (our reader's process detached, went silent, or Redis failed)
-            # is a reader leaving: responses.event_stream keeps the generation again.
+            # is a reader leaving: responses.event_stream tells the answer.
             async with aclosing(frames):
                 await self.engine.send(reader, reply)
                 async for data in frames:
@@ -167,12 +165,11 @@ class Relay:
         except Exception as error:
             logger.warning("relaying %s to %s failed: %r", generation_id, reader, error)
         finally:
-            if self.served.get(generation_id) is served:
-                del self.served[generation_id]
+            self.served.pop(ticket, None)
 
     def _on_detach(self, message: dict[str, Any]) -> None:
-        served = self.served.get(message["id"])
-        if served is not None and served.ticket == message["ticket"]:
+        served = self.served.get(message["ticket"])
+        if served is not None:
             served.task.cancel()
 
     # --- the reader's side -----------------------------------------------------------------
@@ -181,8 +178,8 @@ class Relay:
                      ) -> AsyncIterator[bytes] | None:
         """The frames of a generation another web process keeps, or None if none keeps it.
 
-        Raises the keeper's refusal (409 while someone reads it and no id is sent, 400 for an
-        id it never sent), or AlreadyStreaming when the keeper does not answer.
+        Raises the keeper's refusal (400 for an id it never sent, 410 once it keeps no log),
+        or Gone when the keeper does not answer.
         """
         keeper = await store.keeper_of(generation_id)
         if keeper is None:
@@ -199,8 +196,7 @@ class Relay:
                 refusal = _refusal(*error)
         except Exception as error:
             logger.warning("resuming %s through %s failed: %r", generation_id, keeper, error)
-            refusal = AlreadyStreaming(
-                "This generation can no longer be resumed: the process keeping it is gone.")
+            refusal = Gone("This answer can no longer be read: the process keeping it is gone.")
         finally:
             if refusal is not None or not reading.answer.done():
                 self.reading.pop(ticket, None)
@@ -216,8 +212,7 @@ class Relay:
         finally:
             self.reading.pop(ticket, None)
             if not reading.keeper_ended:
-                # Our reader left first: the keeper keeps the generation again, for the next
-                # reconnect (anywhere).
+                # Our reader left first: one reader fewer at the keeper.
                 await self._send_quietly(reading.keeper, {
                     "type": "relay.detach", "id": reading.generation_id, "ticket": ticket})
 
@@ -275,8 +270,8 @@ class Relay:
 
     def _on_alive(self, message: dict[str, Any]) -> None:
         now = time.monotonic()
-        served = self.served.get(message["id"])
-        if served is not None and served.ticket == message["ticket"]:
+        served = self.served.get(message["ticket"])
+        if served is not None:
             served.heard_at = now
         reading = self.reading.get(message["ticket"])
         if reading is not None:
@@ -290,14 +285,15 @@ class Relay:
         while self.served or self.reading:
             await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
             silent_since = time.monotonic() - settings.WORKER_TIMEOUT_S
-            for generation_id, served in list(self.served.items()):
+            for served in list(self.served.values()):
                 if served.heard_at < silent_since:
-                    logger.warning("the reader of %s (%s) is silent", generation_id,
+                    logger.warning("the reader of %s (%s) is silent", served.generation_id,
                                    served.reader)
-                    served.task.cancel()  # its process is gone: keep it for a reconnect
+                    served.task.cancel()  # its process is gone: a reader leaving
                 else:
                     await self._send_quietly(served.reader, {
-                        "type": "relay.alive", "id": generation_id, "ticket": served.ticket})
+                        "type": "relay.alive", "id": served.generation_id,
+                        "ticket": served.ticket})
             for ticket, reading in list(self.reading.items()):
                 if reading.heard_at < silent_since and reading.answer.done():
                     logger.warning("the keeper of %s (%s) is silent", reading.generation_id,

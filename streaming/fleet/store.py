@@ -94,11 +94,10 @@ async def owner_of(generation_id: str) -> str:
 
 
 async def remember_keeper(generation_id: str, channel: str) -> None:
-    """This process (its reply channel) holds a generation's resume history.
+    """This process (its reply channel) holds a generation's answer: its log and readers.
 
-    Set when the stream starts, so that a reconnect elsewhere finds it even while the old
-    connection still looks open here (a takeover). Left to expire: once the generation has
-    ended, the keeper itself answers that it has.
+    Set when the stream starts, so that a reader elsewhere (another tab, a reconnect) finds it.
+    Outlives the answer's retention (OWNER_TTL_S); past it, the keeper itself answers 410.
     """
     await call("set", PREFIX + generation_id + ":kept-by", channel, ex=OWNER_TTL_S)
 

@@ -1,1 +1,1 @@
-"""This process's generations: the registry (created, streaming, just finished) and resume."""
+"""This process's generations: the registry and their answers (log, readers, grace, retention)."""

@@ -1,9 +1,10 @@
 """Generations this process knows about: created, streaming, or just finished.
 
 A generation is created by `POST /api/generations` (or directly by `POST /api/stream`), starts
-producing only when its stream is opened, and leaves the registry when it ends; its log row is
-then the record. A bounded memory of recent ones answers `GET /api/generations/<id>` until the
-row is written.
+producing only when its stream is opened, and leaves the live set when it ends; its log row is
+then the record. Its answer (answer.py) stays readable for STREAM_RETENTION_S among the recently
+finished ones, at most STREAM_RETAINED_MAX of them, which also answer `GET /api/generations/<id>`
+until the row is written.
 
 Who observes generations (metrics, the log writer) is connected to two signals by
 `StreamingConfig.ready()`: `generation_started` and `generation_finished`, sent once per
@@ -13,26 +14,29 @@ generation, never per token.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.dispatch import Signal
 
-from streaming.core.exceptions import AlreadyStreaming, EngineBusy
+from streaming.core.exceptions import (
+    AlreadyStreaming,
+    EngineBusy,
+    GenerationError,
+    StreamCut,
+    StreamingError,
+)
 from streaming.core.latency import summarize
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
+from streaming.generations.answer import Answer
 from streaming.models import GenerationStatus
 
-if TYPE_CHECKING:
-    from streaming.generations.resume import Resumable
-
 PENDING, STREAMING = "pending", "streaming"
-RECENT_KEPT = 1024  # finished generations kept in memory for GET until their row is written
 
 # Sent with `generation=`: it began streaming / it ended (its status says how).
 generation_started = Signal()
@@ -62,8 +66,7 @@ class Generation:
     ended_mono: float | None = None
     stream: TokenStream | None = None
     lease: Slot | None = None  # its stream slot while it runs
-    # Set when STREAM_RESUME_GRACE_S > 0 and it is read through its stream URL (resume.py).
-    resumable: Resumable | None = None
+    answer: Answer | None = None  # its readers, grace and retention, once started
 
     @property
     def id(self) -> str:
@@ -75,18 +78,51 @@ class Generation:
         """Not finished yet."""
         return self.status in (PENDING, STREAMING)
 
-    def start(self) -> TokenStream:
-        """Start the engine on it; only the first reader may (409 for a second)."""
+    def start(self, *, durable: bool = False) -> TokenStream:
+        """Start the engine on it (once: 409 after). `durable`: read through its stream URL, so
+        readers may join, leave and come back (STREAM_RESUME_GRACE_S, STREAM_RETENTION_S)."""
         if self.status != PENDING:
             raise AlreadyStreaming(
                 "This generation is already being streamed."
                 if self.status == STREAMING
                 else f"This generation has already ended ({self.status})."
             )
-        self.stream = self.engine.generate(self.request)
+        stream = self.stream = self.engine.generate(self.request)
+        self.answer = Answer(
+            stream,
+            grace_s=settings.STREAM_RESUME_GRACE_S if durable else 0.0,
+            retention_s=settings.STREAM_RETENTION_S if durable else 0.0,
+            max_bytes=settings.STREAM_RESUME_MAX_BYTES, abandon=self._abandon,
+        )
+        stream.on_finish(self._ended)
         self.status = STREAMING
         generation_started.send(Generation, generation=self)
-        return self.stream
+        return stream
+
+    def _ended(self) -> None:
+        """Its stream ended (done, an error, a cut, an abort): finished as its readers saw it."""
+        error = self.stream.error if self.stream is not None else None
+        if error is None:
+            registry.finish(self, GenerationStatus.COMPLETED)
+        elif isinstance(error, GenerationError):
+            registry.finish(self, GenerationStatus.of_error(error.code), error.code)
+        elif isinstance(error, StreamCut):
+            registry.finish(self, GenerationStatus.TRUNCATED)
+        elif isinstance(error, StreamingError):  # refused before the 200: the view said so
+            registry.finish(self, GenerationStatus.ERROR, error.code)
+        else:
+            registry.finish(self, GenerationStatus.ERROR, "engine_error")
+
+    async def _abandon(self) -> None:
+        """Nobody is reading any more: abort, and count what was made since the last one left."""
+        stream, answer = self.stream, self.answer
+        assert stream is not None and answer is not None
+        # Before the abort: from here on, push() counts the waste itself.
+        stream.count_unread(answer.unread_tokens())
+        stream.mark_aborted()
+        if not stream.finished:
+            await self.engine.abort(self.id, "client_disconnected")
+        registry.finish(self, GenerationStatus.CLIENT_DISCONNECTED)
 
     def figures(self) -> dict[str, Any]:
         """Counters and latencies, live or final."""
@@ -104,13 +140,12 @@ class Generation:
 
     def state(self) -> dict[str, Any]:
         """The JSON of `GET /api/generations/<id>`."""
-        resume = {} if self.resumable is None or not self.live else {
-            "resume": self.resumable.state()}
+        answer = {} if self.answer is None else {"answer": self.answer.state()}
         return state_json(
             self.id, self.status, error_code=self.error_code or None, api=self.api,
             engine=self.engine.name, model=self.engine.model,
             created_at=self.created_at.isoformat(), max_tokens=self.request.max_tokens,
-            **self.figures(), **resume,
+            **self.figures(), **answer,
         )
 
     def log_fields(self) -> dict[str, Any]:
@@ -142,6 +177,7 @@ class Registry:
     def __init__(self) -> None:
         self._live: OrderedDict[str, Generation] = OrderedDict()
         self._recent: OrderedDict[str, Generation] = OrderedDict()
+        self._retained: deque[Answer] = deque()  # finished answers still kept, oldest first
 
     def add(self, generation: Generation) -> Generation:
         """Register a new generation; unclaimed ones past their TTL are dropped first."""
@@ -166,9 +202,17 @@ class Registry:
             generation.engine.release(generation.id)
         self._live.pop(generation.id, None)
         _release(generation)
+        answer = generation.answer
+        if answer is not None:
+            answer.ended()
+            if not answer.freed:
+                self._retained.append(answer)
+        self._forget_expired()
         self._recent[generation.id] = generation
-        while len(self._recent) > RECENT_KEPT:
-            self._recent.popitem(last=False)
+        while len(self._recent) > settings.STREAM_RETAINED_MAX:
+            _, oldest = self._recent.popitem(last=False)
+            if oldest.answer is not None:
+                oldest.answer.free()
         generation_finished.send(Generation, generation=generation)
 
     def discard(self, generation: Generation) -> None:
@@ -179,6 +223,14 @@ class Registry:
     def live(self) -> list[Generation]:
         """Every generation not yet finished."""
         return list(self._live.values())
+
+    def _forget_expired(self) -> None:
+        """Free the logs of finished answers past their retention (oldest first)."""
+        now = time.monotonic()
+        retained = self._retained
+        # Ordered by finish, and one retention period for all: the rest ended later.
+        while retained and (retained[0].freed or retained[0].expired(now)):
+            retained.popleft().free()
 
     def _expire_unclaimed(self) -> None:
         deadline = time.monotonic() - settings.STREAM_UNCLAIMED_TTL_S

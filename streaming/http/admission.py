@@ -108,7 +108,8 @@ async def start_new(request: HttpRequest, generation: Generation) -> None:
         raise
 
 
-async def start_admitted(request: HttpRequest, generation: Generation) -> None:
+async def start_admitted(request: HttpRequest, generation: Generation, *,
+                         durable: bool = False) -> None:
     """Take a stream slot for the asker (429/503 when there is none), then start the engine.
 
     The slot is the generation's until it ends: `registry.finish` (or `discard`) gives it back.
@@ -117,7 +118,7 @@ async def start_admitted(request: HttpRequest, generation: Generation) -> None:
         generation.start()  # raises AlreadyStreaming, before a slot is taken for nothing
     generation.lease = await limits().acquire(principal(request))
     try:
-        generation.start()
+        generation.start(durable=durable)
     except BaseException:
         generation.lease.release()
         generation.lease = None

@@ -6,20 +6,18 @@ Views are thin: admission.py admits, responses.py frames and handles cancellatio
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import AsyncIterator
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.exceptions import AlreadyStreaming, BadRequest, NotFound, StreamingError
+from streaming.core.exceptions import AlreadyStreaming, BadRequest, Gone, NotFound, StreamingError
 from streaming.core.request import GenerationRequest
 from streaming.engines import get_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.fleet import relay, store
-from streaming.generations import resume
+from streaming.generations.answer import Answer, retry_ms
 from streaming.generations.registry import (
     FIGURES,
     PENDING,
@@ -80,11 +78,13 @@ async def stream_direct(request: HttpRequest) -> HttpResponse:
 async def stream_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
     """`GET /api/generations/<id>/stream`: start the generation and stream it.
 
-    Within STREAM_RESUME_GRACE_S of its reader dropping, the same URL resumes it after the
-    event `Last-Event-ID` names (docs/resume.md), in whichever web process it lands.
+    Any number of readers, from any web process: the first starts it; every other reader
+    reads its log from the first event, or after the one `Last-Event-ID` (or
+    `?last_event_id=`) names; a finished answer stays readable for STREAM_RETENTION_S
+    (docs/resume.md).
     """
     generation = owned(request, registry.get(generation_id))
-    last_event_id = request.headers.get("Last-Event-ID")
+    last_event_id = request.headers.get("Last-Event-ID", request.GET.get("last_event_id"))
     if store.enabled() and generation is None:
         return await _stream_elsewhere(request, generation_id, last_event_id)
     if generation is None:
@@ -96,21 +96,28 @@ async def _open(request: HttpRequest, generation: Generation,
                 last_event_id: str | None) -> HttpResponse:
     if generation.status == GenerationStatus.CANCELLED and generation.stream is None:
         return cancelled_stream()
-    if generation.status == STREAMING and generation.resumable is not None:
-        # 400 for a stray id; while read, 409 without an id, a takeover with a valid one.
-        await generation.resumable.attach(last_event_id)
-    else:
-        if last_event_id is not None and generation.status == PENDING:
+    if generation.status == PENDING:
+        if last_event_id is not None:
             raise BadRequest(NOT_STARTED)
-        await start_admitted(request, generation)
-        generation.resumable = _resumable(generation)
-        if generation.resumable is not None and store.enabled():
+        await start_admitted(request, generation, durable=True)
+        if store.enabled():
             await _announce_keeper(generation)
-    return await open_event_stream(generation, preamble=_resume_preamble(generation))
+        position = 0
+    else:
+        # Another reader, or the same one back: 400 for a stray id, 410 once it is not kept.
+        position = _answer(generation).position(last_event_id)
+    return await open_event_stream(generation, preamble=_resume_preamble(generation),
+                                   position=position)
+
+
+def _answer(generation: Generation) -> Answer:
+    if generation.answer is None:
+        raise Gone()  # ended before it started (unclaimed, say): there is no log to read
+    return generation.answer
 
 
 async def _announce_keeper(generation: Generation) -> None:
-    """With REDIS_URL: a reconnect that reaches another web process is ours to serve."""
+    """With REDIS_URL: a reader that reaches another web process is ours to serve."""
     relayed = relay.current()
     if relayed is None:
         return
@@ -138,57 +145,32 @@ async def _stream_elsewhere(request: HttpRequest, generation_id: str,
         return EventStreamResponse(relayed_frames(frames))
     if await store.was_cancelled(generation_id):
         return cancelled_stream()
-    if await streamed_elsewhere(generation_id) is not None or await logged(request, generation_id):
-        raise AlreadyStreaming()
+    if await streamed_elsewhere(generation_id) is not None:
+        raise AlreadyStreaming()  # streamed by a process that keeps no log of it to share
+    if await logged(request, generation_id):
+        raise Gone()
     raise NotFound()
 
 
 async def serve_resume(generation_id: str, last_event_id: str | None) -> AsyncIterator[bytes]:
-    """A reader that reached another web process resumes a generation kept here (relay.py).
+    """A reader that reached another web process reads an answer kept here (relay.py).
 
     The frames are exactly those a reader here would get: it is the same path.
     """
     generation = registry.get(generation_id)
-    if generation is None or not generation.live or generation.resumable is None:
-        raise AlreadyStreaming("This generation has already ended.")
-    await generation.resumable.attach(last_event_id)  # as in _open
-    return await started_frames(generation, preamble=_resume_preamble(generation))
-
-
-def _resumable(generation: Generation) -> resume.Resumable | None:
-    """Its resume history, when STREAM_RESUME_GRACE_S allows one (docs/resume.md)."""
-    grace_s = settings.STREAM_RESUME_GRACE_S
-    if grace_s <= 0:
-        return None
-    assert generation.stream is not None
-    return resume.Resumable(generation.stream, grace_s=grace_s,
-                            max_bytes=settings.STREAM_RESUME_MAX_BYTES,
-                            give_up=functools.partial(_abandon, generation))
+    if generation is None:
+        raise Gone()
+    position = _answer(generation).position(last_event_id)  # as in _open
+    return await started_frames(generation, preamble=_resume_preamble(generation),
+                                position=position)
 
 
 def _resume_preamble(generation: Generation) -> bytes:
     # Tells EventSource how soon to reconnect (`retry:`) and the page that it may (the event).
-    resumable = generation.resumable
-    if resumable is None:
+    answer = generation.answer
+    if answer is None or answer.grace_s <= 0:
         return b""
-    return sse.resume_event(resumable.grace_s, resume.retry_ms(resumable.grace_s))
-
-
-async def _abandon(generation: Generation, resumable: resume.Resumable) -> None:
-    """Nobody came back within the grace period (or it was aborted): end it, count the unread."""
-    stream = resumable.stream
-    # Before the abort (or after a cancel's): from here on, push() counts the waste itself.
-    stream.count_unread(resumable.unread_tokens())
-    stream.mark_aborted()
-    if not stream.finished:
-        await generation.engine.abort(generation.id)
-    # Ended with an error while kept (aborted, or the engine failed): logged as its reader would
-    # have seen it, so that an engine failure nobody came back for still shows in the log.
-    code = resumable.error_code
-    if code is None:
-        registry.finish(generation, GenerationStatus.CLIENT_DISCONNECTED)
-    else:
-        registry.finish(generation, GenerationStatus.of_error(code), code)
+    return sse.resume_event(answer.grace_s, retry_ms(answer.grace_s))
 
 
 @api_view("POST")

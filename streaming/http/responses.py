@@ -1,7 +1,8 @@
 """The event-stream response: frames of one generation, written by one API's framer.
 
 `event_stream` is the single place where cancellation is handled: whatever the API, a reader
-that leaves aborts its generation (or leaves it to resume.py) in its `finally`.
+that leaves tells its answer so in its `finally`, and the answer aborts the generation once
+nobody can be reading (streaming/generations/answer.py).
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from typing import Protocol
 from django.conf import settings
 from django.http import StreamingHttpResponse
 
-from streaming.core.exceptions import GenerationError, StreamCut, StreamingError, Superseded
+from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.stream import Chunk, TokenStream
-from streaming.generations.registry import Generation, registry
+from streaming.generations.registry import Generation
 from streaming.http.request_thread import release_request_thread
-from streaming.models import GenerationStatus
 from streaming.wire import sse
 
 EVENT_STREAM_HEADERS = {
@@ -25,7 +25,6 @@ EVENT_STREAM_HEADERS = {
     # nginx reads this per response: no proxy buffering for this one, whatever its config says.
     "X-Accel-Buffering": "no",
 }
-SUPERSEDED = "superseded"  # how a response ends when its reader reconnected (resume.py)
 
 
 class Framer(Protocol):
@@ -77,17 +76,17 @@ NATIVE = NativeFramer()
 
 
 async def open_event_stream(
-    generation: Generation, framer: Framer = NATIVE, preamble: bytes = b""
+    generation: Generation, framer: Framer = NATIVE, preamble: bytes = b"", position: int = 0
 ) -> StreamingHttpResponse:
     """The 200 for a started generation, once its engine has taken it."""
-    return EventStreamResponse(await started_frames(generation, framer, preamble))
+    return EventStreamResponse(await started_frames(generation, framer, preamble, position))
 
 
 async def started_frames(
-    generation: Generation, framer: Framer = NATIVE, preamble: bytes = b""
+    generation: Generation, framer: Framer = NATIVE, preamble: bytes = b"", position: int = 0
 ) -> AsyncIterator[bytes]:
-    """A started generation's frames, once its engine has taken it."""
-    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, framer)
+    """A started generation's frames from `position` in its log, once its engine has taken it."""
+    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, framer, position)
     await anext(frames)  # raises the engine's refusal while it can still be an HTTP error
     return _prefixed(preamble, frames) if preamble else frames
 
@@ -144,61 +143,46 @@ async def single_frame(frame: bytes) -> AsyncIterator[bytes]:
 
 
 async def event_stream(
-    generation: Generation, heartbeat_s: float, framer: Framer = NATIVE
+    generation: Generation, heartbeat_s: float, framer: Framer = NATIVE, position: int = 0
 ) -> AsyncIterator[bytes]:
-    """Frames of one generation; the single place where cancellation is handled.
+    """Frames of one reader of a generation, from `position` in its log; the single place
+    where cancellation is handled.
 
     The first item is an empty marker yielded once the engine has taken the request (a remote
     engine's upstream has answered); its refusal is raised instead, before any byte is sent,
     so that the view can still answer with an HTTP error. `open_event_stream` consumes it.
 
     When the client goes away, Django cancels the task running this generator (or closes it
-    while it is suspended at a `yield`); either way `finally` aborts the engine at once, so no
-    token is generated for a reader that is gone — unless STREAM_RESUME_GRACE_S lets the reader
-    come back, in which case resume.py keeps it and aborts it when the grace period ends.
-    Nothing is yielded from `finally`.
+    while it is suspended at a `yield`); either way `finally` tells the answer, which aborts
+    the engine at once if nobody else is reading (or once STREAM_RESUME_GRACE_S has passed
+    with nobody back), so no token is generated for a reader that is gone. How the generation
+    ended is the answer's to record (registry.py), once, however many read it. Nothing is
+    yielded from `finally`.
     """
-    stream = generation.stream
-    assert stream is not None
-    resumable = generation.resumable  # None unless a dropped reader may come back (resume.py)
-    batches = stream.batches if resumable is None else resumable.batches
-    status, error_code = GenerationStatus.CLIENT_DISCONNECTED, ""
+    stream, answer = generation.stream, generation.answer
+    assert stream is not None and answer is not None
+    # Joined now, before any await: what this reader has not read yet stays in the log for it.
+    reader = stream.join(position)
+    answer.join()
     try:
         await stream.accepted()
         yield b""
         release_request_thread()  # the view and the middleware are done: no thread while streaming
         # aclosing: closed at a `yield` (a reader gone mid-write), this generator closes the one
         # it reads from at once, not whenever the garbage collector finds it.
-        async with aclosing(batches(heartbeat_s)) as chunks:
+        async with aclosing(stream.batches(heartbeat_s, reader=reader)) as chunks:
             async for batch in chunks:
                 frame = framer.tokens(batch) if batch else framer.ping()
                 if frame:
                     yield frame
-        status = GenerationStatus.COMPLETED
         yield framer.done(stream)
     except GenerationError as error:
-        status = GenerationStatus.of_error(error.code)
-        error_code = error.code
         yield framer.error(error)
-    except StreamingError as refusal:
-        # Refused before the 200: the view says so.
-        status, error_code = GenerationStatus.ERROR, refusal.code
-        raise
     except StreamCut:
-        # End the response without [DONE]: the client sees a cut stream.
-        status = GenerationStatus.TRUNCATED
-    except Superseded:
-        status = SUPERSEDED  # the same reader took the stream over on a new connection
+        pass  # end the response without [DONE]: the client sees a cut stream
     finally:
-        # Within STREAM_RESUME_GRACE_S the generation outlives its reader; resume.py ends it.
-        kept = (status == GenerationStatus.CLIENT_DISCONNECTED and resumable is not None
-                and resumable.detach())
-        if status == SUPERSEDED:
-            pass  # the generation is the new connection's now: nothing to end, count or log
-        elif not kept:
-            if not stream.finished:
-                await generation.engine.abort(generation.id)
-            registry.finish(generation, status, error_code)
+        stream.leave(reader)
+        await answer.leave()  # before the end, the answer decides: abort now, later, or never
 
 
 def cancelled_stream() -> StreamingHttpResponse:

@@ -119,6 +119,7 @@ async def test_slow_reader_makes_the_unpaced_producer_wait():
     engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
     stream = engine.generate(request(max_tokens=4096, seed=5))
     stream.max_buffered = 8
+    reader = stream.join()  # a reader that reads nothing
     for _ in range(100):
         await asyncio.sleep(0)
     assert not stream.has_room
@@ -126,6 +127,10 @@ async def test_slow_reader_makes_the_unpaced_producer_wait():
     for _ in range(10):
         await asyncio.sleep(0)
     assert stream.tokens_generated == produced  # waiting for the reader, not piling up
+    stream.leave(reader)  # nobody left to wait for: it goes on
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert stream.tokens_generated > produced
     await engine.abort("g1")
 
 
@@ -139,4 +144,3 @@ async def test_an_idle_stream_pings_again_and_again_then_ends_cleanly():
     stream.finish("stop")
     with pytest.raises(StopAsyncIteration):
         await anext(batches)
-    stream.wake()  # nothing waits and no timer is left to fire: a no-op

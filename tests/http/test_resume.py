@@ -1,4 +1,7 @@
-"""Resume after a dropped connection (issue 10): real uvicorn, real sockets, `Last-Event-ID`."""
+"""Durable answers on one web process: many readers, rejoin from any event, grace, retention.
+
+Real uvicorn, real sockets; `Last-Event-ID` and `?last_event_id=`.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import sqlite3
 import pytest
 
 from streaming.wire import sse
-from tests.support.live import RawStream, tokens_of
+from tests.support.live import RawStream, tokens_of, wait_until
 from tests.support.resume import PROMPT, abandoned, create, left, read_some, refusal
 
 pytestmark = pytest.mark.live
@@ -75,20 +78,23 @@ def test_reconnect_without_last_event_id_replays_from_the_start(resuming):
     assert tokens_of(events) == uninterrupted(resuming, 20)
 
 
-def test_a_second_reader_without_an_id_is_refused_while_one_reads(resuming):
-    urls = create(resuming, max_tokens=200)
+def test_a_second_reader_without_an_id_gets_the_whole_answer_beside_the_first(resuming):
+    urls = create(resuming, max_tokens=80)
     first = read_some(resuming, urls["stream_url"], 2)
-    assert refusal(resuming, urls["stream_url"]) == (409, "already_streaming")
-    assert refusal(resuming, urls["stream_url"], **{"Last-Event-ID": "99999"}) == (
-        400, "invalid_request")
-    first.close()
-    left(resuming, urls["id"])
-    assert resuming.post(urls["cancel_url"]).status_code == 202
-    assert resuming.wait_final(urls["id"])["status"] == "cancelled"
+    second = RawStream(resuming.port, urls["stream_url"])
+    assert second.status == 200
+    assert resuming.state(urls["id"])["answer"]["readers"] == 2
+    whole = "".join(uninterrupted(resuming, 80))
+    assert "".join(tokens_of(second.read_all())) == whole
+    assert "".join(tokens_of(first.read_all())) == whole
+    final = resuming.wait_final(urls["id"])
+    assert (final["status"], final["tokens_generated"], final["tokens_after_abort"]) == (
+        "completed", 80, 0)
 
 
-def test_a_reconnect_takes_over_from_a_connection_that_still_looks_open(resuming):
-    """After a network change the old connection can stay open on the server for minutes."""
+def test_a_reconnect_while_the_old_connection_still_looks_open_continues(resuming):
+    """After a network change the old connection can stay open on the server for minutes: the
+    reconnect is one more reader, and the answer is not held back for the silent one."""
     urls = create(resuming, max_tokens=80)
     first = read_some(resuming, urls["stream_url"], 5)  # then silent, never closed: half-open
     read = tokens_of(first.events)
@@ -98,12 +104,62 @@ def test_a_reconnect_takes_over_from_a_connection_that_still_looks_open(resuming
     events = second.read_all()
     assert events[-1].data == "[DONE]"
     assert "".join(read + tokens_of(events)) == "".join(uninterrupted(resuming, 80))
-    # The old response was ended: no [DONE], no error, nothing after the takeover's point.
-    old = first.read_all()
-    assert old[-1].data != "[DONE]" and not any(e.event == "error" for e in old)
     final = resuming.wait_final(urls["id"])
     assert (final["status"], final["tokens_generated"], final["tokens_after_abort"]) == (
         "completed", 80, 0)
+
+
+def test_last_event_id_in_the_query_is_the_header_for_a_new_event_source(resuming):
+    urls = create(resuming, max_tokens=30)
+    first = read_some(resuming, urls["stream_url"], 4)
+    first.close()
+    last_id = first.parser.last_event_id
+    again = RawStream(resuming.port, f"{urls['stream_url']}?last_event_id={last_id}")
+    assert again.status == 200
+    assert "".join(tokens_of(first.events) + tokens_of(again.read_all())) == "".join(
+        uninterrupted(resuming, 30))
+    # The header wins over the query (EventSource's own reconnect sends the newer one).
+    header = RawStream(resuming.port, f"{urls['stream_url']}?last_event_id=0",
+                       headers={"Last-Event-ID": last_id})
+    assert tokens_of(header.read_all()) == tokens_of(again.events)
+
+
+def test_fifty_readers_of_one_answer_get_identical_bytes(resuming):
+    urls = create(resuming, max_tokens=120)
+    readers = [RawStream(resuming.port, urls["stream_url"]) for _ in range(50)]
+    assert all(reader.status == 200 for reader in readers)
+    for reader in readers:
+        reader.read_all()
+    payloads = {reader.payload for reader in readers}
+    assert len(payloads) == 1
+    assert b"data: [DONE]" in payloads.pop()
+    assert resuming.wait_final(urls["id"])["tokens_generated"] == 120
+
+
+def test_stop_from_one_reader_ends_every_reader_with_cancelled(resuming):
+    urls = create(resuming, max_tokens=400)
+    readers = [read_some(resuming, urls["stream_url"], 2) for _ in range(3)]
+    assert resuming.post(urls["cancel_url"]).status_code == 202
+    for reader in readers:
+        events = reader.read_all()
+        assert events[-1].event == "error"
+        assert json.loads(events[-1].data)["code"] == "cancelled"
+    final = resuming.wait_final(urls["id"])
+    assert final["status"] == "cancelled" and final["tokens_after_abort"] <= 1
+
+
+def test_a_finished_answer_is_read_again_whole_within_its_retention(resuming):
+    urls = create(resuming, max_tokens=25)
+    first = RawStream(resuming.port, urls["stream_url"])
+    first.read_all()
+    resuming.wait_final(urls["id"])
+    late = RawStream(resuming.port, urls["stream_url"])
+    assert late.status == 200
+    late.read_all()
+    # Same events, same ids, same summary and [DONE]; only the `resume` preamble is the same too.
+    assert late.payload == first.payload
+    from_id = RawStream(resuming.port, urls["stream_url"], headers={"Last-Event-ID": "19"})
+    assert "".join(tokens_of(from_id.read_all())) == "".join(uninterrupted(resuming, 25)[20:])
 
 
 @pytest.mark.parametrize("bad_id", ["999999", "abc", "-1", "1e3", ""])
@@ -136,13 +192,34 @@ def test_last_event_id_on_a_stream_never_started_is_refused(resuming):
 
 
 def test_grace_expiry_aborts_and_counts_what_nobody_read(brief):
-    urls, stream, final = abandoned(brief, max_tokens=40)
+    urls, stream, final = abandoned(brief, max_tokens=300)  # 3 s: it outlasts the grace
     assert final["status"] == "client_disconnected"
     # Produced after the reader left: never read by anyone, so wasted, as after an abort.
     assert final["tokens_after_abort"] > 0
     assert final["tokens_generated"] >= 3 + final["tokens_after_abort"]
-    late = refusal(brief, urls["stream_url"], **{"Last-Event-ID": stream.parser.last_event_id})
-    assert late == (409, "already_streaming")
+    # Its log is kept for the retention period: a late reader learns what happened.
+    late = RawStream(brief.port, urls["stream_url"],
+                     headers={"Last-Event-ID": stream.parser.last_event_id})
+    assert late.status == 200
+    events = late.read_all()
+    assert json.loads(events[-1].data)["code"] == "client_disconnected"
+    text = "".join(tokens_of(stream.events) + tokens_of(events))
+    assert "".join(uninterrupted(brief, 300)).startswith(text)  # no gap, no repeat
+
+
+def test_grace_expiry_with_several_readers_that_all_left_aborts_once(brief):
+    urls = create(brief, max_tokens=200)
+    readers = [read_some(brief, urls["stream_url"], 2) for _ in range(3)]
+    for reader in readers:
+        reader.close()
+    final = brief.wait_final(urls["id"])
+    assert final["status"] == "client_disconnected"
+    assert 0 < final["tokens_after_abort"] < 200
+    with sqlite3.connect(brief.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
+        rows = db.execute(
+            "SELECT status, tokens_after_abort FROM streaming_generationlog"
+            " WHERE generation_id = ?", (urls["id"],)).fetchall()
+    assert rows == [("client_disconnected", final["tokens_after_abort"])]
 
 
 def test_an_engine_error_while_kept_is_logged_with_its_code(tmp_path):
@@ -157,19 +234,21 @@ def test_an_engine_error_while_kept_is_logged_with_its_code(tmp_path):
         server.stop()
     assert (final["status"], final["error_code"]) == ("error", "engine_error")
     assert final["tokens_generated"] == 100
-    assert final["tokens_after_abort"] > 0  # produced after the reader left, never read
+    # Nobody aborted it: what it made is in its log, for a reader within the retention.
+    assert final["tokens_after_abort"] == 0
 
 
 def test_past_the_memory_cap_a_leaving_reader_aborts_at_once(brief):
     urls = create(brief, max_tokens=300)  # 8 bytes an event: over 1 KiB within 200
     stream = read_some(brief, urls["stream_url"], 120)
-    assert brief.state(urls["id"])["resume"]["resumable"] is False
+    assert brief.state(urls["id"])["answer"]["readable"] is False
     stream.close()
     final = brief.wait_final(urls["id"])
     assert final["status"] == "client_disconnected"
     # Aborted when the reader left, not after the grace period: nothing counted as unread.
     assert final["tokens_after_abort"] == 0
     assert final["tokens_generated"] < 300
+    assert refusal(brief, urls["stream_url"]) == (410, "gone")
 
 
 def test_resume_frame_bytes():
@@ -193,3 +272,40 @@ def test_sigterm_ends_a_kept_generation_at_once(server_factory):
         ).fetchone()
     # Written within the drain's 5 s, not left for a grace period of 60.
     assert row == ("error", "server_shutdown")
+
+
+def test_past_its_retention_a_finished_answer_is_gone_and_its_row_remains(server_factory):
+    server = server_factory(env={"STREAM_RETENTION_S": "2"})
+    urls = create(server, max_tokens=10)
+    RawStream(server.port, urls["stream_url"]).read_all()
+    assert server.wait_final(urls["id"])["status"] == "completed"
+    assert refusal(server, urls["stream_url"]) == (200, None)  # read again, within 2 s
+    wait_until(lambda: refusal(server, urls["stream_url"]) == (410, "gone"))
+    response = server.get(urls["stream_url"])
+    assert "no longer kept" in response.json()["error"]["message"]
+    assert server.state(urls["id"])["status"] == "completed"  # the log row stays
+
+
+def test_with_no_retention_a_finished_answer_is_gone_at_once(server_factory):
+    server = server_factory(env={"STREAM_RETENTION_S": "0"})
+    urls = create(server, max_tokens=10)
+    RawStream(server.port, urls["stream_url"]).read_all()
+    server.wait_final(urls["id"])
+    assert refusal(server, urls["stream_url"]) == (410, "gone")
+
+
+def test_with_no_grace_the_answer_lives_while_any_reader_is_left(server_factory):
+    server = server_factory()  # STREAM_RESUME_GRACE_S = 0: the article's rule
+    urls = create(server, max_tokens=300)
+    first = read_some(server, urls["stream_url"], 2)
+    second = read_some(server, urls["stream_url"], 2)
+    first.close()
+    assert left_one(server, urls["id"])["status"] == "streaming"  # the second still reads
+    second.close()
+    final = server.wait_final(urls["id"])
+    assert final["status"] == "client_disconnected"
+    assert final["tokens_after_abort"] <= 1  # aborted the moment the last one left
+
+
+def left_one(server, generation_id: str) -> dict:
+    return wait_until(lambda: (s := server.state(generation_id))["answer"]["readers"] == 1 and s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from streaming.core.request import GenerationRequest, Message
-from streaming.core.stream import TokenStream
+from streaming.core.stream import CHUNK_OVERHEAD_BYTES, TokenStream
 from streaming.http.responses import EventStreamResponse
 
 TOKENS = 1_000_000  # about 40 MB of frames: far more than any socket buffer holds
@@ -23,13 +24,14 @@ def rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-async def test_the_chunk_buffer_is_bounded_whatever_the_producer_pushes():
+async def test_an_unread_log_costs_its_text_and_eight_bytes_a_chunk_nothing_more():
     stream = TokenStream(GenerationRequest("x", (Message("user", "hi"),), 100_000),
-                         max_buffered=64)
+                         max_log_bytes=1 << 30)
     for _ in range(100_000):
         stream.push("ab")
-    assert len(stream._buffer) == 64  # wake-ups merged; the text itself is all kept
-    assert sum(len(chunk.text) for chunk in stream._buffer) == 200_000
+    assert stream.log_bytes == 200_000 + CHUNK_OVERHEAD_BYTES * 100_000
+    held = sys.getsizeof(stream._text) + sys.getsizeof(stream._ids) + sys.getsizeof(stream._ends)
+    assert held < 1.3 * stream.log_bytes  # no object per chunk: a slow reader costs its text
     stream.finish("stop")
 
 

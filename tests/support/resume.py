@@ -37,7 +37,7 @@ def abandoned(server, **fields) -> tuple[dict, RawStream, dict]:
 def left(server, generation_id: str) -> dict:
     """Wait until the server has noticed that the reader went away."""
     return wait_until(
-        lambda: (s := server.state(generation_id)).get("resume", {}).get("attached") is False and s
+        lambda: (s := server.state(generation_id)).get("answer", {}).get("readers") == 0 and s
     )
 
 
