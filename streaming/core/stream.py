@@ -94,7 +94,7 @@ class TokenStream:
     _readers: list[Reader] = field(default_factory=list)
     _room_waiter: asyncio.Future[None] | None = None
     _finished: bool = False
-    _on_finish: list[Callable[[], None]] = field(default_factory=list)
+    _on_finish: Callable[[], None] | None = None
     # Set by engines that accept a request asynchronously (a remote upstream): its result is
     # None once accepted, or the StreamingError that refused it before any token.
     _acceptance: asyncio.Future[StreamingError | None] | None = None
@@ -194,19 +194,16 @@ class TokenStream:
         self.finish_reason = finish_reason
         self.error = error
         COUNTERS.generations_in_flight -= 1
-        if self._on_finish:
+        if self._on_finish is not None:
             # Soon, not now: the engine is in the middle of its own bookkeeping.
-            loop = asyncio.get_running_loop()
-            for callback in self._on_finish:
-                loop.call_soon(callback)
+            asyncio.get_running_loop().call_soon(self._on_finish)
         self._wake()
 
     def on_finish(self, callback: Callable[[], None]) -> None:
         """Call `callback` (soon, on the loop) once the stream has ended, for any reason."""
+        self._on_finish = callback
         if self._finished:
             asyncio.get_running_loop().call_soon(callback)
-        else:
-            self._on_finish.append(callback)
 
     @property
     def has_room(self) -> bool:
@@ -247,6 +244,11 @@ class TokenStream:
         return self._first + len(self._ids)
 
     @property
+    def readers(self) -> int:
+        """How many readers are reading it now."""
+        return len(self._readers)
+
+    @property
     def log_bytes(self) -> int:
         """Memory the log holds, as counted against `max_log_bytes` (text + per-chunk numbers)."""
         return len(self._text) + CHUNK_OVERHEAD_BYTES * len(self._ids)
@@ -271,8 +273,9 @@ class TokenStream:
             offset = end
         return chunks
 
-    def _free_read(self) -> None:
-        """The log is no longer kept whole: free the chunks every reader has read."""
+    def free(self) -> None:
+        """Stop keeping the log whole (past the cap, or a finished answer past its retention):
+        free the chunks every reader has read; readers still in it finish."""
         self.complete = False
         upto = min((reader.position for reader in self._readers), default=self.end) - self._first
         if upto <= 0:
@@ -281,10 +284,6 @@ class TokenStream:
         del self._ids[:upto], self._ends[:upto], self._text[:freed]
         self._first += upto
         self._freed_bytes += freed
-
-    def free(self) -> None:
-        """Let the log go (a finished answer past its retention): readers still in it finish."""
-        self._free_read()
 
     # --- reader side -----------------------------------------------------------------------
 
@@ -364,7 +363,7 @@ class TokenStream:
         # A reader moved on or left: past the cap (once past, for good) free what all have
         # read; let a paused producer go on.
         if not self.complete or self.log_bytes > self.max_log_bytes:
-            self._free_read()
+            self.free()
         room = self._room_waiter
         if room is not None and not room.done() and self.has_room:
             room.set_result(None)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from streaming.core.exceptions import BadRequest, Gone
-from streaming.core.stream import TokenStream
+from streaming.core.stream import Reader, TokenStream
 
 # EventSource waits `retry` ms before reconnecting: soon enough to feel like a hiccup, and never
 # more than a quarter of the grace period so that a second or third try still fits in it.
@@ -49,7 +49,6 @@ class Answer:
         # Kept whole only if someone could read it again: a rejoin, or a read after the end.
         stream.max_log_bytes = max_bytes if grace_s > 0 or retention_s > 0 else 0
         self._abandon = abandon  # abort and finish: the generation's business, not ours
-        self.readers = 0
         self.left_at_token: int | None = None  # tokens_generated when the last reader left
         self.ended_at: float | None = None  # monotonic; set once the generation is finished
         self.freed = False
@@ -69,7 +68,7 @@ class Answer:
 
     def state(self) -> dict[str, object]:
         """For `GET /api/generations/<id>`."""
-        return {"readers": self.readers, "readable": self.readable,
+        return {"readers": self.stream.readers, "readable": self.readable,
                 "log_bytes": self.stream.log_bytes, "log_events": self.stream.end}
 
     def position(self, last_event_id: str | None) -> int:
@@ -88,18 +87,19 @@ class Answer:
                 return position
         raise BadRequest(f"Last-Event-ID {last_event_id[:40]!r} is not an event of this stream.")
 
-    def join(self) -> None:
-        """A reader starts reading."""
-        self.readers += 1
+    def join(self, position: int) -> Reader:
+        """A reader starts reading at `position` (from `position()`), counted from now."""
+        reader = self.stream.join(position)
         grace, self._grace = self._grace, None
         if grace is not None:
             grace.cancel()
+        return reader
 
-    async def leave(self) -> None:
+    async def leave(self, reader: Reader) -> None:
         """A reader is done. The last to leave before the end aborts it: now, or once the grace
         period has passed with nobody back."""
-        self.readers -= 1
-        if self.readers > 0 or self.stream.finished:
+        self.stream.leave(reader)
+        if self.stream.readers > 0 or self.stream.finished:
             return
         self.left_at_token = self.stream.tokens_generated
         if not self.rejoinable:
@@ -111,7 +111,7 @@ class Answer:
         await asyncio.sleep(self.grace_s)
         # From here on a reader coming back is too late; join() cannot cancel us half-way.
         self._grace = None
-        if self.readers == 0 and not self.stream.finished:
+        if self.stream.readers == 0 and not self.stream.finished:
             await self._abandon()
 
     def ended(self) -> None:
@@ -134,7 +134,7 @@ class Answer:
 
     def unread_tokens(self) -> int:
         """Tokens produced since the last reader left and before any abort: never read."""
-        if self.left_at_token is None or self.readers > 0:
+        if self.left_at_token is None or self.stream.readers > 0:
             return 0
         stream = self.stream
         return max(0, stream.tokens_generated - stream.tokens_after_abort - self.left_at_token)

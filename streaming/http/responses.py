@@ -162,8 +162,7 @@ async def event_stream(
     stream, answer = generation.stream, generation.answer
     assert stream is not None and answer is not None
     # Joined now, before any await: what this reader has not read yet stays in the log for it.
-    reader = stream.join(position)
-    answer.join()
+    reader = answer.join(position)
     try:
         await stream.accepted()
         yield b""
@@ -181,8 +180,7 @@ async def event_stream(
     except StreamCut:
         pass  # end the response without [DONE]: the client sees a cut stream
     finally:
-        stream.leave(reader)
-        await answer.leave()  # before the end, the answer decides: abort now, later, or never
+        await answer.leave(reader)  # before the end, it decides: abort now, later, or never
 
 
 def cancelled_stream() -> StreamingHttpResponse:

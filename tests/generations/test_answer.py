@@ -37,22 +37,22 @@ def test_only_ids_of_chunk_starts_are_positions(bad):
 
 async def test_the_last_reader_leaving_starts_the_grace_and_a_reader_back_cancels_it():
     _, kept, abandoned = answer(grace_s=0.05)
-    kept.join(), kept.join()
-    await kept.leave()
-    await kept.leave()
-    kept.join()  # back within the grace period
+    first, second = kept.join(0), kept.join(0)
+    await kept.leave(first)
+    await kept.leave(second)
+    back = kept.join(0)  # back within the grace period
     await asyncio.sleep(0.1)
     assert abandoned == []
-    await kept.leave()
+    await kept.leave(back)
     await asyncio.sleep(0.1)
     assert len(abandoned) == 1  # nobody back this time: abandoned, once
 
 
 async def test_with_no_grace_the_last_reader_leaving_abandons_at_once():
     stream, kept, abandoned = answer(grace_s=0)
-    kept.join()
+    reader = kept.join(0)
     stream.push("a")
-    await kept.leave()
+    await kept.leave(reader)
     assert abandoned == [1]
 
 
