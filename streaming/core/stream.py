@@ -277,11 +277,18 @@ class TokenStream:
         """Stop keeping the log whole (past the cap, or a finished answer past its retention):
         free the chunks every reader has read; readers still in it finish."""
         self.complete = False
-        upto = min((reader.position for reader in self._readers), default=self.end) - self._first
+        readers = self._readers
+        if len(readers) == 1:  # the common case, without a generator per read
+            upto = readers[0].position - self._first
+        else:
+            upto = min((reader.position for reader in readers), default=self.end) - self._first
         if upto <= 0:
             return
         freed = self._ends[upto - 1] - self._freed_bytes
-        del self._ids[:upto], self._ends[:upto], self._text[:freed]
+        if upto == len(self._ids):
+            self._ids, self._ends, self._text = array("I"), array("I"), bytearray()
+        else:
+            del self._ids[:upto], self._ends[:upto], self._text[:freed]
         self._first += upto
         self._freed_bytes += freed
 
@@ -332,7 +339,7 @@ class TokenStream:
 
         try:
             while True:
-                end = self.end
+                end = self._first + len(self._ids)  # self.end, without a property call per token
                 if reader.position == end:
                     if self._finished:
                         if self.error is not None:
@@ -345,7 +352,7 @@ class TokenStream:
                         await reader.waiter
                     finally:
                         reader.waiter = None
-                    if reader.position == self.end and not self._finished:
+                    if reader.position == self._first + len(self._ids) and not self._finished:
                         idle_at = loop.time() + idle_timeout
                         yield []
                     continue
