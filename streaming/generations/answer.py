@@ -62,9 +62,7 @@ class Answer:
     @property
     def readable(self) -> bool:
         """Whether a reader may join now: its log is whole, and kept (live, or retained)."""
-        if self.freed or not self.stream.complete:
-            return False
-        return self.ended_at is None or time.monotonic() < self.ended_at + self.retention_s
+        return not self.freed and self.stream.complete and not self.expired(time.monotonic())
 
     def state(self) -> dict[str, object]:
         """For `GET /api/generations/<id>`."""

@@ -189,13 +189,18 @@ def assert_resumed_whole(page: Any, proxy: CuttableProxy, answer: Any, expected:
     assert page.errors == []
 
 
+def streaming_id(proxy: CuttableProxy, answer: Any) -> str:
+    """Once `answer` shows some text: the id of its generation, from its one stream request."""
+    wait_until(lambda: len(answer.locator(".message-body").inner_text()) > 8, 15)
+    (head,) = proxy.stream_requests()
+    return head.split("/")[3]
+
+
 def break_mid_answer(page: Any, proxy: CuttableProxy, server: LiveServer) -> str:
     """Wait for a few tokens, break the connection, and return the generation's id once the
     server has noticed (new connections are held back until the caller opens the proxy)."""
     answer = page.locator(".message-assistant").last
-    wait_until(lambda: len(answer.locator(".message-body").inner_text()) > 8, 15)
-    (head,) = proxy.stream_requests()
-    generation_id = head.split("/")[3]
+    generation_id = streaming_id(proxy, answer)
     proxy.open.clear()
     proxy.cut()
     wait_until(lambda: server.state(generation_id)["answer"]["readers"] == 0)
@@ -249,9 +254,7 @@ def test_a_network_change_the_server_never_hears_of_still_resumes(
     page, proxy = proxied_page
     prompt = "電車でネットワークが切り替わっても続く回答"
     answer = send_prompt(page, prompt)
-    wait_until(lambda: len(answer.locator(".message-body").inner_text()) > 8, 15)
-    (head,) = proxy.stream_requests()
-    generation_id = head.split("/")[3]
+    generation_id = streaming_id(proxy, answer)
     proxy.open.clear()
     proxy.drop_browser_side()
     expect(answer).to_have_attribute("data-state", "streaming")
@@ -291,9 +294,7 @@ def test_a_reload_mid_answer_continues_where_it_stopped(
     page, proxy = proxied_page
     prompt = "リロードしても続く回答"
     answer = send_prompt(page, prompt)
-    wait_until(lambda: len(answer.locator(".message-body").inner_text()) > 8, 15)
-    (head,) = proxy.stream_requests()
-    generation_id = head.split("/")[3]
+    generation_id = streaming_id(proxy, answer)
     page.reload()
     page.wait_for_selector("html[lang]")
     answer = page.locator(".message-assistant").last
@@ -345,9 +346,7 @@ def test_a_closed_tab_still_stops_the_model_at_once_with_no_grace(
     page, proxy = open_page(browser, chat_server)
     try:
         answer = send_prompt(page, "タブを閉じる")
-        wait_until(lambda: len(answer.locator(".message-body").inner_text()) > 8, 15)
-        (head,) = proxy.stream_requests()
-        generation_id = head.split("/")[3]
+        generation_id = streaming_id(proxy, answer)
         page.close(run_before_unload=True)
         final = chat_server.wait_final(generation_id, timeout=10)
         assert final["status"] in ("cancelled", "client_disconnected")
@@ -363,9 +362,7 @@ def test_with_a_grace_period_a_closed_tab_is_left_to_the_server(
     """It may be a reload: no beacon; the server stops it once nobody is back for the grace."""
     page, proxy = proxied_page
     answer = send_prompt(page, "タブを閉じる")
-    wait_until(lambda: len(answer.locator(".message-body").inner_text()) > 8, 15)
-    (head,) = proxy.stream_requests()
-    generation_id = head.split("/")[3]
+    generation_id = streaming_id(proxy, answer)
     page.close(run_before_unload=True)
     state = wait_until(lambda: (s := resume_server.state(generation_id))["answer"]["readers"] == 0
                        and s)
