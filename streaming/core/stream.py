@@ -209,7 +209,10 @@ class TokenStream:
     def has_room(self) -> bool:
         """True while every reader keeps up (fewer than `max_buffered` chunks behind)."""
         end = len(self._ids) + self._first - self.max_buffered
-        return all(reader.position > end for reader in self._readers)
+        readers = self._readers
+        if len(readers) == 1:  # the common case, without a generator per token
+            return readers[0].position > end
+        return all(reader.position > end for reader in readers)
 
     async def wait_for_room(self) -> None:
         """For producers that can pause: wait until the slowest reader has caught up."""
