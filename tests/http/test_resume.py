@@ -215,11 +215,15 @@ def test_grace_expiry_with_several_readers_that_all_left_aborts_once(brief):
     final = brief.wait_final(urls["id"])
     assert final["status"] == "client_disconnected"
     assert 0 < final["tokens_after_abort"] < 200
-    with sqlite3.connect(brief.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
-        rows = db.execute(
-            "SELECT status, tokens_after_abort FROM streaming_generationlog"
-            " WHERE generation_id = ?", (urls["id"],)).fetchall()
-    assert rows == [("client_disconnected", final["tokens_after_abort"])]
+
+    def rows():
+        with sqlite3.connect(brief.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
+            return db.execute(
+                "SELECT status, tokens_after_abort FROM streaming_generationlog"
+                " WHERE generation_id = ?", (urls["id"],)).fetchall()
+
+    wait_until(rows)  # the log writer writes its batch a moment after the state is final
+    assert rows() == [("client_disconnected", final["tokens_after_abort"])]
 
 
 def test_an_engine_error_while_kept_is_logged_with_its_code(tmp_path):
