@@ -7,11 +7,12 @@ import json
 import random
 
 import pytest
+import redis
 
-from bench import apps, model
+from bench import apps, model, redis_log_bench
 from bench.client import StreamProtocol
 from streaming.wire import sse
-from tests.support.live import RawStream
+from tests.support.live import RawStream, start_redis
 
 
 def chunked(writes: list[bytes]) -> bytes:
@@ -119,3 +120,31 @@ def test_model_part_says_why_it_is_skipped(monkeypatch):
         "title": model.TITLE,
         "skipped": "no torch here",
     }
+
+
+@pytest.mark.live
+async def test_redis_log_bench_reports_every_figure(tmp_path):
+    server = start_redis(tmp_path)
+    try:
+        out = tmp_path / "redis_log.json"
+        results = await redis_log_bench.main([
+            "--redis", server.url, "--generations", "1", "5", "--tokens", "50",
+            "--latency-sends", "10", "--replay-tokens", "20", "--replay-repeats", "2",
+            "--out", str(out),
+        ])
+        assert json.loads(out.read_text()) == results
+        rows = results["throughput"]
+        assert [row["generations"] for row in rows] == [1] * 4 + [5] * 4
+        for row in rows:
+            for figure in ("tokens_per_s", "client_cpu_us_per_token", "sends", "tokens"):
+                assert row[figure] > 0, (row, figure)
+            assert row["redis_cpu_us_per_token"] >= 0  # INFO cpu can tick by less than a token
+        for path in ("pubsub", "streams"):
+            assert results["latency"][path]["p50_us"] > 0
+            assert results["latency"][path]["sends"] == 10
+        replay = results["replay"]
+        assert replay["stream"]["memory_bytes"] > 0 and replay["stream"]["xrange_us"] > 0
+        assert replay["string"]["memory_bytes"] > 0 and replay["string"]["get_us"] > 0
+        assert redis.Redis.from_url(server.url).keys("bench:log:*") == []  # it cleaned up
+    finally:
+        server.stop()

@@ -61,10 +61,13 @@ COUNTERS = Counters()
 class TokenStream:
     """One generation's tokens: an append-only log between its producer and its readers.
 
-    Single producer, any number of readers, on one event loop. The log is compact (the UTF-8
-    text in one `bytearray`, each chunk's id and text end in two `array("I")`), so a reader
-    that falls behind costs memory in proportion to the text, never to wake-ups. Each chunk
-    keeps its id for good: every reader, whenever it comes, sees the same events.
+    Single producer, any number of readers, on one event loop. The log has two parts. The
+    newest chunks (at most `max_buffered`) stay `Chunk` objects that readers take as they are:
+    a reader that keeps up costs no encoding. Older ones, and a finished answer's, are compact
+    (the UTF-8 text in one `bytearray`, each chunk's id and text end in two `array("I")`), so
+    a reader that falls behind, or a retained answer, costs memory in proportion to the text,
+    never to wake-ups. Each chunk keeps its id for good: every reader, whenever it comes, sees
+    the same events.
 
     Past `max_log_bytes` the log is no longer kept whole: what every reader has read is freed,
     and a new reader can join only at the end (`complete` turns False).
@@ -85,12 +88,16 @@ class TokenStream:
     # Arrival time of each token, 8 bytes apiece: the log's gaps are computed from it at the end.
     token_times: array[float] = field(default_factory=lambda: array("d"))
     complete: bool = True  # the log still holds every chunk from the first
+    # The compact part, positions _first to _first + len(_ids):
     _ids: array[int] = field(default_factory=lambda: array("I"))  # each chunk's first token
     _ends: array[int] = field(default_factory=lambda: array("I"))  # each text's end in _text
     _text: bytearray = field(default_factory=bytearray)
+    # The newest chunks, right after the compact part, as readers take them:
+    _recent: list[Chunk] = field(default_factory=list)
+    _recent_chars: int = 0
     _first: int = 0  # how many chunks were freed from the front (positions stay absolute)
     _freed_bytes: int = 0  # how much text was freed from the front
-    _logged_tokens: int = 0  # the token after the last logged chunk
+    _compact_tokens: int = 0  # the token after the compact part's last chunk
     _readers: list[Reader] = field(default_factory=list)
     _room_waiter: asyncio.Future[None] | None = None
     _finished: bool = False
@@ -135,10 +142,11 @@ class TokenStream:
             self.first_token_at = now
         self.last_token_at = now
         self.token_times.append(now)
-        self._text += text.encode()
-        self._ends.append(self._freed_bytes + len(self._text))
-        self._ids.append(index)
-        self._logged_tokens = index + tokens
+        recent = self._recent
+        recent.append(Chunk(index, text, tokens))
+        self._recent_chars += len(text)
+        if len(recent) > self.max_buffered:
+            self._compact(len(recent) // 2)  # the older half: a reader that far behind waits
         self._wake()
 
     def recount(self, tokens: int) -> None:
@@ -194,6 +202,8 @@ class TokenStream:
         self.finish_reason = finish_reason
         self.error = error
         COUNTERS.generations_in_flight -= 1
+        if self.complete and self.max_log_bytes > 0:
+            self._compact(len(self._recent))  # kept for readers to come: compact from now on
         if self._on_finish is not None:
             # Soon, not now: the engine is in the middle of its own bookkeeping.
             asyncio.get_running_loop().call_soon(self._on_finish)
@@ -208,7 +218,7 @@ class TokenStream:
     @property
     def has_room(self) -> bool:
         """True while every reader keeps up (fewer than `max_buffered` chunks behind)."""
-        end = len(self._ids) + self._first - self.max_buffered
+        end = self._first + len(self._ids) + len(self._recent) - self.max_buffered
         readers = self._readers
         if len(readers) == 1:  # the common case, without a generator per token
             return readers[0].position > end
@@ -234,7 +244,13 @@ class TokenStream:
         COUNTERS.tokens_after_abort_total += tokens
 
     def _wake(self) -> None:
-        for reader in self._readers:
+        readers = self._readers
+        if len(readers) == 1:  # the common case, without a loop per token
+            waiter = readers[0].waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+            return
+        for reader in readers:
             waiter = reader.waiter
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
@@ -244,7 +260,7 @@ class TokenStream:
     @property
     def end(self) -> int:
         """The position after the last logged chunk: where a reader that has everything is."""
-        return self._first + len(self._ids)
+        return self._first + len(self._ids) + len(self._recent)
 
     @property
     def readers(self) -> int:
@@ -254,7 +270,11 @@ class TokenStream:
     @property
     def log_bytes(self) -> int:
         """Memory the log holds, as counted against `max_log_bytes` (text + per-chunk numbers)."""
-        return len(self._text) + CHUNK_OVERHEAD_BYTES * len(self._ids)
+        # The newest chunks count their characters: at most max_buffered of them, and exact
+        # once compact.
+        recent = len(self._recent)
+        return (len(self._text) + self._recent_chars
+                + CHUNK_OVERHEAD_BYTES * (len(self._ids) + recent))
 
     def position_after(self, event_id: int) -> int | None:
         """The position just after the chunk whose id is `event_id`, or None if none has it."""
@@ -262,19 +282,47 @@ class TokenStream:
         offset = bisect_left(ids, event_id)
         if offset < len(ids) and ids[offset] == event_id:
             return self._first + offset + 1
+        recent = self._recent
+        offset = bisect_left(recent, event_id, key=_index)
+        if offset < len(recent) and recent[offset].index == event_id:
+            return self._first + len(ids) + offset + 1
         return None
 
     def _chunks(self, start: int, stop: int) -> list[Chunk]:
-        ids, ends, text = self._ids, self._ends, self._text
+        """The chunks from position `start` to `stop`."""
+        ids = self._ids
+        compact_end = self._first + len(ids)
+        if start >= compact_end:  # a reader that keeps up: the chunks as they were pushed
+            return self._recent[start - compact_end:stop - compact_end]
+        ends, text = self._ends, self._text
         first, freed = self._first, self._freed_bytes
         offset = (ends[start - first - 1] - freed) if start > first else 0
         chunks = []
-        for i in range(start - first, stop - first):
-            following = ids[i + 1] if i + 1 < len(ids) else self._logged_tokens
+        for i in range(start - first, min(stop, compact_end) - first):
+            following = (ids[i + 1] if i + 1 < len(ids)
+                         else self._recent[0].index if self._recent else self._compact_tokens)
             end = ends[i] - freed
             chunks.append(Chunk(ids[i], text[offset:end].decode(), following - ids[i]))
             offset = end
+        if stop > compact_end:
+            chunks += self._recent[:stop - compact_end]
         return chunks
+
+    def _compact(self, count: int) -> None:
+        """Move the `count` oldest of the newest chunks into the compact part."""
+        recent = self._recent
+        text, ends, ids = self._text, self._ends, self._ids
+        base, chars = self._freed_bytes, 0
+        for chunk in recent[:count]:
+            text += chunk.text.encode()
+            ends.append(base + len(text))
+            ids.append(chunk.index)
+            chars += len(chunk.text)
+        if count:
+            last = recent[count - 1]
+            self._compact_tokens = last.index + last.tokens
+        del recent[:count]
+        self._recent_chars -= chars
 
     def free(self) -> None:
         """Stop keeping the log whole (past the cap, or a finished answer past its retention):
@@ -287,13 +335,23 @@ class TokenStream:
             upto = min((reader.position for reader in readers), default=self.end) - self._first
         if upto <= 0:
             return
-        freed = self._ends[upto - 1] - self._freed_bytes
-        if upto == len(self._ids):
-            self._ids, self._ends, self._text = array("I"), array("I"), bytearray()
-        else:
-            del self._ids[:upto], self._ends[:upto], self._text[:freed]
+        compact = min(upto, len(self._ids))
+        if compact:
+            freed = self._ends[compact - 1] - self._freed_bytes
+            if compact == len(self._ids):
+                self._ids, self._ends, self._text = array("I"), array("I"), bytearray()
+            else:
+                del self._ids[:compact], self._ends[:compact], self._text[:freed]
+            self._freed_bytes += freed
+        recent = upto - compact  # only once the compact part is all gone
+        if recent:
+            if recent == len(self._recent):
+                self._recent.clear()  # readers were handed copies
+                self._recent_chars = 0
+            else:
+                self._recent_chars -= sum(len(chunk.text) for chunk in self._recent[:recent])
+                del self._recent[:recent]
         self._first += upto
-        self._freed_bytes += freed
 
     # --- reader side -----------------------------------------------------------------------
 
@@ -342,7 +400,8 @@ class TokenStream:
 
         try:
             while True:
-                end = self._first + len(self._ids)  # self.end, without a property call per token
+                # self.end, without a property call per token
+                end = self._first + len(self._ids) + len(self._recent)
                 if reader.position == end:
                     if self._finished:
                         if self.error is not None:
@@ -355,7 +414,7 @@ class TokenStream:
                         await reader.waiter
                     finally:
                         reader.waiter = None
-                    if reader.position == self._first + len(self._ids) and not self._finished:
+                    if reader.position == self.end and not self._finished:
                         idle_at = loop.time() + idle_timeout
                         yield []
                     continue
@@ -377,6 +436,10 @@ class TokenStream:
         room = self._room_waiter
         if room is not None and not room.done() and self.has_room:
             room.set_result(None)
+
+
+def _index(chunk: Chunk) -> int:
+    return chunk.index
 
 
 class Reader:
