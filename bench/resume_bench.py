@@ -8,7 +8,8 @@ Rounds alternate between a short history to replay and a long one.
 
 Across web processes (`--fleet`): Redis, a model worker and two web processes; each round drops
 the reader on one process and reconnects on the same one or, alternately, on the other, which
-has the keeper relay the stream (streaming/fleet/relay.py): the difference is what the relay costs.
+reads the answer's log from Redis into a replica (streaming/fleet/replica.py): the difference is
+what reading the log costs.
 Workers refuse the stall hook, so the generation runs paced (200 tok/s) while we reconnect.
 
 Memory: an answer's log (streaming/core/stream.py's TokenStream) fed the deterministic engine's
@@ -43,17 +44,17 @@ from tests.support.live import RawStream, running_fleet, start_server, wait_unti
 TOKEN_MARK = b'data: {"token":'
 
 
-def resume_latency(keeper, target, body: dict) -> float:
+def resume_latency(home, target, body: dict) -> float:
     """One round: seconds from connecting to `target` to the first byte of the first replayed
-    event, after dropping a reader of `keeper` that had read one token event."""
-    urls = keeper.post("/api/generations", json=body).json()
-    first = RawStream(keeper.port, urls["stream_url"])
+    event, after dropping a reader of `home` that had read one token event."""
+    urls = home.post("/api/generations", json=body).json()
+    first = RawStream(home.port, urls["stream_url"])
     while (event := first.next_event()) is not None and event.event != "message":
         pass
     assert event is not None, "ended early"
     last_id = event.id  # the first token's; the socket may already hold the others
     first.close()
-    wait_until(lambda: keeper.state(urls["id"])["answer"]["readers"] == 0)
+    wait_until(lambda: home.state(urls["id"])["answer"]["readers"] == 0)
     request = (
         f"GET {urls['stream_url']} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Accept: text/event-stream\r\nLast-Event-ID: {last_id}\r\n\r\n"
@@ -68,7 +69,7 @@ def resume_latency(keeper, target, body: dict) -> float:
         received += data
     elapsed = time.perf_counter() - start
     sock.close()
-    keeper.post(urls["cancel_url"])
+    home.post(urls["cancel_url"])
     return elapsed
 
 
@@ -96,16 +97,16 @@ def single_process(rounds: int, directory: Path) -> dict[str, list[float]]:
 
 
 def across_processes(rounds: int, directory: Path) -> dict[str, list[float]]:
-    """Reconnect to the keeper or, alternately, to the other web process (through the relay)."""
+    """Reconnect to the process that started it or, alternately, to the other one (its log)."""
     env = {**SERVER_ENV, "DETERMINISTIC_TPS": "200"}
-    latencies: dict[str, list[float]] = {"same_process": [], "other_process_relayed": []}
+    latencies: dict[str, list[float]] = {"same_process": [], "other_process_from_log": []}
     body = {"prompt": PROMPT, "max_tokens": 4000}
     with running_fleet(directory, env) as fleet:
-        keeper, other = fleet.webs
+        home, other = fleet.webs
         for round_ in range(rounds):
             same = round_ % 2 == 0
-            key = "same_process" if same else "other_process_relayed"
-            latencies[key].append(resume_latency(keeper, keeper if same else other, body))
+            key = "same_process" if same else "other_process_from_log"
+            latencies[key].append(resume_latency(home, home if same else other, body))
     return latencies
 
 

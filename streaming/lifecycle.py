@@ -14,12 +14,10 @@ import time
 
 from django.conf import settings
 
-from streaming.engines import get_engine, startup
-from streaming.fleet import relay, store
+from streaming.engines import startup
 from streaming.generations.registry import registry
 from streaming.http import admission, stalled_readers
 from streaming.http.limits import limits
-from streaming.http.native_api import serve_resume
 from streaming.models import GenerationStatus
 from streaming.ops import log_writer, metrics
 
@@ -42,8 +40,6 @@ def serving() -> None:
     _serving = True
     startup.freeze_after_start()
     startup.begin_start()
-    if store.enabled():  # a reconnect that reaches another web process is relayed here
-        relay.install(get_engine(), serve_resume)
     drain_on_sigterm()
     stalled_readers.watch(settings.STREAM_SEND_TIMEOUT_S)
 
@@ -115,10 +111,6 @@ async def drain(grace_s: float | None = None) -> None:
         else:
             aborts.append(generation.engine.abort(generation.id, code="server_shutdown"))
     await asyncio.gather(*aborts, return_exceptions=True)
-    relayed = relay.current()
-    if relayed is not None:
-        # Streams kept by another web process go back to it, for a reconnect elsewhere.
-        relayed.end_all()
     # Each reader now writes its error frame and finishes its generation (and log row).
     deadline = time.monotonic() + grace_s
     while registry.live() and time.monotonic() < deadline:  # noqa: ASYNC110 - no event to wait on

@@ -20,8 +20,11 @@ class GenerationStatus(models.TextChoices):
 
     @classmethod
     def of_error(cls, code: str) -> GenerationStatus:
-        """A generation that ended with this error code: cancelled (by Stop), or an error."""
-        return cls.CANCELLED if code == "cancelled" else cls.ERROR
+        """A generation that ended with this error code: cancelled (by Stop), aborted with
+        nobody reading (by a fleet's worker), or an error."""
+        if code in (cls.CANCELLED, cls.CLIENT_DISCONNECTED):
+            return cls(code)
+        return cls.ERROR
 
 
 class GenerationLog(models.Model):

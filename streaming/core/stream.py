@@ -11,29 +11,15 @@ from __future__ import annotations
 import asyncio
 import time
 from array import array
-from bisect import bisect_left
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from streaming.core.chunk_log import Chunk, ChunkLog
 from streaming.core.exceptions import StreamingError
 from streaming.core.request import GenerationRequest
 
 FinishReason = Literal["stop", "length"]
-
-# Per logged chunk besides its text: its id and the end offset of its text (4 bytes each); its
-# token count is the next chunk's id minus its own.
-CHUNK_OVERHEAD_BYTES = 8
-
-
-@dataclass(slots=True)
-class Chunk:
-    """Newly generated text: one token, or several that arrived together (a remote worker's)."""
-
-    index: int  # index of its first token: the SSE event id
-    text: str
-    tokens: int = 1
-
 
 @dataclass(slots=True)
 class Counters:
@@ -61,13 +47,10 @@ COUNTERS = Counters()
 class TokenStream:
     """One generation's tokens: an append-only log between its producer and its readers.
 
-    Single producer, any number of readers, on one event loop. The log has two parts. The
-    newest chunks (at most `max_buffered`) stay `Chunk` objects that readers take as they are:
-    a reader that keeps up costs no encoding. Older ones, and a finished answer's, are compact
-    (the UTF-8 text in one `bytearray`, each chunk's id and text end in two `array("I")`), so
-    a reader that falls behind, or a retained answer, costs memory in proportion to the text,
-    never to wake-ups. Each chunk keeps its id for good: every reader, whenever it comes, sees
-    the same events.
+    Single producer, any number of readers, on one event loop. Its chunks (chunk_log.py) cost
+    a reader that keeps up no encoding, and one that falls behind memory in proportion to the
+    text, never to wake-ups. Each chunk keeps its id for good: every reader, whenever it
+    comes, sees the same events.
 
     Past `max_log_bytes` the log is no longer kept whole: what every reader has read is freed,
     and a new reader can join only at the end (`complete` turns False).
@@ -88,16 +71,7 @@ class TokenStream:
     # Arrival time of each token, 8 bytes apiece: the log's gaps are computed from it at the end.
     token_times: array[float] = field(default_factory=lambda: array("d"))
     complete: bool = True  # the log still holds every chunk from the first
-    # The compact part, positions _first to _first + len(_ids):
-    _ids: array[int] = field(default_factory=lambda: array("I"))  # each chunk's first token
-    _ends: array[int] = field(default_factory=lambda: array("I"))  # each text's end in _text
-    _text: bytearray = field(default_factory=bytearray)
-    # The newest chunks, right after the compact part, as readers take them:
-    _recent: list[Chunk] = field(default_factory=list)
-    _recent_chars: int = 0
-    _first: int = 0  # how many chunks were freed from the front (positions stay absolute)
-    _freed_bytes: int = 0  # how much text was freed from the front
-    _compact_tokens: int = 0  # the token after the compact part's last chunk
+    _log: ChunkLog = field(default_factory=ChunkLog)
     _readers: list[Reader] = field(default_factory=list)
     _room_waiter: asyncio.Future[None] | None = None
     _finished: bool = False
@@ -142,11 +116,14 @@ class TokenStream:
             self.first_token_at = now
         self.last_token_at = now
         self.token_times.append(now)
-        recent = self._recent
+        log = self._log
+        recent = log.recent
         recent.append(Chunk(index, text, tokens))
-        self._recent_chars += len(text)
+        log.recent_chars += len(text)
         if len(recent) > self.max_buffered:
-            self._compact(len(recent) // 2)  # the older half: a reader that far behind waits
+            log.compact(len(recent) // 2)  # the older half: a reader that far behind waits
+        elif not self._readers and self.max_log_bytes:
+            log.compact(len(recent))  # kept for a reader to come back: compact at once
         self._wake()
 
     def recount(self, tokens: int) -> None:
@@ -203,7 +180,7 @@ class TokenStream:
         self.error = error
         COUNTERS.generations_in_flight -= 1
         if self.complete and self.max_log_bytes > 0:
-            self._compact(len(self._recent))  # kept for readers to come: compact from now on
+            self._log.compact(len(self._log.recent))  # kept for readers to come: compact now
         if self._on_finish is not None:
             # Soon, not now: the engine is in the middle of its own bookkeeping.
             asyncio.get_running_loop().call_soon(self._on_finish)
@@ -218,7 +195,8 @@ class TokenStream:
     @property
     def has_room(self) -> bool:
         """True while every reader keeps up (fewer than `max_buffered` chunks behind)."""
-        end = self._first + len(self._ids) + len(self._recent) - self.max_buffered
+        log = self._log  # the log's end, without a property call per push
+        end = log.first + len(log.ids) + len(log.recent) - self.max_buffered
         readers = self._readers
         if len(readers) == 1:  # the common case, without a generator per token
             return readers[0].position > end
@@ -260,7 +238,7 @@ class TokenStream:
     @property
     def end(self) -> int:
         """The position after the last logged chunk: where a reader that has everything is."""
-        return self._first + len(self._ids) + len(self._recent)
+        return self._log.end
 
     @property
     def readers(self) -> int:
@@ -270,59 +248,11 @@ class TokenStream:
     @property
     def log_bytes(self) -> int:
         """Memory the log holds, as counted against `max_log_bytes` (text + per-chunk numbers)."""
-        # The newest chunks count their characters: at most max_buffered of them, and exact
-        # once compact.
-        recent = len(self._recent)
-        return (len(self._text) + self._recent_chars
-                + CHUNK_OVERHEAD_BYTES * (len(self._ids) + recent))
+        return self._log.size
 
     def position_after(self, event_id: int) -> int | None:
         """The position just after the chunk whose id is `event_id`, or None if none has it."""
-        ids = self._ids
-        offset = bisect_left(ids, event_id)
-        if offset < len(ids) and ids[offset] == event_id:
-            return self._first + offset + 1
-        recent = self._recent
-        offset = bisect_left(recent, event_id, key=_index)
-        if offset < len(recent) and recent[offset].index == event_id:
-            return self._first + len(ids) + offset + 1
-        return None
-
-    def _chunks(self, start: int, stop: int) -> list[Chunk]:
-        """The chunks from position `start` to `stop`."""
-        ids = self._ids
-        compact_end = self._first + len(ids)
-        if start >= compact_end:  # a reader that keeps up: the chunks as they were pushed
-            return self._recent[start - compact_end:stop - compact_end]
-        ends, text = self._ends, self._text
-        first, freed = self._first, self._freed_bytes
-        offset = (ends[start - first - 1] - freed) if start > first else 0
-        chunks = []
-        for i in range(start - first, min(stop, compact_end) - first):
-            following = (ids[i + 1] if i + 1 < len(ids)
-                         else self._recent[0].index if self._recent else self._compact_tokens)
-            end = ends[i] - freed
-            chunks.append(Chunk(ids[i], text[offset:end].decode(), following - ids[i]))
-            offset = end
-        if stop > compact_end:
-            chunks += self._recent[:stop - compact_end]
-        return chunks
-
-    def _compact(self, count: int) -> None:
-        """Move the `count` oldest of the newest chunks into the compact part."""
-        recent = self._recent
-        text, ends, ids = self._text, self._ends, self._ids
-        base, chars = self._freed_bytes, 0
-        for chunk in recent[:count]:
-            text += chunk.text.encode()
-            ends.append(base + len(text))
-            ids.append(chunk.index)
-            chars += len(chunk.text)
-        if count:
-            last = recent[count - 1]
-            self._compact_tokens = last.index + last.tokens
-        del recent[:count]
-        self._recent_chars -= chars
+        return self._log.position_after(event_id)
 
     def free(self) -> None:
         """Stop keeping the log whole (past the cap, or a finished answer past its retention):
@@ -330,34 +260,15 @@ class TokenStream:
         self.complete = False
         readers = self._readers
         if len(readers) == 1:  # the common case, without a generator per read
-            upto = readers[0].position - self._first
+            self._log.free(readers[0].position)
         else:
-            upto = min((reader.position for reader in readers), default=self.end) - self._first
-        if upto <= 0:
-            return
-        compact = min(upto, len(self._ids))
-        if compact:
-            freed = self._ends[compact - 1] - self._freed_bytes
-            if compact == len(self._ids):
-                self._ids, self._ends, self._text = array("I"), array("I"), bytearray()
-            else:
-                del self._ids[:compact], self._ends[:compact], self._text[:freed]
-            self._freed_bytes += freed
-        recent = upto - compact  # only once the compact part is all gone
-        if recent:
-            if recent == len(self._recent):
-                self._recent.clear()  # readers were handed copies
-                self._recent_chars = 0
-            else:
-                self._recent_chars -= sum(len(chunk.text) for chunk in self._recent[:recent])
-                del self._recent[:recent]
-        self._first += upto
+            self._log.free(min((reader.position for reader in readers), default=self.end))
 
     # --- reader side -----------------------------------------------------------------------
 
     def join(self, position: int = 0) -> Reader:
         """A reader at `position`, counted from now: nothing it has not read is freed."""
-        if position < self._first:
+        if position < self._log.first:
             raise ValueError(f"position {position} of {self.id} is no longer in its log")
         reader = Reader(position)
         self._readers.append(reader)
@@ -381,6 +292,7 @@ class TokenStream:
         if reader is None:
             reader = self.join(position)
         loop = asyncio.get_running_loop()
+        log = self._log
         # One idle timer for the whole stream, re-armed lazily, rather than one armed and
         # cancelled around every wait (a heap push and a cancel per token): each batch only
         # moves `idle_at` on, and the timer, when it fires early, sleeps again until then.
@@ -400,8 +312,7 @@ class TokenStream:
 
         try:
             while True:
-                # self.end, without a property call per token
-                end = self._first + len(self._ids) + len(self._recent)
+                end = log.first + len(log.ids) + len(log.recent)  # self.end, without a call
                 if reader.position == end:
                     if self._finished:
                         if self.error is not None:
@@ -418,7 +329,7 @@ class TokenStream:
                         idle_at = loop.time() + idle_timeout
                         yield []
                     continue
-                batch = self._chunks(reader.position, end)
+                batch = log.chunks(reader.position, end)
                 reader.position = end
                 self._read()
                 idle_at = loop.time() + idle_timeout
@@ -430,16 +341,17 @@ class TokenStream:
 
     def _read(self) -> None:
         # A reader moved on or left: past the cap (once past, for good) free what all have
-        # read; let a paused producer go on.
+        # read, or, in a log kept for readers to come, compact it; let a paused producer go on.
         if not self.complete or self.log_bytes > self.max_log_bytes:
             self.free()
+        else:
+            log, readers = self._log, self._readers
+            upto = (readers[0].position if len(readers) == 1
+                    else min((reader.position for reader in readers), default=log.end))
+            log.compact(upto - log.first - len(log.ids))
         room = self._room_waiter
         if room is not None and not room.done() and self.has_room:
             room.set_result(None)
-
-
-def _index(chunk: Chunk) -> int:
-    return chunk.index
 
 
 class Reader:

@@ -21,6 +21,9 @@ class Engine(ABC):
     name: str = "engine"
     supports_faults = False  # only the deterministic engine honours the `fault` test hook
     ready = False  # set by start() once the engine can serve
+    # Its generations may be read in other web processes too (a fleet's): a reader leaving
+    # here detaches (`readers_left`) and the engine aborts once no process reads.
+    shares_answers = False
 
     def __init__(self) -> None:
         self.streams: dict[str, TokenStream] = {}
@@ -99,6 +102,17 @@ class Engine(ABC):
         """The counters of a generation another web process streams, if this engine can ask
         (a fleet's engine asks its workers); this process's own engine holds only its own."""
         return None
+
+    def keep_answer(self, request_id: str, options: dict[str, Any]) -> None:  # noqa: B027
+        """Called right after `generate()` for an answer read through its stream URL
+        ({grace_s, retention_s, max_bytes, meta}): a shared engine keeps its log where every
+        web process can read it; one of this process alone keeps it in its TokenStream."""
+
+    async def readers_left(self, request_id: str, unread: int) -> None:  # noqa: B027
+        """(shares_answers) No reader in this process, `unread` tokens made since the last left."""
+
+    def readers_back(self, request_id: str) -> None:  # noqa: B027
+        """(shares_answers) A reader in this process again, after `readers_left`."""
 
     async def abort_elsewhere(self, generation_id: str) -> None:  # noqa: B027 - optional hook
         """Abort a generation another web process streams (a fleet's engine tells the workers);

@@ -1,2 +1,2 @@
 """Everything REDIS_URL adds: the web↔worker protocol, the web process's engine, the model worker,
-the relay between web processes, the Redis store."""
+answers' logs in Redis and their replicas in other web processes, the Redis store."""

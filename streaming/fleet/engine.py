@@ -12,24 +12,27 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut, WorkerUnavailable
+from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavailable
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
-from streaming.fleet.protocol import HEARTBEATS_GROUP, WORKERS_GROUP, request_message
+from streaming.fleet.protocol import (
+    HEARTBEATS_GROUP,
+    WORKERS_GROUP,
+    end_as_the_worker_did,
+    request_message,
+)
 
 logger = logging.getLogger(__name__)
 
 ABORT_ACK_S = 2.0  # how long an abort waits for the worker's final counters
 QUERY_S = 0.5  # how long a cross-process lookup waits for the owning worker to answer
-ABORT_CODES = ("cancelled", "server_shutdown")  # the codes Engine.abort ends a stream with
 
 
 @dataclass
@@ -49,6 +52,8 @@ class WorkerInfo:
 class ChannelLayerEngine(Engine):
     """Generations run in `runworker model-worker` processes; this side streams them."""
 
+    shares_answers = True
+
     def __init__(self) -> None:
         super().__init__()
         self.layer = None
@@ -57,13 +62,11 @@ class ChannelLayerEngine(Engine):
         self.owner: dict[str, str] = {}  # generation id → worker channel
         self.assigned: Counter[str] = Counter()  # worker channel → our streams on it
         self.sent_at: dict[str, float] = {}
+        self.logs: dict[str, dict[str, Any]] = {}  # keep_answer's options, until sent
         self.layer_error: str | None = None
         self._acks: dict[str, asyncio.Future[None]] = {}
         self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        # Other message types on our reply channel, by type: web processes talking to each
-        # other (streaming/fleet/relay.py, through `route`); the engine only delivers them.
-        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {}
         # We ping our own reply channel every beat (pub/sub can publish while our subscription
         # is still down); workers count only while our pings come back.
         self.pings_sent = 0
@@ -95,10 +98,6 @@ class ChannelLayerEngine(Engine):
         self._spawn(self._receive_loop())
         self._spawn(self._presence_loop())
         self.ready = True
-
-    def route(self, handlers: dict[str, Callable[[dict[str, Any]], None]]) -> None:
-        """Deliver these message types, arriving on our reply channel, to these handlers."""
-        self.handlers.update(handlers)
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -165,10 +164,31 @@ class ChannelLayerEngine(Engine):
     async def _send_generate(self, stream: TokenStream, worker: str) -> None:
         try:
             await self.layer.send(worker, {"type": "generate", "reply_to": self.reply_channel,
-                                           "request": request_message(stream.request)})
+                                           "request": request_message(stream.request),
+                                           "log": self.logs.pop(stream.id, None)})
             self.sent_at[stream.id] = time.monotonic()
         except Exception as error:
             self._fail(stream, f"Could not reach the model worker: {error}")
+
+    def keep_answer(self, request_id: str, options: dict[str, Any]) -> None:
+        """The worker writes this answer's log to Redis too (fleet/answer_log.py)."""
+        self.logs[request_id] = options  # sent with `generate`, which is about to go
+
+    async def readers_left(self, request_id: str, unread: int) -> None:
+        """Tell the workers: its worker aborts it once no web process reads it."""
+        await self._tell_workers("detach", request_id, unread=unread)
+
+    def readers_back(self, request_id: str) -> None:
+        """Tell the workers, soon (a reader joins synchronously)."""
+        self._spawn(self._tell_workers("attach", request_id))
+
+    async def _tell_workers(self, kind: str, request_id: str, **fields: Any) -> None:
+        try:
+            await self.layer.group_send(WORKERS_GROUP, {"type": kind, "id": request_id,
+                                                        "channel": self.reply_channel, **fields})
+        except Exception as error:
+            # A lost detach: the worker aborts once this process is silent, or at the end.
+            logger.warning("%s of %s not sent: %r", kind, request_id, error)
 
     async def _stop(self, stream: TokenStream) -> None:
         """Tell the owning worker to abort, and wait (bounded) for its final counters."""
@@ -197,6 +217,7 @@ class ChannelLayerEngine(Engine):
             if self.assigned[worker] <= 0:
                 del self.assigned[worker]
         self.sent_at.pop(request_id, None)
+        self.logs.pop(request_id, None)
 
     def _fail(self, stream: TokenStream, message: str) -> None:
         if not stream.finished:
@@ -228,10 +249,6 @@ class ChannelLayerEngine(Engine):
         finally:
             self._queries.pop(generation_id, None)
 
-    async def send(self, channel: str, message: dict[str, Any]) -> None:
-        """Send one message to another process's channel (raises what the layer raises)."""
-        await self.layer.send(channel, message)
-
     # --- incoming ---------------------------------------------------------------------------
 
     async def _receive_loop(self) -> None:
@@ -254,8 +271,6 @@ class ChannelLayerEngine(Engine):
                     future = self._queries.get(message["id"])
                     if future is not None and not future.done():
                         future.set_result(message)
-                elif (handler := self.handlers.get(kind)) is not None:
-                    handler(message)
             except Exception:
                 logger.exception("bad message from the channel layer: %r", message)
 
@@ -282,16 +297,7 @@ class ChannelLayerEngine(Engine):
             if ack is not None and not ack.done():
                 ack.set_result(None)  # abort() finishes the stream
             elif not stream.finished:
-                if error_code in ABORT_CODES:
-                    # Aborted at the worker on another process's word (a Stop that reached
-                    # another web process): aborted all the same, for whoever reads it here.
-                    stream.mark_aborted()
-                if error_code == "cut":
-                    stream.finish(error=StreamCut())
-                elif error_code:
-                    stream.finish(error=GenerationError(error_code))
-                else:
-                    stream.finish(finish_reason)
+                end_as_the_worker_did(stream, finish_reason, error_code)
 
     def _on_heartbeat(self, message: dict[str, Any]) -> None:
         self.layer_error = None

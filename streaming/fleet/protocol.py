@@ -1,12 +1,15 @@
 """The web↔worker protocol of the fleet (REDIS_URL): channel and group names, every message's
-shape, and a request as a message. Web processes (fleet/engine.py), model workers
-(fleet/worker.py) and the relay between web processes (fleet/relay.py) all speak it.
+shape, and a request as a message. Web processes (fleet/engine.py, fleet/replica.py) and model
+workers (fleet/worker.py) speak it.
 
 Messages, all over the channel layer (Redis):
 
-    web → worker (its own channel)  generate {request, reply_to}
+    web → worker (its own channel)  generate {request, reply_to, log}
                                     abort {id, unread}  (unread: wasted before the abort)
     web → group "model-workers"     abort {id}          query {id, reply_to}
+                                    attach {id, channel}           a reader of it here (again)
+                                    detach {id, channel, unread}   no reader of it here; `unread`
+                                                                   tokens came since the last left
                                     web.heartbeat {channel}   (every WORKER_HEARTBEAT_S)
     worker → web (reply_to)         chunks {items: [[id, index, text, tokens], ...],
                                             ends: [[id, finish_reason, error_code,
@@ -18,24 +21,21 @@ One `chunks` message carries every new token for one web process: the message ra
 decode steps and web processes, not streams (a Redis round trip per token would cap a fleet at
 about a thousand tokens per second).
 
-Messages between web processes' reply channels (delivered by ChannelLayerEngine.route);
-`ticket` names one reader elsewhere (an answer may have many, from one process or several):
-
-    reader → keeper   relay.resume  {id, ticket, last_event_id, reply_to}
-    keeper → reader   relay.resumed {id, ticket, keeper, error: [code, message, status] | None}
-                      relay.frames  {id, ticket, keeper, seq, data}
-                      relay.end     {id, ticket, keeper, seq}
-    reader → keeper   relay.detach  {id, ticket}   its reader left: one reader fewer
-    both ways         relay.alive   {id, ticket}   every WORKER_HEARTBEAT_S while relaying;
-                                                   silent for WORKER_TIMEOUT_S: the other
-                                                   process is gone
+`log` (None, or {grace_s, retention_s, max_bytes, meta}): the answer is read through its stream
+URL, so the worker also writes it to its log in Redis (fleet/answer_log.py), where any web
+process reads it. A generation is aborted when no web process reads it: the one that sent
+`generate` reads it from the start; each detaches when its last reader has left (after its own
+grace period), or when it falls silent for WORKER_TIMEOUT_S (then after `grace_s`, for its
+readers to come back through another one).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.request import Fault, GenerationRequest, Message
+from streaming.core.stream import FinishReason, TokenStream
 
 WORKER_CHANNEL = "model-worker"  # `manage.py runworker model-worker`
 WORKERS_GROUP = "model-workers"  # every worker's own channel joins it
@@ -54,6 +54,26 @@ def request_message(request: GenerationRequest) -> dict[str, Any]:
         "seed": request.seed,
         "fault": None if fault is None else [fault.at, fault.code, fault.kind],
     }
+
+
+# The codes an abort ends a stream with (client_disconnected: the worker's, nobody reading).
+ABORT_CODES = ("cancelled", "server_shutdown", "client_disconnected")
+
+
+def end_as_the_worker_did(stream: TokenStream, finish_reason: FinishReason | None,
+                          error_code: str | None) -> None:
+    """End a web process's copy of a stream the way its worker said (an `ends` item, or an
+    answer log's last entry)."""
+    if error_code in ABORT_CODES:
+        # Aborted at the worker (a Stop that reached another process, or nobody reading):
+        # aborted all the same, for whoever reads it here.
+        stream.mark_aborted()
+    if error_code == "cut":
+        stream.finish(error=StreamCut())
+    elif error_code:
+        stream.finish(error=GenerationError(error_code))
+    else:
+        stream.finish(finish_reason)
 
 
 def request_from_message(data: dict[str, Any]) -> GenerationRequest:

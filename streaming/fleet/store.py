@@ -2,9 +2,8 @@
 
 `POST /api/generations` and the `GET …/stream` that follows are two connections, and behind a
 load balancer they often reach two different processes. The created request therefore waits in
-Redis, and whichever process gets the stream claims it (GETDEL: exactly one wins). Likewise a
-generation kept for its dropped reader (STREAM_RESUME_GRACE_S) names the process keeping it,
-for a reconnect that lands elsewhere (streaming/fleet/relay.py).
+Redis, and whichever process gets the stream claims it (GETDEL: exactly one wins). A started
+answer's log is in Redis too (fleet/answer_log.py).
 """
 
 from __future__ import annotations
@@ -91,21 +90,6 @@ async def owner_of(generation_id: str) -> str:
     """The owner remembered for a generation ("" if none)."""
     raw = await call("get", PREFIX + generation_id + ":owner")
     return "" if raw is None else raw.decode()
-
-
-async def remember_keeper(generation_id: str, channel: str) -> None:
-    """This process (its reply channel) holds a generation's answer: its log and readers.
-
-    Set when the stream starts, so that a reader elsewhere (another tab, a reconnect) finds it.
-    Outlives the answer's retention (OWNER_TTL_S); past it, the keeper itself answers 410.
-    """
-    await call("set", PREFIX + generation_id + ":kept-by", channel, ex=OWNER_TTL_S)
-
-
-async def keeper_of(generation_id: str) -> str | None:
-    """The reply channel of the web process keeping a generation, if one said so lately."""
-    raw = await call("get", PREFIX + generation_id + ":kept-by")
-    return None if raw is None else raw.decode()
 
 
 def _decode(raw: bytes) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import functools
 import logging
 import os
 import time
+from bisect import bisect_right
 from typing import Any
 
 from channels.consumer import AsyncConsumer
@@ -23,10 +24,13 @@ from channels.worker import Worker
 from django.conf import settings
 
 from streaming.core.exceptions import GenerationError, StreamCut, StreamingError
+from streaming.core.latency import summarize
 from streaming.core.stream import TokenStream
 from streaming.engines import build_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
+from streaming.fleet import answer_log, store
+from streaming.fleet.audience import Audience
 from streaming.fleet.protocol import HEARTBEATS_GROUP, WORKERS_GROUP, request_from_message
 
 logger = logging.getLogger(__name__)
@@ -96,6 +100,10 @@ class ModelWorkerConsumer(AsyncConsumer):
         # When each web process we generate for was last heard of (its heartbeats, or work
         # it sent): silent for WORKER_TIMEOUT_S, it is gone and so are its readers.
         self.webs_heard: dict[str, float] = {}
+        # Who reads each generation: the web processes with a reader of it now. Nobody left:
+        # it is aborted (fleet/protocol.py, attach/detach).
+        self.audiences: dict[str, Audience] = {}
+        self.logs = answer_log.Writer(store.redis())
         self.tasks: set[asyncio.Task[Any]] = set()
         self.engine = build_engine(local=True)
         try:
@@ -149,6 +157,12 @@ class ModelWorkerConsumer(AsyncConsumer):
             return
         self.generations[request.id] = (stream, reply_to)
         self.known.add(request.id)
+        log = message.get("log")
+        self.audiences[request.id] = Audience(stream, reply_to,
+                                              grace_s=log["grace_s"] if log else 0.0)
+        if log is not None:
+            self.logs.start(request.id, {"request": message["request"], **log["meta"]},
+                            max_bytes=log["max_bytes"], retention_s=log["retention_s"])
         self._spawn(self._pump(stream, reply_to))
 
     async def abort(self, message: dict[str, Any]) -> None:
@@ -157,6 +171,30 @@ class ModelWorkerConsumer(AsyncConsumer):
         if entry is not None:
             entry[0].count_unread(message.get("unread", 0))  # produced, never read: wasted
             await self.engine.abort(message["id"])
+
+    async def attach(self, message: dict[str, Any]) -> None:
+        """A web process has a reader of a generation again (or a first one), if it is ours."""
+        audience = self.audiences.get(message["id"])
+        if audience is not None:
+            self.webs_heard[message["channel"]] = time.monotonic()
+            audience.attach(message["channel"])
+
+    async def detach(self, message: dict[str, Any]) -> None:
+        """A web process has no reader of a generation left."""
+        audience = self.audiences.get(message["id"])
+        if audience is not None and audience.detach(message["channel"]):
+            # The last to leave says how much came, unread, since its last reader left.
+            await self._nobody_reads(message["id"], message["unread"])
+
+    async def _nobody_reads(self, generation_id: str, unread: int) -> None:
+        """No web process reads it any more: abort, counting the `unread` tokens made since
+        the last reader left as wasted."""
+        entry, audience = self.generations.get(generation_id), self.audiences.get(generation_id)
+        if entry is None or audience is None or audience.channels:
+            return
+        stream = entry[0]
+        stream.count_unread(unread)
+        await self.engine.abort(generation_id, "client_disconnected")
 
     async def web_heartbeat(self, message: dict[str, Any]) -> None:
         """A web process is alive."""
@@ -180,6 +218,7 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     async def _pump(self, stream: TokenStream, reply_to: str) -> None:
         error_code, finish_reason = None, None
+        logged = stream.id in self.logs.open
         try:
             async for batch in stream.batches(settings.STREAM_HEARTBEAT_S):
                 outbox = self._outbox(reply_to)
@@ -187,6 +226,8 @@ class ModelWorkerConsumer(AsyncConsumer):
                     outbox.add(stream.id, chunk.index, chunk.text, chunk.tokens)
                 if batch:
                     self._flush(reply_to)
+                    if logged:
+                        self.logs.chunks(stream.id, [[c.index, c.text, c.tokens] for c in batch])
             finish_reason = stream.finish_reason
         except GenerationError as error:
             error_code = error.code
@@ -195,11 +236,23 @@ class ModelWorkerConsumer(AsyncConsumer):
         finally:
             self.generations.pop(stream.id, None)
             self.engine.release(stream.id)
+            audience = self.audiences.pop(stream.id, None)
+            if audience is not None:
+                audience.close()
         self._outbox(reply_to).ends.append(
             [stream.id, finish_reason, error_code, stream.tokens_generated,
              stream.tokens_after_abort]
         )
         self._flush(reply_to)
+        if logged:
+            self.logs.end(stream.id, {
+                "finish_reason": finish_reason, "error_code": error_code,
+                "tokens_generated": stream.tokens_generated,
+                "tokens_after_abort": stream.tokens_after_abort,
+                # The web process that started it is gone: a reader elsewhere writes its row.
+                "orphan": not self._alive(reply_to),
+                "figures": summarize(stream.created_at, stream.token_times, time.monotonic()),
+            })
 
     def _outbox(self, reply_to: str) -> Outbox:
         outbox = self.outboxes.get(reply_to)
@@ -279,14 +332,25 @@ class ModelWorkerConsumer(AsyncConsumer):
             await self._abort_for_silent_webs()
             await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
 
+    def _alive(self, web: str) -> bool:
+        return self.webs_heard.get(web, 0.0) >= time.monotonic() - settings.WORKER_TIMEOUT_S
+
     async def _abort_for_silent_webs(self) -> None:
-        """Stop generating for a web process that has gone silent: nobody can read it."""
+        """A web process that has gone silent has no readers left: a generation nobody else
+        reads is aborted (after its grace period, for a reader to come back elsewhere)."""
         silent_since = time.monotonic() - settings.WORKER_TIMEOUT_S
-        for generation_id, (_, reply_to) in list(self.generations.items()):
-            if self.webs_heard.get(reply_to, silent_since) < silent_since:
-                logger.warning("%s is silent: aborting %s", reply_to, generation_id)
-                await self.engine.abort(generation_id)
-        in_use = {reply_to for _, reply_to in self.generations.values()}
+        for generation_id, (stream, _) in list(self.generations.items()):
+            audience = self.audiences.get(generation_id)
+            if audience is None:
+                continue
+            for web in [w for w in audience.channels if not self._alive(w)]:
+                logger.warning("%s is silent: it reads %s no more", web, generation_id)
+                if audience.detach(web):
+                    # Its readers left at the latest when it was last heard of.
+                    heard = self.webs_heard.get(web, silent_since)
+                    left_at = bisect_right(stream.token_times, heard)
+                    audience.after_grace(self._spawn, self._nobody_reads, left_at)
+        in_use = {web for audience in self.audiences.values() for web in audience.channels}
         for web in [w for w, heard in self.webs_heard.items() if heard < silent_since]:
             if web not in in_use:
                 del self.webs_heard[web]

@@ -42,6 +42,7 @@ class Answer:
         retention_s: float,
         max_bytes: int,
         abandon: Callable[[], Awaitable[None]],
+        back: Callable[[], None] = lambda: None,
     ) -> None:
         self.stream = stream
         self.grace_s = grace_s
@@ -49,6 +50,8 @@ class Answer:
         # Kept whole only if someone could read it again: a rejoin, or a read after the end.
         stream.max_log_bytes = max_bytes if grace_s > 0 or retention_s > 0 else 0
         self._abandon = abandon  # abort and finish: the generation's business, not ours
+        self._back = back  # a reader again after `abandon` (a fleet's engine is told)
+        self._abandoned = False
         self.left_at_token: int | None = None  # tokens_generated when the last reader left
         self.ended_at: float | None = None  # monotonic; set once the generation is finished
         self.freed = False
@@ -91,6 +94,9 @@ class Answer:
         grace, self._grace = self._grace, None
         if grace is not None:
             grace.cancel()
+        if self._abandoned and not self.stream.finished:
+            self._abandoned = False
+            self._back()
         return reader
 
     async def leave(self, reader: Reader) -> None:
@@ -101,6 +107,7 @@ class Answer:
             return
         self.left_at_token = self.stream.tokens_generated
         if not self.rejoinable:
+            self._abandoned = True
             await self._abandon()
         elif self._grace is None:
             self._grace = asyncio.get_running_loop().create_task(self._wait_for_a_reader())
@@ -110,6 +117,7 @@ class Answer:
         # From here on a reader coming back is too late; join() cannot cancel us half-way.
         self._grace = None
         if self.stream.readers == 0 and not self.stream.finished:
+            self._abandoned = True
             await self._abandon()
 
     def ended(self) -> None:

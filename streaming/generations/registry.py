@@ -67,6 +67,10 @@ class Generation:
     stream: TokenStream | None = None
     lease: Slot | None = None  # its stream slot while it runs
     answer: Answer | None = None  # its readers, grace and retention, once started
+    # Counted (metrics, its log row) by this process: False for a replica of an answer another
+    # web process started (fleet/replica.py), unless that one died.
+    counted: bool = True
+    measured_elsewhere: dict[str, Any] | None = None  # figures its worker measured (a replica's)
 
     @property
     def id(self) -> str:
@@ -93,10 +97,19 @@ class Generation:
             grace_s=settings.STREAM_RESUME_GRACE_S if durable else 0.0,
             retention_s=settings.STREAM_RETENTION_S if durable else 0.0,
             max_bytes=settings.STREAM_RESUME_MAX_BYTES, abandon=self._abandon,
+            back=lambda: self.engine.readers_back(self.id),
         )
+        if durable:
+            self.engine.keep_answer(self.id, {
+                "grace_s": self.answer.grace_s, "retention_s": self.answer.retention_s,
+                "max_bytes": settings.STREAM_RESUME_MAX_BYTES,
+                "meta": {"api": self.api, "client": self.client, "owner": self.owner,
+                         "created_at": self.created_at.isoformat()},
+            })
         stream.on_finish(self._ended)
         self.status = STREAMING
-        generation_started.send(Generation, generation=self)
+        if self.counted:
+            generation_started.send(Generation, generation=self)
         return stream
 
     def _ended(self) -> None:
@@ -105,7 +118,9 @@ class Generation:
         if error is None:
             registry.finish(self, GenerationStatus.COMPLETED)
         elif isinstance(error, GenerationError):
-            registry.finish(self, GenerationStatus.of_error(error.code), error.code)
+            status = GenerationStatus.of_error(error.code)
+            registry.finish(self, status, "" if status == GenerationStatus.CLIENT_DISCONNECTED
+                            else error.code)
         elif isinstance(error, StreamCut):
             registry.finish(self, GenerationStatus.TRUNCATED)
         elif isinstance(error, StreamingError):  # refused before the 200: the view said so
@@ -117,6 +132,11 @@ class Generation:
         """Nobody is reading any more: abort, and count what was made since the last one left."""
         stream, answer = self.stream, self.answer
         assert stream is not None and answer is not None
+        if self.engine.shares_answers:
+            # Other web processes may have readers: the worker aborts once none has (and
+            # counts the waste); the end comes back like any other.
+            await self.engine.readers_left(self.id, answer.unread_tokens())
+            return
         # Before the abort: from here on, push() counts the waste itself.
         stream.count_unread(answer.unread_tokens())
         stream.mark_aborted()
@@ -126,6 +146,8 @@ class Generation:
 
     def figures(self) -> dict[str, Any]:
         """Counters and latencies, live or final."""
+        if self.measured_elsewhere is not None:
+            return self.measured_elsewhere
         stream = self.stream
         if stream is None:
             return {"tokens_generated": 0, "tokens_after_abort": 0, "finish_reason": "",
@@ -213,7 +235,8 @@ class Registry:
             _, oldest = self._recent.popitem(last=False)
             if oldest.answer is not None:
                 oldest.answer.free()
-        generation_finished.send(Generation, generation=generation)
+        if generation.counted:
+            generation_finished.send(Generation, generation=generation)
 
     def discard(self, generation: Generation) -> None:
         """Forget a generation that never started (refused before its stream)."""

@@ -7,16 +7,16 @@ Views are thin: admission.py admits, responses.py frames and handles cancellatio
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.exceptions import AlreadyStreaming, BadRequest, Gone, NotFound, StreamingError
+from streaming.core.exceptions import AlreadyStreaming, BadRequest, Gone, NotFound
 from streaming.core.request import GenerationRequest
 from streaming.engines import get_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
-from streaming.fleet import relay, store
+from streaming.fleet import store
+from streaming.fleet.replica import replicas
 from streaming.generations.answer import Answer, retry_ms
 from streaming.generations.registry import (
     FIGURES,
@@ -28,13 +28,7 @@ from streaming.generations.registry import (
 )
 from streaming.http.admission import admit, api_view, owned, start_admitted, start_new
 from streaming.http.elsewhere import claim, logged, may_see_elsewhere, streamed_elsewhere
-from streaming.http.responses import (
-    EventStreamResponse,
-    cancelled_stream,
-    open_event_stream,
-    relayed_frames,
-    started_frames,
-)
+from streaming.http.responses import cancelled_stream, open_event_stream
 from streaming.http.validation import parse_generation_body
 from streaming.models import GenerationStatus
 from streaming.wire import sse
@@ -100,8 +94,6 @@ async def _open(request: HttpRequest, generation: Generation,
         if last_event_id is not None:
             raise BadRequest(NOT_STARTED)
         await start_admitted(request, generation, durable=True)
-        if store.enabled():
-            await _announce_keeper(generation)
         position = 0
     else:
         # Another reader, or the same one back: 400 for a stray id, 410 once it is not kept.
@@ -116,18 +108,6 @@ def _answer(generation: Generation) -> Answer:
     return generation.answer
 
 
-async def _announce_keeper(generation: Generation) -> None:
-    """With REDIS_URL: a reader that reaches another web process is ours to serve."""
-    relayed = relay.current()
-    if relayed is None:
-        return
-    try:
-        await relayed.keeping(generation.id)
-    except StreamingError as error:
-        # Resumable all the same by a reconnect that reaches this process.
-        logger.warning("could not announce the keeper of %s: %s", generation.id, error)
-
-
 async def _stream_elsewhere(request: HttpRequest, generation_id: str,
                             last_event_id: str | None) -> HttpResponse:
     """With REDIS_URL: a generation this process does not hold (yet)."""
@@ -136,13 +116,11 @@ async def _stream_elsewhere(request: HttpRequest, generation_id: str,
     if last_event_id is not None and await store.peek_pending(generation_id) is not None:
         raise BadRequest(NOT_STARTED)  # and it stays unclaimed, for a correct request
     generation = await claim(generation_id)
+    if generation is None:
+        # Started by another web process (alive or not): read here from its log in Redis.
+        generation = await replicas(await ready_engine()).replicate(generation_id)
     if generation is not None:
         return await _open(request, generation, last_event_id)
-    relayed = relay.current()
-    frames = None if relayed is None else await relayed.resume(generation_id, last_event_id)
-    if frames is not None:
-        # Kept by another web process, which sends its frames.
-        return EventStreamResponse(relayed_frames(frames))
     if await store.was_cancelled(generation_id):
         return cancelled_stream()
     if await streamed_elsewhere(generation_id) is not None:
@@ -150,19 +128,6 @@ async def _stream_elsewhere(request: HttpRequest, generation_id: str,
     if await logged(request, generation_id):
         raise Gone()
     raise NotFound()
-
-
-async def serve_resume(generation_id: str, last_event_id: str | None) -> AsyncIterator[bytes]:
-    """A reader that reached another web process reads an answer kept here (relay.py).
-
-    The frames are exactly those a reader here would get: it is the same path.
-    """
-    generation = registry.get(generation_id)
-    if generation is None:
-        raise Gone()
-    position = _answer(generation).position(last_event_id)  # as in _open
-    return await started_frames(generation, preamble=_resume_preamble(generation),
-                                position=position)
 
 
 def _resume_preamble(generation: Generation) -> bytes:

@@ -17,9 +17,10 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import BadRequest, GenerationError, NotFound
 from streaming.core.request import GenerationRequest
-from streaming.core.stream import Chunk, TokenStream
+from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.http.admission import admit, api_view, start_new

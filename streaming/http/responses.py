@@ -14,8 +14,9 @@ from typing import Protocol
 from django.conf import settings
 from django.http import StreamingHttpResponse
 
+from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import GenerationError, StreamCut
-from streaming.core.stream import Chunk, TokenStream
+from streaming.core.stream import TokenStream
 from streaming.generations.registry import Generation
 from streaming.http.request_thread import release_request_thread
 from streaming.wire import sse
@@ -127,14 +128,6 @@ class EventStreamResponse(StreamingHttpResponse):
         async with aclosing(self._frames):  # type: ignore[type-var]
             async for part in super().__aiter__():
                 yield part
-
-
-async def relayed_frames(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Frames another web process writes (relay.py), this request's thread given back first."""
-    release_request_thread()  # first iterated once the view and the middleware are done
-    async with aclosing(frames):
-        async for frame in frames:
-            yield frame
 
 
 async def single_frame(frame: bytes) -> AsyncIterator[bytes]:

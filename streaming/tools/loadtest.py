@@ -166,7 +166,7 @@ class LoadTest:
             reader = StreamReader(record, self.config.api, connection)
             if self.config.api == "openai":
                 method, path, body = "POST", "/v1/chat/completions", self._openai_body(record)
-            elif record.cancel_after is None and self.config.cancel_fraction == 0:
+            elif not self.config.creates_first:
                 method, path, body = "POST", "/api/stream", self._native_body(record)
             else:
                 method, body = "GET", b""

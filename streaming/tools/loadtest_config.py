@@ -53,6 +53,7 @@ class LoadTestConfig:
     prompt_words: int = 32
     max_tokens: int = 128
     cancel_fraction: float = 0.0
+    stream_url: bool = False  # native API: always create, then GET the stream URL (as the page)
     seed: int = 0
     timeout_s: float = 60.0  # per request, from send to the end of its stream
     model: str | None = None  # OpenAI API: default, the first of /v1/models
@@ -72,9 +73,14 @@ class LoadTestConfig:
         return f"closed loop, {self.concurrency} concurrent streams"
 
     @property
+    def creates_first(self) -> bool:
+        """Native API: the two-step flow, when asked for or whenever a generation id is needed."""
+        return self.stream_url or self.cancel_fraction > 0
+
+    @property
     def native_flow(self) -> str:
-        """The native API's endpoint: the two-step flow whenever a generation id is needed."""
-        if self.cancel_fraction > 0:
+        """The native API's endpoint, in words."""
+        if self.creates_first:
             return "POST /api/generations, GET its stream_url"
         return "POST /api/stream"
 

@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
+from streaming.core.chunk_log import CHUNK_OVERHEAD_BYTES, Chunk
 from streaming.core.exceptions import GenerationError
 from streaming.core.request import GenerationRequest, Message
-from streaming.core.stream import CHUNK_OVERHEAD_BYTES, Chunk, TokenStream
+from streaming.core.stream import TokenStream
 
 
 def stream(**options) -> TokenStream:
@@ -59,23 +60,27 @@ async def test_a_reader_starts_just_after_the_event_it_names():
 async def test_readers_get_the_same_events_across_the_compact_and_the_newest_chunks():
     # max_buffered=4: past four unread chunks the older half goes compact, while live.
     log = stream(max_log_bytes=1 << 20, max_buffered=4)
+    lagging = log.join(0)  # reads nothing: past four unread chunks, the older half compacts
     texts = ["a", "é", "中", "b", "cd", "e", "😀", "f"]
     for text in texts:
         log.push(text, tokens=2 if text == "cd" else 1)
     expected = [(0, "a", 1), (1, "é", 1), (2, "中", 1), (3, "b", 1), (4, "cd", 2),
                 (6, "e", 1), (7, "😀", 1), (8, "f", 1)]
-    assert len(log._ids) > 0 and len(log._recent) > 0  # both parts in use
+    assert len(log._log.ids) > 0 and len(log._log.recent) > 0  # both parts in use
+    compact = log._log.text
+    # The compact text counts its bytes, the newest chunks their characters.
     assert log.log_bytes == len("".join(texts)) + 8 * CHUNK_OVERHEAD_BYTES + (
-        len(log._text) - len(log._text.decode()))  # compact text by bytes, the newest by chars
+        len(compact) - len(compact.decode()))
     # Any start, either part: the id of each event and its token count are the same.
     for event_id, position in [(0, 1), (3, 4), (4, 5), (6, 6), (7, 7)]:
         assert log.position_after(event_id) == position
         reader = log.join(position)
-        assert triples(log._chunks(position, log.end)) == expected[position:]
+        assert triples(log._log.chunks(position, log.end)) == expected[position:]
         log.leave(reader)
     assert log.position_after(5) is None  # inside the two-token chunk
-    log.finish("stop")  # a finished answer kept for readers to come: all compact
-    assert len(log._recent) == 0
+    log.leave(lagging)
+    assert len(log._log.recent) == 0  # nobody reading, the log kept: compact
+    log.finish("stop")
     assert triples(await read_all(log)) == expected
 
 

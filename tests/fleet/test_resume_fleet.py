@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 
+import httpx
 import pytest
 
 from tests.support.live import RawStream, running_fleet, tokens_of, wait_until
@@ -101,7 +103,9 @@ def test_readers_on_both_processes_and_stop_from_either_reach_them_all(pair):
     second = read_some(other, urls["stream_url"], 4)
     head = "".join(tokens_of(first.events))
     third = resume_on(other, urls["stream_url"], first)  # and one from where `first` is
-    assert keeper.state(urls["id"])["answer"]["readers"] == 3
+    # Each process counts its own readers; the worker knows which processes read it.
+    assert keeper.state(urls["id"])["answer"]["readers"] == 1
+    assert other.state(urls["id"])["answer"]["readers"] == 2
 
     # Stop reaches every reader: the keeper's stream ends, and each hears why.
     assert other.post(urls["cancel_url"]).status_code == 202
@@ -118,13 +122,13 @@ def test_readers_on_both_processes_and_stop_from_either_reach_them_all(pair):
     assert (final["status"], final["tokens_after_abort"]) == ("cancelled", 0)
 
 
-def test_a_relayed_reader_reconnecting_to_the_same_process_continues(pair):
+def test_a_reader_elsewhere_reconnecting_to_the_same_process_continues(pair):
     keeper, other = pair
     urls, first = dropped(keeper, 120, after=3)
     second = resume_on(other, urls["stream_url"], first)
     read_until(second, 5)
     read = tokens_of(first.events) + tokens_of(second.events)
-    # `second` goes silent without closing; its reconnect reaches the same relaying process.
+    # `second` goes silent without closing; its reconnect reaches the same process.
     third = resume_on(other, urls["stream_url"], second)
     events = third.read_all()
     assert events[-1].data == "[DONE]"
@@ -156,17 +160,105 @@ def test_last_event_id_on_a_pending_generation_is_refused_and_leaves_it_claimabl
     assert events[-1].data == "[DONE]"
 
 
-def test_a_keeper_that_dies_ends_the_relayed_stream_with_an_error(tmp_path):
-    env = {"WORKER_TIMEOUT_S": "1.5", "STREAM_RESUME_GRACE_S": "30"}
+def test_an_answer_outlives_the_web_process_that_started_it(tmp_path):
+    """kill -9 of the process that started it: its readers elsewhere read on, a reconnect
+    elsewhere rejoins from its last event, and the answer is completed and logged once."""
+    env = {"WORKER_TIMEOUT_S": "1.5", "STREAM_RESUME_GRACE_S": "5"}
     with running_fleet(tmp_path, env) as fleet:
-        keeper, other = fleet.webs
-        urls, first = dropped(keeper, 1000, after=2)
-        second = resume_on(other, urls["stream_url"], first)
-        second.next_event()
-        keeper.process.kill()
-        events = second.read_all()  # never a hang: the relay notices the silence
-        assert events[-1].event == "error"
-        assert json.loads(events[-1].data)["code"] == "worker_unavailable"
+        home, other = fleet.webs
+        body = json.dumps({**PROMPT, "max_tokens": 400}).encode()
+        tokens = tokens_of(RawStream(home.port, "/api/stream", method="POST", body=body).read_all())
+        whole, length = "".join(tokens), len(tokens)
+        urls = create(home, max_tokens=400)
+        first = read_some(home, urls["stream_url"], 3)
+        second = read_some(other, urls["stream_url"], 3)  # a second tab, on the other process
+        home.process.kill()
+        home.process.wait(5)
+        # `first` lost its process: as EventSource would, it reconnects (and lands elsewhere).
+        events = resume_on(other, urls["stream_url"], first).read_all()
+        assert events[-1].data == "[DONE]"
+        assert "".join(tokens_of(first.events) + tokens_of(events)) == whole
+        rest = second.read_all()
+        assert "".join(tokens_of(second.events)) == whole and rest[-1].data == "[DONE]"
+
+        final = other.wait_final(urls["id"])
+        assert (final["status"], final["tokens_generated"], final["tokens_after_abort"]) == (
+            "completed", length, 0)
+        # Its home died, so the reader's process wrote its row: one row, as the worker saw it.
+        with sqlite3.connect(tmp_path / "log.sqlite3") as db:
+            rows = wait_until(lambda: db.execute(
+                "SELECT status, tokens_generated, ttft_ms IS NOT NULL FROM "
+                "streaming_generationlog WHERE generation_id = ?", (urls["id"],)).fetchall())
+        assert rows == [("completed", length, 1)]
+
+
+# Two web processes behind one nginx, as deployed; a refused connection tries the next one.
+TWO_WEBS = """\
+upstream webs {
+    server 127.0.0.1:{a};
+    server 127.0.0.1:{b};
+}
+server {
+    listen 127.0.0.1:{port};
+    location / {
+        proxy_pass http://webs;
+        proxy_set_header Host $http_host;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_next_upstream error timeout;
+    }
+}
+"""
+
+
+def test_behind_nginx_a_reader_of_a_killed_web_process_rejoins_through_the_other(tmp_path):
+    from tests.support.nginx import start_nginx
+
+    env = {"WORKER_TIMEOUT_S": "1.5", "STREAM_RESUME_GRACE_S": "10"}
+    with running_fleet(tmp_path, env) as fleet:
+        a, b = fleet.webs
+        whole = uninterrupted(a, 300)
+        site = TWO_WEBS.replace("{a}", str(a.port)).replace("{b}", str(b.port))
+        proxy = start_nginx(tmp_path / "nginx", a.port, site=site)
+        try:
+            urls = httpx.post(proxy.url + "/api/generations",
+                              json={**PROMPT, "max_tokens": 300}).json()
+            first = RawStream(proxy.port, urls["stream_url"])
+            read_until(first, 3)
+            serving, survivor = (a, b) if "answer" in a.state(urls["id"]) else (b, a)
+            serving.process.kill()  # kill -9, mid-answer
+            serving.process.wait(5)
+            while first.next_event() is not None:  # nginx ends the response: a dropped stream
+                pass
+            assert first.events[-1].data != "[DONE]"
+            # EventSource's reconnect, through the same nginx: it reaches the survivor.
+            second = RawStream(proxy.port, urls["stream_url"],
+                               headers={"Last-Event-ID": first.parser.last_event_id})
+            assert second.status == 200, second.raw
+            events = second.read_all()
+        finally:
+            proxy.stop()
+        assert events[-1].data == "[DONE]"
+        assert "".join(tokens_of(first.events) + tokens_of(events)) == whole
+        final = survivor.wait_final(urls["id"])
+        assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
+
+
+def test_with_nobody_reading_anywhere_the_worker_aborts_within_the_grace(tmp_path):
+    """Readers on both processes leave: the last one to leave, wherever, starts the abort."""
+    with running_fleet(tmp_path, {"STREAM_RESUME_GRACE_S": "0"}) as fleet:
+        home, other = fleet.webs
+        urls = create(home, max_tokens=2000)
+        first = read_some(home, urls["stream_url"], 3)
+        second = read_some(other, urls["stream_url"], 3)
+        first.close()
+        wait_until(lambda: home.state(urls["id"])["answer"]["readers"] == 0)
+        read_until(second, 40)  # the other process's reader still reads: not aborted
+        assert home.state(urls["id"])["status"] == "streaming"
+        second.close()
+        final = home.wait_final(urls["id"])
+        assert final["status"] == "client_disconnected"
+        assert final["tokens_generated"] < 2000
 
 
 def test_grace_expiry_on_a_worker_aborts_and_the_fleet_counts_it(tmp_path):
@@ -179,18 +271,17 @@ def test_grace_expiry_on_a_worker_aborts_and_the_fleet_counts_it(tmp_path):
         assert final["tokens_after_abort"] > 0
         assert final["tokens_generated"] < 400
         stats = wait_until(lambda: (s := web.stats())["generations_in_flight"] == 0 and s)
-        # The worker's counter saw the abort (what ran after it); the unread part is the
-        # web process' to count, in its log row.
+        # The worker counted it: what was made after the reader left is in its counters too.
         assert stats["tokens_generated_total"] >= final["tokens_generated"]
 
 
-def test_a_relaying_process_that_shuts_down_hands_the_stream_back(tmp_path):
-    """A rolling restart: the relayed response ends as a cut, and the keeper keeps it again."""
+def test_a_reading_process_that_shuts_down_cuts_its_readers_for_a_reconnect(tmp_path):
+    """A rolling restart: the response ends as a cut, and the reader rejoins elsewhere."""
     with running_fleet(tmp_path, {"STREAM_RESUME_GRACE_S": "30"}) as fleet:
         keeper, other = fleet.webs
         urls, first = dropped(keeper, 200, after=3)
         second = resume_on(other, urls["stream_url"], first)
-        read_until(second, 1)  # mid-answer: tokens are being relayed
+        read_until(second, 1)  # mid-answer, read from the log
         other.process.send_signal(signal.SIGTERM)
         events = second.read_all()
         # No [DONE] and no error: to EventSource a dropped connection, so it reconnects.
@@ -201,3 +292,23 @@ def test_a_relaying_process_that_shuts_down_hands_the_stream_back(tmp_path):
         assert "".join(text) == uninterrupted(keeper, 200)
         final = keeper.wait_final(urls["id"])
         assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
+
+
+def test_redis_restarted_mid_answer_never_gives_a_reader_a_hole(tmp_path):
+    """Redis keeps nothing across the restart: the log lost its start, so no process reads it;
+    the reader that was streaming finishes whole or with an error, and never hangs."""
+    with running_fleet(tmp_path, {"STREAM_RESUME_GRACE_S": "10"}) as fleet:
+        home, other = fleet.webs
+        whole = uninterrupted(home, 400)
+        urls = create(home, max_tokens=400)
+        first = read_some(home, urls["stream_url"], 3)
+        fleet.redis.stop()
+        fleet.redis.start()
+        events = first.read_all()
+        text = "".join(tokens_of(first.events))
+        if events[-1].data == "[DONE]":
+            assert text == whole
+        else:
+            assert events[-1].event == "error" and whole.startswith(text)
+        # Elsewhere: refused (409 while it runs, 410 once it has ended), never a partial log.
+        assert refusal(other, urls["stream_url"])[0] in (409, 410)

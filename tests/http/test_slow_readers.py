@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from streaming.core.chunk_log import CHUNK_OVERHEAD_BYTES
 from streaming.core.request import GenerationRequest, Message
-from streaming.core.stream import CHUNK_OVERHEAD_BYTES, TokenStream
+from streaming.core.stream import TokenStream
 from streaming.http.responses import EventStreamResponse
 
 TOKENS = 1_000_000  # about 40 MB of frames: far more than any socket buffer holds
@@ -30,7 +31,8 @@ async def test_an_unread_log_costs_its_text_and_eight_bytes_a_chunk_nothing_more
     for _ in range(100_000):
         stream.push("ab")
     assert stream.log_bytes == 200_000 + CHUNK_OVERHEAD_BYTES * 100_000
-    held = sys.getsizeof(stream._text) + sys.getsizeof(stream._ids) + sys.getsizeof(stream._ends)
+    log = stream._log
+    held = sys.getsizeof(log.text) + sys.getsizeof(log.ids) + sys.getsizeof(log.ends)
     assert held < 1.3 * stream.log_bytes  # no object per chunk: a slow reader costs its text
     stream.finish("stop")
 

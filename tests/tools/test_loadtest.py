@@ -59,6 +59,16 @@ def test_cancellations_are_read_back_from_the_server(asgi_server, tmp_path):
 
 
 @pytest.mark.live
+def test_stream_url_reads_durable_answers_through_their_stream_url(asgi_server, tmp_path):
+    text, run = loadtest(tmp_path, "--url", asgi_server.url, "--concurrency", "2",
+                         "--requests", "4", "--max-tokens", "5", "--stream-url")
+
+    assert "POST /api/generations, GET its stream_url" in text
+    assert [r["outcome"] for r in run["requests"]] == ["ok"] * 4
+    assert all(r["output_tokens"] == 5 for r in run["requests"])
+
+
+@pytest.mark.live
 def test_failures_are_counted_by_code(asgi_server, tmp_path):
     # Above the server's max_tokens limit: every request is refused with 400 invalid_request.
     text, run = loadtest(tmp_path, "--url", asgi_server.url, "--concurrency", "1",

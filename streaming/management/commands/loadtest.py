@@ -33,6 +33,9 @@ class Command(BaseCommand):
         parser.add_argument("--max-tokens", type=int, default=128)
         parser.add_argument("--cancel-fraction", type=float, default=0.0,
                             help="share of streams to disconnect at a random point (0-1)")
+        parser.add_argument("--stream-url", action="store_true",
+                            help="native API: POST /api/generations, then GET its stream_url "
+                                 "(a durable answer, as the chat page reads it)")
         parser.add_argument("--seed", type=int, default=0, help="for prompts, arrivals, cancels")
         parser.add_argument("--timeout", type=float, default=60.0, help="per request, seconds")
         parser.add_argument("--model", help="OpenAI API: the model (default: first of /v1/models)")
@@ -53,7 +56,8 @@ class Command(BaseCommand):
             rate=options["rate"], max_concurrency=options["max_concurrency"],
             requests=requests, duration_s=options["duration"],
             prompt_words=options["prompt_words"], max_tokens=options["max_tokens"],
-            cancel_fraction=options["cancel_fraction"], seed=options["seed"],
+            cancel_fraction=options["cancel_fraction"], stream_url=options["stream_url"],
+            seed=options["seed"],
             timeout_s=options["timeout"], model=options["model"],
             allow_remote=options["allow_remote"],
         )

@@ -1,0 +1,160 @@
+"""An answer's log in Redis (REDIS_URL): one Redis Stream per durable generation.
+
+The model worker that makes the tokens writes it; any web process reads it (fleet/replica.py):
+a second tab, a reloaded page or a reconnect that lands on another web process, or after the
+web process that started the generation died. The web process that started it gets the same
+tokens live over pub/sub (fleet/engine.py), as before: bench/redis_log_bench.py measured an
+entry per token 50-150x dearer than pub/sub, so the log takes one entry per generation per
+flush, each holding that flush's chunks, kept apart (every reader gets the same event ids).
+
+Entries (each one field):
+
+    r  {request, api, client, owner, created_at, retention_s}   first: what was asked
+    c  [[index, text, tokens], ...]                              chunks, in order
+    e  {finish_reason, error_code, tokens_generated, tokens_after_abort, ended_at,
+        orphan, figures}                                           last: how it ended
+    x  {}                                                          past STREAM_RESUME_MAX_BYTES
+                                                                   (or a write failed): no
+                                                                   longer whole, not readable
+
+The key expires STREAM_RETENTION_S after the end (its `ended_at` is the exact deadline; the
+expiry only collects it), or LIVE_TTL_S after the start if the worker died mid-answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from typing import Any
+
+from streaming.core.chunk_log import CHUNK_OVERHEAD_BYTES  # counted as the in-memory log counts
+
+logger = logging.getLogger(__name__)
+
+KEY_PREFIX = "llm-streaming:log:"
+LIVE_TTL_S = 24 * 3600  # a generation's log outlives its worker by at most this
+GRACE_TTL_S = 30  # an unreadable (`x`) or expired log lingers this long for its followers
+RETRY_S = 0.5  # after a failed write, before the next one
+# Entries wait this long to be written together: a Redis round trip per token costs the worker
+# more than its engine's own work per token; a reader elsewhere gets its tokens this much later.
+COALESCE_S = 0.01
+
+
+def key(generation_id: str) -> str:
+    """The Redis key of a generation's log."""
+    return KEY_PREFIX + generation_id
+
+
+def entry(kind: str, value: Any) -> dict[str, bytes]:
+    """One entry's fields for XADD."""
+    return {kind: json.dumps(value, separators=(",", ":")).encode()}
+
+
+def parse(fields: dict[bytes, bytes]) -> tuple[str, Any]:
+    """An entry as (kind, value)."""
+    (kind, raw), = fields.items()
+    return kind.decode(), json.loads(raw)
+
+
+class Writer:
+    """The worker's side: entries queued per generation, written with one pipeline in flight.
+
+    While a write is in flight new chunks accumulate, so under load one entry holds many
+    chunks of one generation. A log that cannot be kept whole (past its cap, or a write
+    that failed) gets an `x` entry and nothing more: a reader elsewhere must never get a hole.
+    """
+
+    def __init__(self, redis: Any) -> None:
+        self.redis = redis
+        self.open: dict[str, _Open] = {}  # generation id → its log, while it is written
+        self.pending: dict[str, list[tuple[str, Any]]] = {}
+        self.sending = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, generation_id: str, first: dict[str, Any], *, max_bytes: int,
+              retention_s: float) -> None:
+        """Open a generation's log with its `r` entry."""
+        self.open[generation_id] = _Open(max_bytes=max_bytes, retention_s=retention_s)
+        self._queue(generation_id, "r", first)
+
+    def chunks(self, generation_id: str, chunks: list[list[Any]]) -> None:
+        """Log `[index, text, tokens]` chunks; past the cap, mark the log unreadable instead."""
+        log = self.open.get(generation_id)
+        if log is None or not log.whole:
+            return
+        log.bytes += sum(len(text.encode()) + CHUNK_OVERHEAD_BYTES for _, text, _ in chunks)
+        if log.bytes > log.max_bytes:
+            self._spoil(generation_id)
+            return
+        queued = self.pending.setdefault(generation_id, [])
+        if queued and queued[-1][0] == "c":
+            queued[-1][1].extend(chunks)  # one entry for all the chunks of one write
+        else:
+            queued.append(("c", chunks))
+        self._flush()
+
+    def end(self, generation_id: str, ending: dict[str, Any]) -> None:
+        """Close a generation's log with its `e` entry (`ended_at` added here)."""
+        log = self.open.pop(generation_id, None)
+        if log is not None and log.whole:
+            self._queue(generation_id, "e", {**ending, "ended_at": time.time(),
+                                             "retention_s": log.retention_s})
+
+    def _spoil(self, generation_id: str) -> None:
+        log = self.open.get(generation_id)
+        if log is not None:
+            log.whole = False
+        self._queue(generation_id, "x", {})
+
+    def _queue(self, generation_id: str, kind: str, value: Any) -> None:
+        self.pending.setdefault(generation_id, []).append((kind, value))
+        self._flush()
+
+    def _flush(self) -> None:
+        if not self.sending:
+            self.sending = True
+            self._task = asyncio.get_running_loop().create_task(self._send_all())
+
+    async def _send_all(self) -> None:
+        try:
+            while self.pending:
+                await asyncio.sleep(COALESCE_S)
+                batch, self.pending = self.pending, {}
+                try:
+                    await self._write(batch)
+                except Exception as error:
+                    logger.warning("writing %d answer logs to Redis failed: %r", len(batch), error)
+                    for generation_id in batch:
+                        self._spoil(generation_id)  # a hole would be worse than no log
+                    await asyncio.sleep(RETRY_S)
+        finally:
+            self.sending = False
+
+    async def _write(self, batch: dict[str, list[tuple[str, Any]]]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for generation_id, entries in batch.items():
+            name = key(generation_id)
+            for kind, value in entries:
+                pipe.xadd(name, entry(kind, value))
+                if kind == "r":
+                    pipe.expire(name, LIVE_TTL_S)
+                elif kind == "e":
+                    pipe.expire(name, max(GRACE_TTL_S, math.ceil(value["retention_s"])))
+                elif kind == "x":
+                    pipe.expire(name, GRACE_TTL_S)
+        await pipe.execute()
+
+
+class _Open:
+    """One log being written."""
+
+    __slots__ = ("bytes", "max_bytes", "retention_s", "whole")
+
+    def __init__(self, *, max_bytes: int, retention_s: float) -> None:
+        self.bytes = 0
+        self.max_bytes = max_bytes
+        self.retention_s = retention_s
+        self.whole = True

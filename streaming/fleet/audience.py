@@ -1,0 +1,53 @@
+"""Who reads one generation, seen from the model worker that makes it (fleet/protocol.py).
+
+The web process that sent `generate` reads it from the start; others attach when a reader of
+theirs joins (fleet/replica.py) and detach when their last one has left. Nobody left means
+nobody can be reading: the worker aborts it, at once, or after the grace period when the last
+reader's process died (its readers may come back through another one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from streaming.core.stream import TokenStream
+
+
+class Audience:
+    """The web processes that read one generation now, and an abort waiting for one back."""
+
+    def __init__(self, stream: TokenStream, home: str, *, grace_s: float) -> None:
+        self.stream = stream
+        self.channels = {home}  # the web process that sent `generate` reads it first
+        self.grace_s = grace_s
+        self._grace: asyncio.Task[Any] | None = None
+
+    def attach(self, channel: str) -> None:
+        """A web process reads it (again)."""
+        self.channels.add(channel)
+        self.close()
+
+    def detach(self, channel: str) -> bool:
+        """A web process reads it no more; True when it was the last."""
+        if channel not in self.channels:
+            return False
+        self.channels.discard(channel)
+        return not self.channels
+
+    def after_grace(self, spawn, nobody_reads, left_at: int) -> None:
+        """Nobody reads it because a web process died (its readers gone by token `left_at`):
+        give a reader the grace period to come back through another one, then abort."""
+        async def wait() -> None:
+            await asyncio.sleep(self.grace_s)
+            stream = self.stream
+            await nobody_reads(stream.id, max(
+                0, stream.tokens_generated - stream.tokens_after_abort - left_at))
+        if self._grace is None:
+            self._grace = spawn(wait())
+
+    def close(self) -> None:
+        """Cancel a pending abort."""
+        grace, self._grace = self._grace, None
+        if grace is not None:
+            grace.cancel()

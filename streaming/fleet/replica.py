@@ -1,0 +1,183 @@
+"""An answer another web process started, read here from its log in Redis (fleet/answer_log.py).
+
+A second tab, a reloaded page or a reconnect behind a load balancer may reach a web process
+that did not start the generation, possibly after the one that did has died. This process then
+builds a replica: a Generation of its own whose TokenStream is fed from the answer's log, first
+what is there, then live (XREAD BLOCK), so its readers go through the very path local readers
+take (ids, positions, grace, 400/410) and get the same bytes. The replica is not counted here
+(metrics, log row) unless the log says the process that started it is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+from streaming.core.exceptions import GenerationError, Gone, StreamCut
+from streaming.core.request import GenerationRequest
+from streaming.core.stream import TokenStream
+from streaming.engines.base import Engine
+from streaming.fleet import answer_log, store
+from streaming.fleet.engine import ChannelLayerEngine
+from streaming.fleet.protocol import end_as_the_worker_did, request_from_message
+from streaming.generations.registry import Generation, registry
+
+logger = logging.getLogger(__name__)
+
+BLOCK_MS = 1000  # one XREAD waits this long (below the Redis client's 2 s socket timeout)
+READ_COUNT = 512  # entries per read
+
+
+class Replicas(Engine):
+    """The engine of this process's replicas: its streams are fed from the answers' logs.
+
+    Stop is the fleet's (the worker aborts, the log says so); attach and detach are the fleet
+    engine's messages, so a reader here counts among the answer's readers.
+    """
+
+    shares_answers = True
+    supports_faults = False
+
+    def __init__(self, fleet: ChannelLayerEngine) -> None:
+        super().__init__()
+        self.fleet = fleet
+        self.ready = True
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        """The fleet's engine."""
+        return self.fleet.name
+
+    @property
+    def model(self) -> str:
+        """The fleet's model."""
+        return self.fleet.model
+
+    def generate(self, request: GenerationRequest) -> TokenStream:
+        """A stream to be fed from the log (`follow`)."""
+        stream = self.streams[request.id] = TokenStream(request)
+        return stream
+
+    async def abort(self, request_id: str, code: str = "cancelled") -> None:
+        """Stop asks the worker, which ends the log; leaving (a shutdown) ends only this copy."""
+        stream = self.streams.get(request_id)
+        if stream is None or stream.finished:
+            return
+        if code == "cancelled":
+            await self.fleet.abort_elsewhere(request_id)
+        else:
+            # Without [DONE]: EventSource reconnects, to another web process.
+            stream.finish(error=StreamCut())
+
+    async def _stop(self, stream: TokenStream) -> None:
+        """Nothing runs here to stop."""
+
+    async def readers_left(self, request_id: str, unread: int) -> None:
+        """The fleet engine tells the workers."""
+        await self.fleet.readers_left(request_id, unread)
+
+    def readers_back(self, request_id: str) -> None:
+        """The fleet engine tells the workers."""
+        self.fleet.readers_back(request_id)
+
+    def release(self, request_id: str) -> None:
+        """Forget a finished replica's stream."""
+        super().release(request_id)
+        self._tasks.pop(request_id, None)
+
+    # --- reading the log -------------------------------------------------------------------
+
+    async def replicate(self, generation_id: str) -> Generation | None:
+        """A replica of an answer whose log is in Redis, registered here; None if it has none.
+
+        Raises Gone when the log is there but no longer readable (past its cap or retention).
+        """
+        entries = await store.call("xrange", answer_log.key(generation_id))
+        if not entries:
+            return None
+        kind, first = answer_log.parse(entries[0][1])
+        if kind != "r":
+            raise Gone()  # the start of the log is lost (a Redis restart): not whole
+        parsed = [answer_log.parse(fields) for _, fields in entries[1:]]
+        for kind, value in parsed:
+            if kind == "x" or (kind == "e" and time.time() >= value["ended_at"]
+                               + value["retention_s"]):
+                raise Gone()
+        generation = registry.get(generation_id)
+        if generation is not None:
+            return generation  # another request built it meanwhile
+        generation = Generation(
+            request_from_message(first["request"]), self, api=first["api"],
+            client=first["client"], owner=first["owner"],
+            created_at=datetime.fromisoformat(first["created_at"]), counted=False,
+        )
+        registry.add(generation)
+        stream = generation.start(durable=True)
+        if not parsed or parsed[-1][0] != "e":
+            self.fleet.readers_back(generation_id)  # its worker counts this process's readers
+        for kind, value in parsed:
+            self._apply(generation, stream, kind, value)
+        if not stream.finished:
+            self._tasks[generation_id] = asyncio.get_running_loop().create_task(
+                self._follow(generation, stream, entries[-1][0]))
+        return generation
+
+    async def _follow(self, generation: Generation, stream: TokenStream, last_id: bytes) -> None:
+        name = answer_log.key(stream.id)
+        try:
+            while not stream.finished:
+                reply = await store.call("xread", {name: last_id}, count=READ_COUNT,
+                                         block=BLOCK_MS)
+                if not reply:
+                    if not await store.call("exists", name):
+                        self._fail(stream, "its log is gone from Redis")
+                    continue
+                for entry_id, fields in reply[0][1]:
+                    last_id = entry_id
+                    self._apply(generation, stream, *answer_log.parse(fields))
+        except Exception as error:
+            self._fail(stream, f"reading its log failed: {error}")
+
+    def _apply(self, generation: Generation, stream: TokenStream, kind: str, value: Any) -> None:
+        if stream.finished:
+            return
+        if kind == "c":
+            for index, text, tokens in value:
+                if index != stream.tokens_generated:
+                    self._fail(stream, f"tokens {stream.tokens_generated}..{index} are missing")
+                    return
+                stream.push(text, tokens)
+        elif kind == "x":
+            stream.finish(error=StreamCut())  # no longer whole here: a reconnect gets 410
+        elif kind == "e":
+            stream.tokens_generated = value["tokens_generated"]  # the worker's: the truth
+            stream.tokens_after_abort = value["tokens_after_abort"]
+            if value["orphan"]:
+                generation.counted = True  # nobody else will write its row
+                # Its latencies as the worker measured them, not as its log was replayed here.
+                generation.measured_elsewhere = {
+                    "tokens_generated": value["tokens_generated"],
+                    "tokens_after_abort": value["tokens_after_abort"],
+                    "finish_reason": value["finish_reason"] or "", **value["figures"]}
+            end_as_the_worker_did(stream, value["finish_reason"], value["error_code"])
+
+    @staticmethod
+    def _fail(stream: TokenStream, why: str) -> None:
+        if not stream.finished:
+            logger.warning("replica of %s: %s", stream.id, why)
+            stream.finish(error=GenerationError("worker_unavailable"))
+
+
+_replicas: Replicas | None = None
+
+
+def replicas(fleet: ChannelLayerEngine) -> Replicas:
+    """This process's replicas (one Replicas for its fleet engine)."""
+    global _replicas
+    if _replicas is None or _replicas.fleet is not fleet:
+        _replicas = Replicas(fleet)
+    return _replicas
