@@ -9,6 +9,7 @@ per delivered frame, Redis' CPU, and the memory each retained log holds in Redis
 STREAM_RETENTION_S keeps them).
 
     .venv/bin/python -m bench.redis_answers_bench [--streams 1000] [--tokens 40] [--runs 2]
+        [--rate R]
 
 Writes bench/results/redis_answers.json. Every process shares this machine's cores.
 """
@@ -39,13 +40,17 @@ def redis_cpu(client: redis.Redis) -> float:
     return info["used_cpu_sys"] + info["used_cpu_user"]
 
 
-async def one_load(url: str, *, streams: int, tokens: int, stream_url: bool) -> dict:
-    config = LoadTestConfig(url=url, concurrency=streams, requests=streams, max_tokens=tokens,
-                            stream_url=stream_url, timeout_s=300.0).checked()
+async def one_load(url: str, *, streams: int, tokens: int, stream_url: bool,
+                   rate: float | None = None) -> dict:
+    """`streams` requests, all at once (closed loop) or arriving at `rate` per second."""
+    config = LoadTestConfig(url=url, concurrency=None if rate else streams, rate=rate,
+                            requests=streams, max_tokens=tokens, stream_url=stream_url,
+                            timeout_s=300.0).checked()
     return summarize_run(await LoadTest(config).run())
 
 
-def run_flow(root: Path, name: str, *, streams: int, tokens: int, durable: bool) -> dict:
+def run_flow(root: Path, name: str, *, streams: int, tokens: int, durable: bool,
+             rate: float | None) -> dict:
     """A fresh fleet, one load, its figures."""
     directory = root / name
     directory.mkdir()
@@ -63,7 +68,7 @@ def run_flow(root: Path, name: str, *, streams: int, tokens: int, durable: bool)
         cpu_before = (cpu_seconds(web.process.pid), cpu_seconds(worker.process.pid),
                       redis_cpu(client))
         summary = asyncio.run(one_load(web.url, streams=streams, tokens=tokens,
-                                       stream_url=durable))
+                                       stream_url=durable, rate=rate))
         cpu_after = (cpu_seconds(web.process.pid), cpu_seconds(worker.process.pid),
                      redis_cpu(client))
         frames = summary["output_tokens"]
@@ -93,6 +98,8 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--tokens", type=int, default=40)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--rate", type=float,
+                        help="arrivals per second (Poisson); default: all at once")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="redis-answers-bench-"))
     rows: dict[str, list[dict]] = {name: [] for name in FLOWS}
@@ -100,10 +107,11 @@ def main() -> None:
         for name, durable in FLOWS.items():
             rows[name].append(run_flow(root, f"{run}-{'durable' if durable else 'once'}",
                                        streams=args.streams, tokens=args.tokens,
-                                       durable=durable))
+                                       durable=durable, rate=args.rate))
     figures = ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "web_cpu_us_per_frame",
                "worker_cpu_us_per_frame", "redis_cpu_us_per_frame", "redis_bytes_per_answer")
-    print(f"{args.streams} streams at 20 tokens/s, {args.tokens} tokens each; "
+    arrivals = f"arriving at {args.rate:g}/s" if args.rate else "arriving together"
+    print(f"{args.streams} streams at 20 tokens/s, {args.tokens} tokens each, {arrivals}; "
           f"medians of {args.runs} runs, in turns")
     print("| flow | " + " | ".join(figures) + " | failed | logs in Redis |")
     print("|---" * (len(figures) + 3) + "|")

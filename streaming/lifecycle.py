@@ -99,7 +99,8 @@ def drain_on_sigterm() -> None:
 
 
 async def drain(grace_s: float | None = None) -> None:
-    """Refuse new requests, end every open stream with `server_shutdown`, write the log rows."""
+    """Refuse new requests, end every open stream with `server_shutdown` (or, a durable
+    answer in a fleet, hand it to the fleet), write the log rows."""
     admission.stop_admitting()
     grace_s = settings.STREAM_SHUTDOWN_GRACE_S if grace_s is None else grace_s
     live = registry.live()
@@ -108,6 +109,9 @@ async def drain(grace_s: float | None = None) -> None:
     for generation in live:
         if generation.stream is None:  # created, never streamed: nobody to tell
             registry.finish(generation, GenerationStatus.CANCELLED, "server_shutdown")
+        elif generation.rejoinable_elsewhere:
+            # Its log is in Redis: its readers reconnect to another process and read on.
+            aborts.append(generation.hand_over())
         else:
             aborts.append(generation.engine.abort(generation.id, code="server_shutdown"))
     await asyncio.gather(*aborts, return_exceptions=True)

@@ -108,11 +108,17 @@ class Engine(ABC):
         ({grace_s, retention_s, max_bytes, meta}): a shared engine keeps its log where every
         web process can read it; one of this process alone keeps it in its TokenStream."""
 
-    async def readers_left(self, request_id: str, unread: int) -> None:  # noqa: B027
-        """(shares_answers) No reader in this process, `unread` tokens made since the last left."""
+    async def readers_left(self, request_id: str, unread: int,  # noqa: B027
+                           leaving: bool = False) -> None:
+        """(shares_answers) No reader in this process, `unread` tokens made since the last left;
+        `leaving`: the process shuts down and its readers may come back through another."""
 
     def readers_back(self, request_id: str) -> None:  # noqa: B027
         """(shares_answers) A reader in this process again, after `readers_left`."""
+
+    async def catch_up(self, request_id: str, event_id: int) -> None:  # noqa: B027
+        """Return once this process's copy of the stream holds event `event_id`, or has ended
+        (bounded): a copy read from elsewhere may be behind a reader who saw it live."""
 
     async def abort_elsewhere(self, generation_id: str) -> None:  # noqa: B027 - optional hook
         """Abort a generation another web process streams (a fleet's engine tells the workers);

@@ -48,11 +48,6 @@ def key(generation_id: str) -> str:
     return KEY_PREFIX + generation_id
 
 
-def entry(kind: str, value: Any) -> dict[str, bytes]:
-    """One entry's fields for XADD."""
-    return {kind: json.dumps(value, separators=(",", ":")).encode()}
-
-
 def parse(fields: dict[bytes, bytes]) -> tuple[str, Any]:
     """An entry as (kind, value)."""
     (kind, raw), = fields.items()
@@ -73,6 +68,7 @@ class Writer:
         self.pending: dict[str, list[tuple[str, Any]]] = {}
         self.sending = False
         self._task: asyncio.Task[None] | None = None
+        self._append: Any = None  # the APPEND script, registered on first use
 
     def start(self, generation_id: str, first: dict[str, Any], *, max_bytes: int,
               retention_s: float) -> None:
@@ -134,18 +130,40 @@ class Writer:
             self.sending = False
 
     async def _write(self, batch: dict[str, list[tuple[str, Any]]]) -> None:
-        pipe = self.redis.pipeline(transaction=False)
+        keys: list[str] = []
+        args: list[Any] = []
         for generation_id, entries in batch.items():
             name = key(generation_id)
             for kind, value in entries:
-                pipe.xadd(name, entry(kind, value))
-                if kind == "r":
-                    pipe.expire(name, LIVE_TTL_S)
-                elif kind == "e":
-                    pipe.expire(name, max(GRACE_TTL_S, math.ceil(value["retention_s"])))
-                elif kind == "x":
-                    pipe.expire(name, GRACE_TTL_S)
-        await pipe.execute()
+                keys.append(name)
+                args += (kind, json.dumps(value, separators=(",", ":")), _ttl(kind, value))
+        if self._append is None:
+            self._append = self.redis.register_script(APPEND)
+        await self._append(keys=keys, args=args)
+
+
+# Every entry of one write in one command: the client packs and parses one, not one per entry
+# (KEYS: each entry's log; ARGV: its kind, value and expiry, 0 for none).
+APPEND = """
+for i, name in ipairs(KEYS) do
+    local at = (i - 1) * 3
+    redis.call('XADD', name, '*', ARGV[at + 1], ARGV[at + 2])
+    local ttl = tonumber(ARGV[at + 3])
+    if ttl > 0 then redis.call('EXPIRE', name, ttl) end
+end
+return #KEYS
+"""
+
+
+def _ttl(kind: str, value: Any) -> int:
+    """The expiry an entry sets on its log (0: none)."""
+    if kind == "r":
+        return LIVE_TTL_S
+    if kind == "e":
+        return max(GRACE_TTL_S, math.ceil(value["retention_s"]))
+    if kind == "x":
+        return GRACE_TTL_S
+    return 0
 
 
 class _Open:

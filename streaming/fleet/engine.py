@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,9 +68,11 @@ class ChannelLayerEngine(Engine):
         self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         # We ping our own reply channel every beat (pub/sub can publish while our subscription
-        # is still down); workers count only while our pings come back.
+        # is still down); workers count only while our pings come back within
+        # WORKER_TIMEOUT_S (a ping merely late, behind a burst of chunks, is no outage).
         self.pings_sent = 0
         self.pings_seen = 0
+        self.unanswered: deque[tuple[int, float]] = deque(maxlen=64)  # (seq, sent at)
 
     # --- identity ---------------------------------------------------------------------------
 
@@ -105,7 +107,8 @@ class ChannelLayerEngine(Engine):
         task.add_done_callback(self._tasks.discard)
 
     def _live(self) -> list[WorkerInfo]:
-        if self.pings_seen < self.pings_sent - 1:
+        if self.unanswered and (time.monotonic() - self.unanswered[0][1]
+                                > settings.WORKER_TIMEOUT_S):
             return []  # our own reply channel is not receiving: nothing sent now would return
         return [w for w in self.workers.values() if w.ready]
 
@@ -174,9 +177,9 @@ class ChannelLayerEngine(Engine):
         """The worker writes this answer's log to Redis too (fleet/answer_log.py)."""
         self.logs[request_id] = options  # sent with `generate`, which is about to go
 
-    async def readers_left(self, request_id: str, unread: int) -> None:
+    async def readers_left(self, request_id: str, unread: int, leaving: bool = False) -> None:
         """Tell the workers: its worker aborts it once no web process reads it."""
-        await self._tell_workers("detach", request_id, unread=unread)
+        await self._tell_workers("detach", request_id, unread=unread, leaving=leaving)
 
     def readers_back(self, request_id: str) -> None:
         """Tell the workers, soon (a reader joins synchronously)."""
@@ -267,6 +270,8 @@ class ChannelLayerEngine(Engine):
                     self._on_heartbeat(message)
                 elif kind == "web.ping":
                     self.pings_seen = max(self.pings_seen, message["seq"])
+                    while self.unanswered and self.unanswered[0][0] <= self.pings_seen:
+                        self.unanswered.popleft()
                 elif kind == "state":
                     future = self._queries.get(message["id"])
                     if future is not None and not future.done():
@@ -326,9 +331,11 @@ class ChannelLayerEngine(Engine):
             try:
                 # Re-joined every beat: Redis keeps nothing across a restart.
                 await self.layer.group_add(HEARTBEATS_GROUP, self.reply_channel)
-                await self.layer.send(self.reply_channel,
-                                      {"type": "web.ping", "seq": self.pings_sent + 1})
+                # Noted before it is sent: it may come back before send() returns.
                 self.pings_sent += 1
+                self.unanswered.append((self.pings_sent, time.monotonic()))
+                await self.layer.send(self.reply_channel,
+                                      {"type": "web.ping", "seq": self.pings_sent})
                 # Workers stop what they generate for a web process that has gone silent (a
                 # killed process sends no aborts; with pub/sub, messages to it just vanish).
                 await self.layer.group_send(WORKERS_GROUP, {"type": "web.heartbeat",

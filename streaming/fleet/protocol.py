@@ -8,8 +8,10 @@ Messages, all over the channel layer (Redis):
                                     abort {id, unread}  (unread: wasted before the abort)
     web → group "model-workers"     abort {id}          query {id, reply_to}
                                     attach {id, channel}           a reader of it here (again)
-                                    detach {id, channel, unread}   no reader of it here; `unread`
-                                                                   tokens came since the last left
+                                    detach {id, channel, unread, leaving}
+                                                    no reader of it here; `unread` tokens came
+                                                    since the last left; `leaving`: shutting
+                                                    down, its readers may come back elsewhere
                                     web.heartbeat {channel}   (every WORKER_HEARTBEAT_S)
     worker → web (reply_to)         chunks {items: [[id, index, text, tokens], ...],
                                             ends: [[id, finish_reason, error_code,
@@ -25,8 +27,8 @@ about a thousand tokens per second).
 URL, so the worker also writes it to its log in Redis (fleet/answer_log.py), where any web
 process reads it. A generation is aborted when no web process reads it: the one that sent
 `generate` reads it from the start; each detaches when its last reader has left (after its own
-grace period), or when it falls silent for WORKER_TIMEOUT_S (then after `grace_s`, for its
-readers to come back through another one).
+grace period), or when it shuts down or falls silent for WORKER_TIMEOUT_S (then after
+`grace_s`, for its readers to come back through another one).
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ A second tab, a reloaded page or a reconnect behind a load balancer may reach a 
 that did not start the generation, possibly after the one that did has died. This process then
 builds a replica: a Generation of its own whose TokenStream is fed from the answer's log, first
 what is there, then live (XREAD BLOCK), so its readers go through the very path local readers
-take (ids, positions, grace, 400/410) and get the same bytes. The replica is not counted here
-(metrics, log row) unless the log says the process that started it is gone.
+take (ids, positions, grace, 400/410) and get the same bytes. The replica is not counted in this
+process's metrics, and writes the log row only if the log says the process that started it is
+gone.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import aclosing
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +29,10 @@ from streaming.generations.registry import Generation, registry
 
 logger = logging.getLogger(__name__)
 
-BLOCK_MS = 1000  # one XREAD waits this long (below the Redis client's 2 s socket timeout)
+BLOCK_MS = 1000  # one XREAD waits this long (below store.TIMEOUT_S: Redis still answers)
+# A reader who read the answer live from the process that started it may be ahead of its log
+# (writes are coalesced, then a round trip): its Last-Event-ID waits this long for the log.
+CATCH_UP_S = 2.0
 READ_COUNT = 512  # entries per read
 
 
@@ -76,13 +81,27 @@ class Replicas(Engine):
     async def _stop(self, stream: TokenStream) -> None:
         """Nothing runs here to stop."""
 
-    async def readers_left(self, request_id: str, unread: int) -> None:
+    async def readers_left(self, request_id: str, unread: int, leaving: bool = False) -> None:
         """The fleet engine tells the workers."""
-        await self.fleet.readers_left(request_id, unread)
+        await self.fleet.readers_left(request_id, unread, leaving)
 
     def readers_back(self, request_id: str) -> None:
         """The fleet engine tells the workers."""
         self.fleet.readers_back(request_id)
+
+    async def catch_up(self, request_id: str, event_id: int) -> None:
+        """Wait, at most CATCH_UP_S, until the replica holds token `event_id`."""
+        stream = self.streams.get(request_id)
+        if stream is None or stream.tokens_generated > event_id:
+            return
+        try:
+            async with asyncio.timeout(CATCH_UP_S), aclosing(
+                    stream.batches(CATCH_UP_S, position=stream.end)) as batches:
+                async for _ in batches:
+                    if stream.tokens_generated > event_id:
+                        return
+        except (TimeoutError, GenerationError, StreamCut):
+            return  # not there in time, or ended: the position decides (400, or its ending)
 
     def release(self, request_id: str) -> None:
         """Forget a finished replica's stream."""
@@ -114,6 +133,7 @@ class Replicas(Engine):
             request_from_message(first["request"]), self, api=first["api"],
             client=first["client"], owner=first["owner"],
             created_at=datetime.fromisoformat(first["created_at"]), counted=False,
+            writes_row=False,
         )
         registry.add(generation)
         stream = generation.start(durable=True)
@@ -131,7 +151,7 @@ class Replicas(Engine):
         try:
             while not stream.finished:
                 reply = await store.call("xread", {name: last_id}, count=READ_COUNT,
-                                         block=BLOCK_MS)
+                                         block=BLOCK_MS, blocking=True)
                 if not reply:
                     if not await store.call("exists", name):
                         self._fail(stream, "its log is gone from Redis")
@@ -157,7 +177,7 @@ class Replicas(Engine):
             stream.tokens_generated = value["tokens_generated"]  # the worker's: the truth
             stream.tokens_after_abort = value["tokens_after_abort"]
             if value["orphan"]:
-                generation.counted = True  # nobody else will write its row
+                generation.writes_row = True  # nobody else will write its row
                 # Its latencies as the worker measured them, not as its log was replayed here.
                 generation.measured_elsewhere = {
                     "tokens_generated": value["tokens_generated"],

@@ -18,8 +18,13 @@ from streaming.core.exceptions import EngineUnavailable
 from streaming.core.request import GenerationRequest
 from streaming.fleet.protocol import request_from_message, request_message
 
-_client = None
+_clients: dict[bool, Any] = {}
 PREFIX = "llm-streaming:generation:"
+TIMEOUT_S = 2  # to connect, and for a reply: past it, Redis is unreachable (503)
+# Commands in flight at once; more wait (TIMEOUT_S) for a free connection. redis-py's own pool
+# refuses the 101st ("Too many connections"): a burst of 200 streams got 503s (docs/bench.md).
+MAX_CONNECTIONS = 512
+BLOCKING_CONNECTIONS = 10_000  # XREAD BLOCK holds its connection while it waits: one a reader
 
 
 def enabled() -> bool:
@@ -27,21 +32,26 @@ def enabled() -> bool:
     return bool(settings.REDIS_URL)
 
 
-def redis():
-    """The process's Redis client (created on first use)."""
-    global _client
-    if _client is None:
+def redis(*, blocking: bool = False):
+    """The process's Redis client (created on first use); `blocking`: the one for commands
+    that wait on the server (fleet/replica.py's XREAD BLOCK), so that they never take all of
+    the connections the others need."""
+    client = _clients.get(blocking)
+    if client is None:
         import redis.asyncio
 
-        _client = redis.asyncio.from_url(settings.REDIS_URL, socket_timeout=2,
-                                         socket_connect_timeout=2)
-    return _client
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            settings.REDIS_URL, max_connections=BLOCKING_CONNECTIONS if blocking
+            else MAX_CONNECTIONS, timeout=TIMEOUT_S, socket_timeout=TIMEOUT_S,
+            socket_connect_timeout=TIMEOUT_S)
+        client = _clients[blocking] = redis.asyncio.Redis(connection_pool=pool)
+    return client
 
 
-async def call(method: str, *args: Any, **kwargs: Any) -> Any:
+async def call(method: str, *args: Any, blocking: bool = False, **kwargs: Any) -> Any:
     """A Redis command; EngineUnavailable (503) when Redis cannot be reached."""
     try:
-        return await getattr(redis(), method)(*args, **kwargs)
+        return await getattr(redis(blocking=blocking), method)(*args, **kwargs)
     except Exception as error:
         raise EngineUnavailable(f"Redis is unreachable: {error}") from None
 

@@ -103,6 +103,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         # Who reads each generation: the web processes with a reader of it now. Nobody left:
         # it is aborted (fleet/protocol.py, attach/detach).
         self.audiences: dict[str, Audience] = {}
+        self.leaving: set[str] = set()  # web processes that said they are shutting down
         self.logs = answer_log.Writer(store.redis())
         self.tasks: set[asyncio.Task[Any]] = set()
         self.engine = build_engine(local=True)
@@ -182,7 +183,15 @@ class ModelWorkerConsumer(AsyncConsumer):
     async def detach(self, message: dict[str, Any]) -> None:
         """A web process has no reader of a generation left."""
         audience = self.audiences.get(message["id"])
-        if audience is not None and audience.detach(message["channel"]):
+        if message.get("leaving"):
+            self.leaving.add(message["channel"])  # gone for good, however it still beats
+        if audience is None or not audience.detach(message["channel"]):
+            return
+        if message.get("leaving"):
+            entry = self.generations.get(message["id"])
+            if entry is not None:
+                audience.after_grace(self._spawn, self._nobody_reads, entry[0].tokens_generated)
+        else:
             # The last to leave says how much came, unread, since its last reader left.
             await self._nobody_reads(message["id"], message["unread"])
 
@@ -333,7 +342,8 @@ class ModelWorkerConsumer(AsyncConsumer):
             await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
 
     def _alive(self, web: str) -> bool:
-        return self.webs_heard.get(web, 0.0) >= time.monotonic() - settings.WORKER_TIMEOUT_S
+        return web not in self.leaving and (
+            self.webs_heard.get(web, 0.0) >= time.monotonic() - settings.WORKER_TIMEOUT_S)
 
     async def _abort_for_silent_webs(self) -> None:
         """A web process that has gone silent has no readers left: a generation nobody else

@@ -67,9 +67,10 @@ class Generation:
     stream: TokenStream | None = None
     lease: Slot | None = None  # its stream slot while it runs
     answer: Answer | None = None  # its readers, grace and retention, once started
-    # Counted (metrics, its log row) by this process: False for a replica of an answer another
-    # web process started (fleet/replica.py), unless that one died.
+    # A replica of an answer another web process started (fleet/replica.py) is not counted in
+    # this process's metrics, and writes its row only if the log says that one died.
     counted: bool = True
+    writes_row: bool = True
     measured_elsewhere: dict[str, Any] | None = None  # figures its worker measured (a replica's)
 
     @property
@@ -108,8 +109,7 @@ class Generation:
             })
         stream.on_finish(self._ended)
         self.status = STREAMING
-        if self.counted:
-            generation_started.send(Generation, generation=self)
+        generation_started.send(Generation, generation=self)
         return stream
 
     def _ended(self) -> None:
@@ -143,6 +143,23 @@ class Generation:
         if not stream.finished:
             await self.engine.abort(self.id, "client_disconnected")
         registry.finish(self, GenerationStatus.CLIENT_DISCONNECTED)
+
+    @property
+    def rejoinable_elsewhere(self) -> bool:
+        """Its readers may come back through another web process (a fleet's answer, with a
+        grace period)."""
+        return (self.engine.shares_answers and self.answer is not None
+                and self.answer.rejoinable)
+
+    async def hand_over(self) -> None:
+        """This process is shutting down, and other web processes can read the answer (its log
+        is in Redis): end its readers here like a dropped connection, so that they reconnect
+        elsewhere, and leave the counting and the row to the fleet (the log's end says so)."""
+        stream = self.stream
+        assert stream is not None
+        self.writes_row = False  # where it ends, as the fleet's log says
+        await self.engine.readers_left(self.id, 0, leaving=True)
+        stream.finish(error=StreamCut())
 
     def figures(self) -> dict[str, Any]:
         """Counters and latencies, live or final."""
@@ -235,8 +252,7 @@ class Registry:
             _, oldest = self._recent.popitem(last=False)
             if oldest.answer is not None:
                 oldest.answer.free()
-        if generation.counted:
-            generation_finished.send(Generation, generation=generation)
+        generation_finished.send(Generation, generation=generation)
 
     def discard(self, generation: Generation) -> None:
         """Forget a generation that never started (refused before its stream)."""

@@ -96,6 +96,8 @@ async def _open(request: HttpRequest, generation: Generation,
         await start_admitted(request, generation, durable=True)
         position = 0
     else:
+        if last_event_id is not None and last_event_id.isascii() and last_event_id.isdigit():
+            await generation.engine.catch_up(generation.id, int(last_event_id))
         # Another reader, or the same one back: 400 for a stray id, 410 once it is not kept.
         position = _answer(generation).position(last_event_id)
     return await open_event_stream(generation, preamble=_resume_preamble(generation),

@@ -34,7 +34,8 @@ _writing: set[Future[None]] = set()  # batches in the thread: waited on by flush
 
 def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
     """Receiver of `generation_finished`."""
-    schedule_log(generation)
+    if generation.writes_row:
+        schedule_log(generation)
 
 
 def schedule_log(generation: Generation) -> None:
@@ -77,7 +78,10 @@ async def _drain() -> None:
 
 def _write(batch: list[dict[str, Any]]) -> None:
     try:
-        GenerationLog.objects.bulk_create([GenerationLog(**row) for row in batch])
+        # One row per generation: when a fleet's answer outlived its web process, each process
+        # that read it to the end writes it (fleet/replica.py); the first write wins.
+        GenerationLog.objects.bulk_create([GenerationLog(**row) for row in batch],
+                                          ignore_conflicts=True)
     except Exception:
         # The connection may be the problem (the database restarted): a new one, then one row
         # at a time, so that one bad row does not lose the others, and the log says which.

@@ -182,6 +182,8 @@ def get_metrics() -> Metrics:
 
 def on_started(sender: Any, generation: Generation, **kwargs: Any) -> None:
     """Receiver of `generation_started`; a metrics failure never breaks a stream."""
+    if not generation.counted:
+        return  # a replica: counted by the process that started it
     try:
         get_metrics().stream_started(generation.engine)
     except Exception:
@@ -190,6 +192,8 @@ def on_started(sender: Any, generation: Generation, **kwargs: Any) -> None:
 
 def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
     """Receiver of `generation_finished`; a metrics failure never breaks a stream."""
+    if not generation.counted:
+        return
     try:
         get_metrics().generation_ended(generation)
     except Exception:

@@ -312,3 +312,29 @@ def test_redis_restarted_mid_answer_never_gives_a_reader_a_hole(tmp_path):
             assert events[-1].event == "error" and whole.startswith(text)
         # Elsewhere: refused (409 while it runs, 410 once it has ended), never a partial log.
         assert refusal(other, urls["stream_url"])[0] in (409, 410)
+
+
+def test_a_rolling_restart_hands_the_answer_to_the_other_process(tmp_path):
+    """SIGTERM of the process that started it: its reader is cut, reconnects to the other one
+    and reads on; the answer completes, and its row is written once, by the other process."""
+    with running_fleet(tmp_path, {"STREAM_RESUME_GRACE_S": "10"}) as fleet:
+        home, other = fleet.webs
+        whole = uninterrupted(home, 300)
+        urls = create(home, max_tokens=300)
+        first = read_some(home, urls["stream_url"], 3)
+        home.process.send_signal(signal.SIGTERM)
+        while first.next_event() is not None:
+            pass
+        # No [DONE] and no error: to EventSource a dropped connection, so it reconnects.
+        assert first.events[-1].event == "message" and first.events[-1].data != "[DONE]"
+        home.process.wait(15)
+        events = resume_on(other, urls["stream_url"], first).read_all()
+        assert events[-1].data == "[DONE]"
+        assert "".join(tokens_of(first.events) + tokens_of(events)) == whole
+        final = other.wait_final(urls["id"])
+        assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
+        with sqlite3.connect(tmp_path / "log.sqlite3") as db:
+            rows = wait_until(lambda: db.execute(
+                "SELECT status FROM streaming_generationlog WHERE generation_id = ?",
+                (urls["id"],)).fetchall())
+        assert rows == [("completed",)]

@@ -162,3 +162,29 @@ def test_a_killed_web_process_stops_its_generations_on_the_worker(tmp_path):
                            and s["generations_in_flight"] == 0 and s)
         assert after["tokens_generated_total"] == stopped_at + 10  # the orphan stays stopped
         assert stopped_at < len(expected_tokens("orphan", 1000, 3))  # well before its end
+
+
+def test_more_streams_at_once_than_a_redis_pool_holds_are_all_served(tmp_path):
+    """redis-py's own pool refuses a 101st command in flight: 503s under a burst of streams."""
+    import asyncio
+
+    import httpx
+
+    from streaming.tools.liveserver import UNLIMITED
+
+    async def one(client: httpx.AsyncClient, url: str, index: int) -> object:
+        created = await client.post(url + "/api/generations",
+                                    json={"prompt": f"burst {index}", "max_tokens": 3})
+        if created.status_code != 201:
+            return created.text
+        async with client.stream("GET", url + created.json()["stream_url"]) as response:
+            body = b"".join([part async for part in response.aiter_bytes()])
+        return "ok" if body.endswith(b"data: [DONE]\n\n") else body[-200:]
+
+    async def burst(url: str) -> list[object]:
+        limits = httpx.Limits(max_connections=300)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+            return await asyncio.gather(*(one(client, url, i) for i in range(150)))
+
+    with one_of_each(tmp_path, **UNLIMITED) as (_, _, web):
+        assert asyncio.run(burst(web.url)) == ["ok"] * 150
