@@ -18,7 +18,8 @@ Entries (each one field):
                                                                    longer whole, not readable
 
 The key expires STREAM_RETENTION_S after the end (its `ended_at` is the exact deadline; the
-expiry only collects it), or LIVE_TTL_S after the start if the worker died mid-answer.
+expiry only collects it), or LIVE_TTL_S after the start if the worker died mid-answer. At most
+STREAM_RETAINED_MAX finished logs are kept in Redis, fleet-wide: past it the oldest go first.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from streaming.core.chunk_log import CHUNK_OVERHEAD_BYTES  # counted as the in-m
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "llm-streaming:log:"
+RETAINED = "llm-streaming:logs-ended"  # finished logs by end time, for the cap on their number
 LIVE_TTL_S = 24 * 3600  # a generation's log outlives its worker by at most this
 GRACE_TTL_S = 30  # an unreadable (`x`) or expired log lingers this long for its followers
 RETRY_S = 0.5  # after a failed write, before the next one
@@ -62,8 +64,9 @@ class Writer:
     that failed) gets an `x` entry and nothing more: a reader elsewhere must never get a hole.
     """
 
-    def __init__(self, redis: Any) -> None:
+    def __init__(self, redis: Any, *, retained_max: int) -> None:
         self.redis = redis
+        self.retained_max = retained_max  # finished logs kept in Redis, the oldest deleted first
         self.open: dict[str, _Open] = {}  # generation id → its log, while it is written
         self.pending: dict[str, list[tuple[str, Any]]] = {}
         self.sending = False
@@ -130,28 +133,40 @@ class Writer:
             self.sending = False
 
     async def _write(self, batch: dict[str, list[tuple[str, Any]]]) -> None:
-        keys: list[str] = []
-        args: list[Any] = []
+        keys: list[str] = [RETAINED]
+        args: list[Any] = [self.retained_max]
         for generation_id, entries in batch.items():
             name = key(generation_id)
             for kind, value in entries:
                 keys.append(name)
-                args += (kind, json.dumps(value, separators=(",", ":")), _ttl(kind, value))
+                args += (kind, json.dumps(value, separators=(",", ":")), _ttl(kind, value),
+                         value["ended_at"] if kind == "e" else 0)
         if self._append is None:
             self._append = self.redis.register_script(APPEND)
         await self._append(keys=keys, args=args)
 
 
-# Every entry of one write in one command: the client packs and parses one, not one per entry
-# (KEYS: each entry's log; ARGV: its kind, value and expiry, 0 for none).
+# Every entry of one write in one command: the client packs and parses one, not one per entry.
+# KEYS: RETAINED, then each entry's log; ARGV: the cap on finished logs, then for each entry its
+# kind, value, expiry (0: none) and end time (0: not an end). Past the cap, the logs that ended
+# first are deleted.
 APPEND = """
-for i, name in ipairs(KEYS) do
-    local at = (i - 1) * 3
-    redis.call('XADD', name, '*', ARGV[at + 1], ARGV[at + 2])
-    local ttl = tonumber(ARGV[at + 3])
+for i = 2, #KEYS do
+    local name, at = KEYS[i], 2 + (i - 2) * 4
+    redis.call('XADD', name, '*', ARGV[at], ARGV[at + 1])
+    local ttl = tonumber(ARGV[at + 2])
     if ttl > 0 then redis.call('EXPIRE', name, ttl) end
+    local ended = tonumber(ARGV[at + 3])
+    if ended > 0 then redis.call('ZADD', KEYS[1], ended, name) end
 end
-return #KEYS
+local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[1])
+if over > 0 then
+    for _, name in ipairs(redis.call('ZRANGE', KEYS[1], 0, over - 1)) do
+        redis.call('DEL', name)
+    end
+    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1)
+end
+return #KEYS - 1
 """
 
 

@@ -104,7 +104,8 @@ class ModelWorkerConsumer(AsyncConsumer):
         # it is aborted (fleet/protocol.py, attach/detach).
         self.audiences: dict[str, Audience] = {}
         self.leaving: set[str] = set()  # web processes that said they are shutting down
-        self.logs = answer_log.Writer(store.redis())
+        self.logs = answer_log.Writer(store.redis(),
+                                      retained_max=settings.STREAM_RETAINED_MAX)
         self.tasks: set[asyncio.Task[Any]] = set()
         self.engine = build_engine(local=True)
         try:

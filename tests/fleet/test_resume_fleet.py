@@ -338,3 +338,18 @@ def test_a_rolling_restart_hands_the_answer_to_the_other_process(tmp_path):
                 "SELECT status FROM streaming_generationlog WHERE generation_id = ?",
                 (urls["id"],)).fetchall())
         assert rows == [("completed",)]
+
+
+def test_past_the_cap_the_oldest_finished_answers_leave_redis(tmp_path):
+    with running_fleet(tmp_path, {"STREAM_RETAINED_MAX": "2"}) as fleet:
+        home, other = fleet.webs
+        answers = []
+        for _ in range(3):
+            urls = create(home, max_tokens=5)
+            RawStream(home.port, urls["stream_url"]).read_all()
+            home.wait_final(urls["id"])
+            answers.append(urls)
+        # The oldest of three left Redis: elsewhere it is 410; the newer two are read whole.
+        wait_until(lambda: refusal(other, answers[0]["stream_url"]) == (410, "gone"))
+        for urls in answers[1:]:
+            assert RawStream(other.port, urls["stream_url"]).read_all()[-1].data == "[DONE]"
