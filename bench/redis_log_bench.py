@@ -32,6 +32,8 @@ import redis.asyncio as aioredis
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from redis.utils import HIREDIS_AVAILABLE
 
+from streaming.fleet.worker import Outbox
+
 RESULTS = Path(__file__).parent / "results"
 PREFIX = "bench:log:"
 TOKEN = " word"  # ~5 bytes, a typical BPE token
@@ -187,16 +189,10 @@ def stream_sender(
     """One pipeline per flush: an XADD per chunk (or, merged, per generation), no MULTI."""
 
     async def send(items: list[Item]) -> None:
-        if merge:  # what Outbox.put_back does: one chunk per generation
-            merged: dict[str, Item] = {}
-            for generation_id, index, text, count in items:
-                item = merged.get(generation_id)
-                if item is None:
-                    merged[generation_id] = [generation_id, index, text, count]
-                else:
-                    item[2] += text
-                    item[3] += count
-            items = list(merged.values())
+        if merge:  # the worker's own merge: one chunk per generation
+            outbox = Outbox()
+            outbox.put_back({"items": items, "ends": []})
+            items = outbox.items
         pipe = writer.pipeline(transaction=False)
         for generation_id, index, text, count in items:
             key = PREFIX + generation_id

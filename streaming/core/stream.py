@@ -258,11 +258,14 @@ class TokenStream:
         """Stop keeping the log whole (past the cap, or a finished answer past its retention):
         free the chunks every reader has read; readers still in it finish."""
         self.complete = False
+        self._log.free(self._read_by_all())
+
+    def _read_by_all(self) -> int:
+        """The position every reader has read up to (the end, with none)."""
         readers = self._readers
         if len(readers) == 1:  # the common case, without a generator per read
-            self._log.free(readers[0].position)
-        else:
-            self._log.free(min((reader.position for reader in readers), default=self.end))
+            return readers[0].position
+        return min((reader.position for reader in readers), default=self.end)
 
     # --- reader side -----------------------------------------------------------------------
 
@@ -345,10 +348,8 @@ class TokenStream:
         if not self.complete or self.log_bytes > self.max_log_bytes:
             self.free()
         else:
-            log, readers = self._log, self._readers
-            upto = (readers[0].position if len(readers) == 1
-                    else min((reader.position for reader in readers), default=log.end))
-            log.compact(upto - log.first - len(log.ids))
+            log = self._log
+            log.compact(self._read_by_all() - log.first - len(log.ids))
         room = self._room_waiter
         if room is not None and not room.done() and self.has_room:
             room.set_result(None)

@@ -9,10 +9,10 @@ flush, each holding that flush's chunks, kept apart (every reader gets the same 
 
 Entries (each one field):
 
-    r  {request, api, client, owner, created_at, retention_s}   first: what was asked
+    r  {request, api, client, owner, created_at}                first: what was asked
     c  [[index, text, tokens], ...]                              chunks, in order
     e  {finish_reason, error_code, tokens_generated, tokens_after_abort, ended_at,
-        orphan, figures}                                           last: how it ended
+        retention_s, orphan, figures}                              last: how it ended
     x  {}                                                          past STREAM_RESUME_MAX_BYTES
                                                                    (or a write failed): no
                                                                    longer whole, not readable
@@ -57,7 +57,7 @@ def parse(fields: dict[bytes, bytes]) -> tuple[str, Any]:
 
 
 class Writer:
-    """The worker's side: entries queued per generation, written with one pipeline in flight.
+    """The worker's side: entries queued per generation, one write (a script call) in flight.
 
     While a write is in flight new chunks accumulate, so under load one entry holds many
     chunks of one generation. A log that cannot be kept whole (past its cap, or a write

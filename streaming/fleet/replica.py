@@ -63,7 +63,7 @@ class Replicas(Engine):
         return self.fleet.model
 
     def generate(self, request: GenerationRequest) -> TokenStream:
-        """A stream to be fed from the log (`follow`)."""
+        """A stream to be fed from the log (`replicate`, then `_follow`)."""
         stream = self.streams[request.id] = TokenStream(request)
         return stream
 

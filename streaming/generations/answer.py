@@ -26,6 +26,13 @@ MAX_RETRY_MS = 1000
 MIN_RETRY_MS = 50
 
 
+def event_id(last_event_id: str | None) -> int | None:
+    """`Last-Event-ID` (or `?last_event_id=`) as an event id; None when absent or not one."""
+    if last_event_id is not None and last_event_id.isascii() and last_event_id.isdigit():
+        return int(last_event_id)
+    return None
+
+
 def retry_ms(grace_s: float) -> int:
     """The reconnection delay we advertise to EventSource for a given grace period."""
     return max(MIN_RETRY_MS, min(MAX_RETRY_MS, int(grace_s * 1000 / 4)))
@@ -82,8 +89,9 @@ class Answer:
             raise Gone()
         if last_event_id is None:
             return 0
-        if last_event_id.isascii() and last_event_id.isdigit():
-            position = self.stream.position_after(int(last_event_id))
+        named = event_id(last_event_id)
+        if named is not None:
+            position = self.stream.position_after(named)
             if position is not None:
                 return position
         raise BadRequest(f"Last-Event-ID {last_event_id[:40]!r} is not an event of this stream.")

@@ -17,7 +17,7 @@ from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.fleet import store
 from streaming.fleet.replica import replicas
-from streaming.generations.answer import Answer, retry_ms
+from streaming.generations.answer import Answer, event_id, retry_ms
 from streaming.generations.registry import (
     FIGURES,
     PENDING,
@@ -96,8 +96,9 @@ async def _open(request: HttpRequest, generation: Generation,
         await start_admitted(request, generation, durable=True)
         position = 0
     else:
-        if last_event_id is not None and last_event_id.isascii() and last_event_id.isdigit():
-            await generation.engine.catch_up(generation.id, int(last_event_id))
+        named = event_id(last_event_id)
+        if named is not None:
+            await generation.engine.catch_up(generation.id, named)
         # Another reader, or the same one back: 400 for a stray id, 410 once it is not kept.
         position = _answer(generation).position(last_event_id)
     return await open_event_stream(generation, preamble=_resume_preamble(generation),
