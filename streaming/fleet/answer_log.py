@@ -133,31 +133,28 @@ class Writer:
             self.sending = False
 
     async def _write(self, batch: dict[str, list[tuple[str, Any]]]) -> None:
-        keys: list[str] = [RETAINED]
-        args: list[Any] = [self.retained_max]
-        for generation_id, entries in batch.items():
-            name = key(generation_id)
-            for kind, value in entries:
-                keys.append(name)
-                args += (kind, json.dumps(value, separators=(",", ":")), _ttl(kind, value),
-                         value["ended_at"] if kind == "e" else 0)
+        # One argument for all the entries: the client encodes one string, not four per entry.
+        entries = [[[kind, json.dumps(value, separators=(",", ":")), _ttl(kind, value),
+                     value["ended_at"] if kind == "e" else 0] for kind, value in queued]
+                   for queued in batch.values()]
         if self._append is None:
             self._append = self.redis.register_script(APPEND)
-        await self._append(keys=keys, args=args)
+        await self._append(keys=[RETAINED, *map(key, batch)],
+                           args=[self.retained_max, json.dumps(entries, separators=(",", ":"))])
 
 
-# Every entry of one write in one command: the client packs and parses one, not one per entry.
-# KEYS: RETAINED, then each entry's log; ARGV: the cap on finished logs, then for each entry its
-# kind, value, expiry (0: none) and end time (0: not an end). Past the cap, the logs that ended
-# first are deleted.
+# Every entry of one write in one command. KEYS: RETAINED, then each generation's log; ARGV: the
+# cap on finished logs, then, as JSON, each log's entries: [kind, value, expiry (0: none), end
+# time (0: not an end)]. Past the cap, the logs that ended first are deleted.
 APPEND = """
+local logs = cjson.decode(ARGV[2])
 for i = 2, #KEYS do
-    local name, at = KEYS[i], 2 + (i - 2) * 4
-    redis.call('XADD', name, '*', ARGV[at], ARGV[at + 1])
-    local ttl = tonumber(ARGV[at + 2])
-    if ttl > 0 then redis.call('EXPIRE', name, ttl) end
-    local ended = tonumber(ARGV[at + 3])
-    if ended > 0 then redis.call('ZADD', KEYS[1], ended, name) end
+    local name = KEYS[i]
+    for _, entry in ipairs(logs[i - 1]) do
+        redis.call('XADD', name, '*', entry[1], entry[2])
+        if entry[3] > 0 then redis.call('EXPIRE', name, entry[3]) end
+        if entry[4] > 0 then redis.call('ZADD', KEYS[1], entry[4], name) end
+    end
 end
 local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[1])
 if over > 0 then

@@ -116,12 +116,16 @@ async def _stream_elsewhere(request: HttpRequest, generation_id: str,
     """With REDIS_URL: a generation this process does not hold (yet)."""
     if not await may_see_elsewhere(request, generation_id):
         raise NotFound()
-    if last_event_id is not None and await store.peek_pending(generation_id) is not None:
-        raise BadRequest(NOT_STARTED)  # and it stays unclaimed, for a correct request
-    generation = await claim(generation_id)
-    if generation is None:
-        # Started by another web process (alive or not): read here from its log in Redis.
+    if last_event_id is None:
+        generation = await claim(generation_id)
+        if generation is None:
+            # Started by another web process (alive or not): read here from its log in Redis.
+            generation = await replicas(await ready_engine()).replicate(generation_id)
+    else:
+        # A reconnect: the answer has started, so its log comes first (one round trip).
         generation = await replicas(await ready_engine()).replicate(generation_id)
+        if generation is None and await store.peek_pending(generation_id) is not None:
+            raise BadRequest(NOT_STARTED)  # and it stays unclaimed, for a correct request
     if generation is not None:
         return await _open(request, generation, last_event_id)
     if await store.was_cancelled(generation_id):
