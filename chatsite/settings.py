@@ -178,6 +178,10 @@ STREAM_RESUME_MAX_BYTES = env_int("STREAM_RESUME_MAX_BYTES", 256 * 1024, minimum
 # many finished answers this process keeps, oldest freed first.
 STREAM_RETENTION_S = env_float("STREAM_RETENTION_S", 300.0)
 STREAM_RETAINED_MAX = env_int("STREAM_RETAINED_MAX", 1000, minimum=1)
+# The Responses API's `background` generations run with nobody reading: at most this many at
+# once in a web process, and per client (key, user or address).
+RESPONSES_BACKGROUND_MAX = env_int("RESPONSES_BACKGROUND_MAX", 32, minimum=0)
+RESPONSES_BACKGROUND_PER_CLIENT = env_int("RESPONSES_BACKGROUND_PER_CLIENT", 4, minimum=0)
 
 # Input limits, refused before any stream starts.
 STREAM_MAX_BODY_BYTES = env_int("STREAM_MAX_BODY_BYTES", 256 * 1024, minimum=1024)

@@ -8,7 +8,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
 
-from streaming.models import ApiKey, GenerationLog
+from streaming.models import ApiKey, GenerationLog, StoredResponse
 from streaming.ops import dashboard
 
 # The admin index gains a link to the latency dashboard: the index template is the only place
@@ -55,6 +55,24 @@ class GenerationLogAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         """Pruning is `manage.py prune_logs`' job, by age, not a click on one row."""
+        return False
+
+
+@admin.register(StoredResponse)
+class StoredResponseAdmin(admin.ModelAdmin):
+    """The Responses API's stored responses: read-only (`DELETE /v1/responses/<id>` forgets)."""
+
+    list_display = ("response_id", "created_at", "status", "owner", "output_tokens")
+    list_filter = ("status",)
+    search_fields = ("response_id", "owner")
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request):
+        """Responses are made by the API."""
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        """A record of what was asked and answered."""
         return False
 
 

@@ -64,6 +64,30 @@ class GenerationLog(models.Model):
         return f"{self.generation_id} ({self.status})"
 
 
+class StoredResponse(models.Model):
+    """A Responses API response kept for `GET /v1/responses/<id>` and `previous_response_id`
+    (its `store`, on by default): written when it is created, completed when it ends."""
+
+    response_id = models.CharField(max_length=32, unique=True)  # its generation's id
+    owner = models.CharField(max_length=80, blank=True, db_index=True)
+    created_at = models.DateTimeField(db_index=True)
+    spec = models.JSONField()  # what it was asked with (wire/responses_format.ResponseSpec)
+    messages = models.JSONField()  # the conversation it answered, instructions aside
+    status = models.CharField(max_length=16, default="in_progress")
+    output_text = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    error = models.JSONField(null=True, blank=True)
+    incomplete_reason = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "stored response"
+
+    def __str__(self) -> str:
+        return f"resp_{self.response_id} ({self.status})"
+
+
 KEY_PREFIX = "sk-"
 
 

@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from streaming.http import native_api, openai_api
+from streaming.http import native_api, openai_api, responses_api
 from streaming.ops import metrics
 
 
@@ -33,6 +33,11 @@ urlpatterns = [
     path("api/stream", native_api.stream_direct, name="stream-direct"),
     path("api/stats", native_api.stats, name="stats"),
     path("v1/chat/completions", openai_api.chat_completions, name="openai-chat-completions"),
+    path("v1/responses", responses_api.create_response, name="openai-responses"),
+    path("v1/responses/<str:response_id>", responses_api.response_detail,
+         name="openai-response"),
+    path("v1/responses/<str:response_id>/cancel", responses_api.cancel_response,
+         name="openai-response-cancel"),
     path("v1/models", openai_api.list_models, name="openai-models"),
     path("v1/models/<path:model>", openai_api.retrieve_model, name="openai-model"),
     path("healthz", native_api.healthz, name="healthz"),

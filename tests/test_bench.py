@@ -9,7 +9,7 @@ import random
 import pytest
 import redis
 
-from bench import apps, model, redis_log_bench
+from bench import apis_bench, apps, model, redis_log_bench
 from bench.client import StreamProtocol
 from streaming.wire import sse
 from tests.support.live import RawStream, start_redis
@@ -148,3 +148,14 @@ async def test_redis_log_bench_reports_every_figure(tmp_path):
         assert redis.Redis.from_url(server.url).keys("bench:log:*") == []  # it cleaned up
     finally:
         server.stop()
+
+
+@pytest.mark.live
+def test_apis_bench_reads_every_api_whole(tmp_path):
+    out = tmp_path / "apis.json"
+    results = apis_bench.main(["--streams", "2", "--tokens", "20", "--rounds", "1",
+                               "--out", str(out)])
+    assert json.loads(out.read_text()) == results
+    assert set(results) == set(apis_bench.APIS)
+    # Every stream was read whole and its ending checked; the CPU clock may tick less than once.
+    assert all(len(figures) == 1 and figures[0] >= 0 for figures in results.values())

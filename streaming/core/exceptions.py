@@ -125,6 +125,17 @@ class TooManyStreams(StreamingError):
                          headers=_retry_after(retry_after_s))
 
 
+class TooManyBackground(StreamingError):
+    """The client already runs as many background responses as it may."""
+
+    code = "too_many_background"
+    http_status = 429
+
+    def __init__(self, limit: int):
+        super().__init__(f"At most {limit} background responses at once per client; wait for "
+                         "one to end or cancel it.", headers=_retry_after(1))
+
+
 class ShuttingDown(StreamingError):
     """The process is draining before it exits: another one should take the request."""
 

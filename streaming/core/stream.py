@@ -254,6 +254,13 @@ class TokenStream:
         """The position just after the chunk whose id is `event_id`, or None if none has it."""
         return self._log.position_after(event_id)
 
+    def text(self, stop: int | None = None) -> str:
+        """The text of the logged chunks before position `stop` (None: all); whole only while
+        the log is `complete`."""
+        log = self._log
+        return "".join([chunk.text for chunk in log.chunks(log.first, self.end if stop is None
+                                                            else max(log.first, stop))])
+
     def free(self) -> None:
         """Stop keeping the log whole (past the cap, or a finished answer past its retention):
         free the chunks every reader has read; readers still in it finish."""

@@ -17,10 +17,12 @@ from streaming.core.stream import TokenStream
 class Audience:
     """The web processes that read one generation now, and an abort waiting for one back."""
 
-    def __init__(self, stream: TokenStream, home: str, *, grace_s: float) -> None:
+    def __init__(self, stream: TokenStream, home: str, *, grace_s: float,
+                 background: bool = False) -> None:
         self.stream = stream
         self.channels = {home}  # the web process that sent `generate` reads it first
         self.grace_s = grace_s
+        self.background = background  # runs with nobody reading: never aborted for that
         self._grace: asyncio.Task[Any] | None = None
 
     def attach(self, channel: str) -> None:
@@ -38,6 +40,8 @@ class Audience:
     def after_grace(self, spawn, nobody_reads, left_at: int) -> None:
         """Nobody reads it because a web process died (its readers gone by token `left_at`):
         give a reader the grace period to come back through another one, then abort."""
+        if self.background:
+            return
         async def wait() -> None:
             await asyncio.sleep(self.grace_s)
             stream = self.stream

@@ -160,8 +160,9 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.generations[request.id] = (stream, reply_to)
         self.known.add(request.id)
         log = message.get("log")
-        self.audiences[request.id] = Audience(stream, reply_to,
-                                              grace_s=log["grace_s"] if log else 0.0)
+        self.audiences[request.id] = Audience(
+            stream, reply_to, grace_s=log["grace_s"] if log else 0.0,
+            background=bool(log and log.get("background")))
         if log is not None:
             self.logs.start(request.id, {"request": message["request"], **log["meta"]},
                             max_bytes=log["max_bytes"], retention_s=log["retention_s"])
@@ -200,7 +201,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         """No web process reads it any more: abort, counting the `unread` tokens made since
         the last reader left as wasted."""
         entry, audience = self.generations.get(generation_id), self.audiences.get(generation_id)
-        if entry is None or audience is None or audience.channels:
+        if entry is None or audience is None or audience.channels or audience.background:
             return
         stream = entry[0]
         stream.count_unread(unread)

@@ -50,9 +50,12 @@ class Answer:
         max_bytes: int,
         abandon: Callable[[], Awaitable[None]],
         back: Callable[[], None] = lambda: None,
+        background: bool = False,
     ) -> None:
         self.stream = stream
         self.grace_s = grace_s
+        # Runs with nobody reading (the Responses API's `background`): never abandoned.
+        self.background = background
         self.retention_s = retention_s
         # Kept whole only if someone could read it again: a rejoin, or a read after the end.
         stream.max_log_bytes = max_bytes if grace_s > 0 or retention_s > 0 else 0
@@ -67,7 +70,8 @@ class Answer:
     @property
     def rejoinable(self) -> bool:
         """Whether a reader that leaves now could come back (to this answer, still live)."""
-        return self.grace_s > 0 and self.stream.complete and not self.stream.aborted
+        return ((self.grace_s > 0 or self.background) and self.stream.complete
+                and not self.stream.aborted)
 
     @property
     def readable(self) -> bool:
@@ -117,6 +121,8 @@ class Answer:
         if not self.rejoinable:
             self._abandoned = True
             await self._abandon()
+        elif self.background:
+            return  # its readers may come and go: it runs until its end, or a cancel
         elif self._grace is None:
             self._grace = asyncio.get_running_loop().create_task(self._wait_for_a_reader())
 

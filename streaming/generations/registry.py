@@ -59,6 +59,8 @@ class Generation:
     api: str = "native"
     client: str = ""
     owner: str = ""  # streaming/http/auth.py's principal of whoever created it
+    principal: str = ""  # who asked, for the limits (the owner only where ownership applies)
+    background: bool = False  # runs with nobody reading (the Responses API's `background`)
     status: str = PENDING
     error_code: str = ""
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -98,12 +100,12 @@ class Generation:
             grace_s=settings.STREAM_RESUME_GRACE_S if durable else 0.0,
             retention_s=settings.STREAM_RETENTION_S if durable else 0.0,
             max_bytes=settings.STREAM_RESUME_MAX_BYTES, abandon=self._abandon,
-            back=lambda: self.engine.readers_back(self.id),
+            back=lambda: self.engine.readers_back(self.id), background=self.background,
         )
         if durable:
             self.engine.keep_answer(self.id, {
                 "grace_s": self.answer.grace_s, "retention_s": self.answer.retention_s,
-                "max_bytes": settings.STREAM_RESUME_MAX_BYTES,
+                "max_bytes": settings.STREAM_RESUME_MAX_BYTES, "background": self.background,
                 "meta": {"api": self.api, "client": self.client, "owner": self.owner,
                          "created_at": self.created_at.isoformat()},
             })
@@ -241,6 +243,8 @@ class Registry:
             generation.engine.release(generation.id)
         self._live.pop(generation.id, None)
         _release(generation)
+        # Before its log may be freed: a stored response's row takes its text.
+        generation_finished.send(Generation, generation=generation)
         answer = generation.answer
         if answer is not None:
             answer.ended()
@@ -252,7 +256,6 @@ class Registry:
             _, oldest = self._recent.popitem(last=False)
             if oldest.answer is not None:
                 oldest.answer.free()
-        generation_finished.send(Generation, generation=generation)
 
     def discard(self, generation: Generation) -> None:
         """Forget a generation that never started (refused before its stream)."""

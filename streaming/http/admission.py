@@ -85,7 +85,8 @@ async def admit(
     engine.check_request(generation_request)
     generation = registry.add(
         Generation(generation_request, engine, api=api, client=client_address(request),
-                   owner=principal(request) if owner_required(request) else "")
+                   owner=principal(request) if owner_required(request) else "",
+                   principal=principal(request))
     )
     if store.enabled() and generation.owner:
         # With REDIS_URL: any web process can tell who may see and cancel it.
@@ -99,10 +100,11 @@ def owned(request: HttpRequest, generation: Generation | None) -> Generation | N
     return generation if generation is None or may_see(request, generation.owner) else None
 
 
-async def start_new(request: HttpRequest, generation: Generation) -> None:
+async def start_new(request: HttpRequest, generation: Generation, *,
+                    durable: bool = False) -> None:
     """Start the engine on a generation that has only just been created (no reader yet)."""
     try:
-        await start_admitted(request, generation)
+        await start_admitted(request, generation, durable=durable)
     except StreamingError:
         registry.discard(generation)  # refused before it began: nothing to log
         raise

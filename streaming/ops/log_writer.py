@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 
-from streaming.models import GenerationLog
+from streaming.generations import stored
+from streaming.models import GenerationLog, StoredResponse
 
 if TYPE_CHECKING:
     from streaming.generations.registry import Generation
@@ -27,6 +28,7 @@ KEEP_CONNECTION_S = 5.0  # idle this long, the writer lets its connection go
 
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generation-log")
 _rows: list[dict[str, Any]] = []
+_ends: list[tuple[str, dict[str, Any]]] = []  # stored responses' final columns, by id
 _writer: asyncio.Task[None] | None = None
 _more = asyncio.Event()  # a row was queued: wakes the writer while it keeps its connection
 _writing: set[Future[None]] = set()  # batches in the thread: waited on by flush, from any loop
@@ -39,9 +41,11 @@ def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
 
 
 def schedule_log(generation: Generation) -> None:
-    """Queue the row: the reader's last frame is already out."""
+    """Queue the row (and a stored response's end): the reader's last frame is already out."""
     global _writer, _more
     _rows.append(generation.log_fields())
+    if generation.api == "responses":
+        _ends.append((generation.id, stored.final_fields(generation)))
     loop = asyncio.get_running_loop()
     if _writer is None or _writer.done() or _writer.get_loop() is not loop:
         _more = asyncio.Event()
@@ -60,11 +64,10 @@ async def _drain() -> None:
     while True:
         _more.clear()
         while _rows:
-            batch = _rows[:]
-            del _rows[:]
+            batch, ends = _take()
             # Shielded: if this task is cancelled (its loop shutting down), the batch is still
             # written, instead of being dropped from the thread's queue with it.
-            await asyncio.shield(asyncio.wrap_future(_submit(_write, batch)))
+            await asyncio.shield(asyncio.wrap_future(_submit(_write, batch, ends)))
         try:
             async with asyncio.timeout(KEEP_CONNECTION_S):
                 await _more.wait()
@@ -76,7 +79,19 @@ async def _drain() -> None:
             return  # (no await since the check: a row queued from now on starts a new writer)
 
 
-def _write(batch: list[dict[str, Any]]) -> None:
+def _take() -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
+    batch, ends = _rows[:], _ends[:]
+    del _rows[:], _ends[:]
+    return batch, ends
+
+
+def _write(batch: list[dict[str, Any]], ends: list[tuple[str, dict[str, Any]]]) -> None:
+    for generation_id, fields in ends:
+        try:
+            StoredResponse.objects.filter(response_id=generation_id).update(**fields)
+        except Exception:
+            logger.exception("could not complete the stored response of %s", generation_id)
+            connection.close()
     try:
         # One row per generation: when a fleet's answer outlived its web process, each process
         # that read it to the end writes it (fleet/replica.py); the first write wins.
@@ -101,9 +116,7 @@ def _close() -> None:
 async def flush() -> None:
     """Write every queued row and let the connection go (shutdown and tests), from any loop."""
     if _rows:  # whichever loop queued them: the writer may be asleep, or its loop gone
-        batch = _rows[:]
-        del _rows[:]
-        _submit(_write, batch)
+        _submit(_write, *_take())
     _submit(_close)
     for future in list(_writing):
         await asyncio.shield(asyncio.wrap_future(future))

@@ -102,6 +102,20 @@ class Metrics:
             engine_labels,
             registry=registry,
         )
+        # The Responses API's `background` ones run with nobody reading: an operator sees
+        # what runs for nobody.
+        self.background_generations = Counter(
+            "streaming_background_generations",
+            "Background generations ended (they run with nobody reading), by how they ended.",
+            ("status",),
+            registry=registry,
+        )
+        self.background_tokens = Counter(
+            "streaming_background_tokens_generated",
+            "Tokens background generations produced, counted when each ends.",
+            engine_labels,
+            registry=registry,
+        )
         # `livesum`: a process that has exited (and said so) no longer counts towards the sum.
         self.streams_in_flight = Gauge(
             "streaming_streams_in_flight",
@@ -133,6 +147,9 @@ class Metrics:
         labels = (engine.name, engine.model)
         if stream.tokens_generated:
             self.tokens_generated.labels(*labels).inc(stream.tokens_generated)
+        if generation.background:
+            self.background_generations.labels(generation.status).inc()
+            self.background_tokens.labels(*labels).inc(stream.tokens_generated)
         if stream.tokens_after_abort:
             self.tokens_after_abort.labels(*labels).inc(stream.tokens_after_abort)
         times = stream.token_times

@@ -7,30 +7,10 @@ import random
 
 import pytest
 from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.ops.metrics import LATENCY_BUCKETS_S, observe_many
-from tests.support.live import LiveServer, RawStream, tokens_of, wait_until
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(server: LiveServer) -> Samples:
-    """Every sample of one scrape, keyed by name and labels."""
-    response = server.get("/metrics")
-    assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/plain")
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(response.text)
-        for sample in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """The sum of `name`'s samples whose labels include `labels`."""
-    wanted = set(labels.items())
-    return sum(v for (n, have), v in samples.items() if n == name and wanted <= have)
+from tests.support.live import RawStream, tokens_of, wait_until
+from tests.support.metrics import scrape, value
 
 
 def stream_body(max_tokens: int, **extra: object) -> bytes:

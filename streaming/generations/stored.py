@@ -1,0 +1,99 @@
+"""Responses of the Responses API: a generation seen as OpenAI's `Response`, and its stored row.
+
+A generation's status maps onto a response's (`outcome_of`); a stored response (`store`, on by
+default) is a StoredResponse row, written when the response is created, so that any web process
+can answer `GET /v1/responses/<id>` and continue it with `previous_response_id`, and completed
+by the log writer when the generation ends (`final_fields`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streaming.core.request import Message
+from streaming.generations.registry import PENDING, STREAMING, Generation
+from streaming.models import GenerationStatus, StoredResponse
+from streaming.wire.responses_format import Outcome, ResponseSpec
+
+INCOMPLETE = "max_output_tokens"  # the one reason our generations stop short
+
+
+def status_of(generation: Generation) -> str:
+    """A generation's status, as a response's."""
+    status = generation.status
+    if status == PENDING:
+        return "queued"
+    if status == STREAMING:
+        return "in_progress"
+    if status == GenerationStatus.COMPLETED:
+        stream = generation.stream
+        return "incomplete" if stream is not None and stream.finish_reason == "length" \
+            else "completed"
+    if status in (GenerationStatus.CANCELLED, GenerationStatus.CLIENT_DISCONNECTED):
+        return "cancelled"
+    return "failed"
+
+
+def outcome_of(generation: Generation, text: str | None = None) -> Outcome:
+    """Where a generation is, as a response: `text` as read, or its log's."""
+    stream = generation.stream
+    status = status_of(generation)
+    if text is None:
+        text = stream.text() if stream is not None else ""
+    return Outcome(
+        status=status, text=text,
+        input_tokens=(stream.prompt_tokens or 0) if stream is not None else 0,
+        output_tokens=generation.figures()["tokens_generated"],
+        error=({"code": "server_error", "message": f"The generation failed "
+                f"({generation.error_code or generation.status})."}
+               if status == "failed" else None),
+        incomplete_reason=INCOMPLETE if status == "incomplete" else None,
+    )
+
+
+def final_fields(generation: Generation) -> dict[str, Any]:
+    """A stored response's columns once its generation has ended (the log writer's update)."""
+    outcome = outcome_of(generation)
+    return {"status": outcome.status, "output_text": outcome.text,
+            "input_tokens": outcome.input_tokens, "output_tokens": outcome.output_tokens,
+            "error": outcome.error, "incomplete_reason": outcome.incomplete_reason or ""}
+
+
+def spec_of(row: StoredResponse) -> ResponseSpec:
+    """What a stored response was asked with."""
+    return ResponseSpec(**row.spec)
+
+
+def stored_outcome(row: StoredResponse) -> Outcome:
+    """A stored response as its row last recorded it."""
+    return Outcome(status=row.status, text=row.output_text, input_tokens=row.input_tokens,
+                   output_tokens=row.output_tokens, error=row.error,
+                   incomplete_reason=row.incomplete_reason or None)
+
+
+def conversation(row: StoredResponse) -> list[Message]:
+    """The turns a response continuing this one starts from: its input, then its answer."""
+    turns = [Message(turn["role"], turn["content"]) for turn in row.messages]
+    if row.output_text:
+        turns.append(Message("assistant", row.output_text))
+    return turns
+
+
+async def save(spec: ResponseSpec, owner: str, messages: list[Message],
+               generation: Generation) -> None:
+    """Store a new response (before its generation starts: its end always finds the row)."""
+    await StoredResponse.objects.acreate(
+        response_id=spec.generation_id, owner=owner[:80], created_at=generation.created_at,
+        spec=spec.as_json(), messages=[{"role": m.role, "content": m.content} for m in messages],
+        status=status_of(generation),
+    )
+
+
+async def load(generation_id: str) -> StoredResponse | None:
+    """A stored response, whoever owns it (callers check)."""
+    return await StoredResponse.objects.filter(response_id=generation_id).afirst()
+
+
+async def forget(generation_id: str) -> None:
+    """Delete a stored response."""
+    await StoredResponse.objects.filter(response_id=generation_id).adelete()

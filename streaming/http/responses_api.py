@@ -1,0 +1,284 @@
+"""OpenAI's Responses API on durable answers: `/v1/responses`.
+
+A response is a generation read through its answer's log (generations/answer.py), framed as
+OpenAI's typed events (wire/responses_format.py) whose `sequence_number` is a position in that
+log: `GET /v1/responses/<id>?stream=true&starting_after=N` re-reads it from event N + 1, live,
+on any web process. A streamed response is aborted once nobody reads it (after
+STREAM_RESUME_GRACE_S), like every stream; `background: true` is the one opt-in exception: it
+runs with nobody reading, bounded by `max_output_tokens`, RESPONSES_BACKGROUND_MAX and
+RESPONSES_BACKGROUND_PER_CLIENT, and cancelled by `POST /v1/responses/<id>/cancel`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from streaming.core.chunk_log import Chunk
+from streaming.core.exceptions import (
+    BadRequest,
+    EngineBusy,
+    GenerationError,
+    Gone,
+    NotFound,
+    TooManyBackground,
+)
+from streaming.core.request import Message
+from streaming.core.stream import TokenStream
+from streaming.engines.startup import ready_engine
+from streaming.fleet import store
+from streaming.fleet.replica import replicas
+from streaming.generations import stored
+from streaming.generations.answer import event_id
+from streaming.generations.registry import Generation, registry
+from streaming.http.admission import admit, api_view, start_new
+from streaming.http.auth import may_see, owner_required, principal
+from streaming.http.errors import openai_error_response
+from streaming.http.responses import event_stream, open_event_stream
+from streaming.http.responses_body import ResponseBody, generation_id_of, parse_response_body
+from streaming.models import GenerationStatus, StoredResponse
+from streaming.wire import openai_format, sse
+from streaming.wire import responses_format as wire
+from streaming.wire.responses_format import Outcome, ResponseSpec
+
+
+class ResponseNotFound(NotFound):
+    """No such response, or not the asker's."""
+
+    def __init__(self, response_id: str, param: str | None = None) -> None:
+        super().__init__(f"No response with id {response_id[:60]!r}.")
+        self.param = param
+
+
+class ResponseFramer:
+    """One reader's frames of a response, from a position in its answer's log."""
+
+    def __init__(self, spec: ResponseSpec, stream: TokenStream, position: int,
+                 after: int) -> None:
+        self.spec = spec
+        self.after = after  # the last event the reader has (tail events up to it are skipped)
+        self.next = wire.PREAMBLE_EVENTS + position  # the next delta's number
+        self.parts = [stream.text(position)]  # the text before it, for the `done` events
+        self.deltas = wire.DeltaWriter(spec.generation_id)
+
+    def tokens(self, batch: list[Chunk]) -> bytes:
+        """A delta event per chunk, in one write."""
+        delta, first = self.deltas.delta, self.next
+        self.next += len(batch)
+        self.parts += [chunk.text for chunk in batch]
+        return b"".join([delta(first + i, chunk.text) for i, chunk in enumerate(batch)])
+
+    @staticmethod
+    def ping() -> bytes:
+        """An SSE comment, which OpenAI's clients skip."""
+        return sse.PING
+
+    def done(self, stream: TokenStream) -> bytes:
+        """The text, part and item done, then `response.completed` (or `incomplete`)."""
+        length = stream.finish_reason == "length"
+        return self._tail(Outcome(
+            status="incomplete" if length else "completed", text="".join(self.parts),
+            input_tokens=stream.prompt_tokens or 0, output_tokens=stream.tokens_generated,
+            incomplete_reason=stored.INCOMPLETE if length else None))
+
+    def error(self, error: GenerationError) -> bytes:
+        """`error` when cancelled; `response.failed` when the generation failed."""
+        if error.code in ("cancelled", "client_disconnected"):
+            return self._tail(Outcome(status="cancelled"))
+        return self._tail(Outcome(status="failed", text="".join(self.parts), error={
+            "code": "server_error", "message": f"{error.message} ({error.code})"}))
+
+    def _tail(self, outcome: Outcome) -> bytes:
+        return wire.tail(self.spec, outcome, self.next, self.after)
+
+
+class ResponseCollector:
+    """For `stream: false`: the `Response` object at the end."""
+
+    def __init__(self, spec: ResponseSpec) -> None:
+        self.spec, self.parts, self.status = spec, [], 200
+
+    def tokens(self, batch: list[Chunk]) -> bytes:
+        """Keep the text; nothing is sent before the end."""
+        self.parts += [chunk.text for chunk in batch]
+        return b""
+
+    @staticmethod
+    def ping() -> bytes:
+        """Nothing: a JSON reply has no keep-alive."""
+        return b""
+
+    def done(self, stream: TokenStream) -> bytes:
+        """The whole response, with its usage."""
+        length = stream.finish_reason == "length"
+        return _json(wire.response_object(self.spec, Outcome(
+            status="incomplete" if length else "completed", text="".join(self.parts),
+            input_tokens=stream.prompt_tokens or 0, output_tokens=stream.tokens_generated,
+            incomplete_reason=stored.INCOMPLETE if length else None)))
+
+    def error(self, error: GenerationError) -> bytes:
+        """A failure after it started: OpenAI's error JSON, with the error's status."""
+        self.status = error.http_status
+        return _json(openai_format.error_body(error.code, error.message, error.http_status))
+
+
+@api_view("POST", errors=openai_error_response)
+async def create_response(request: HttpRequest) -> HttpResponse:
+    """`POST /v1/responses`: streamed, waited for, or left to run in the background."""
+    body = parse_response_body(request.body)
+    history = await _previous_turns(request, body)
+    generation, spec = await admit(
+        request, lambda _, engine: body.build(engine.model, history), api="responses")
+    if body.background:
+        generation.background = True
+        _check_background_room(request, generation)
+    if body.store:
+        await stored.save(spec, generation.owner, _stored_turns(generation, spec), generation)
+    try:
+        await start_new(request, generation, durable=True)
+    except Exception:
+        if body.store:
+            await stored.forget(generation.id)  # refused before it began: nothing to keep
+        raise
+    if body.stream:
+        framer = ResponseFramer(spec, generation.stream, 0, -1)
+        return await open_event_stream(generation, framer,
+                                       preamble=wire.preamble(spec, Outcome("in_progress"), -1))
+    if body.background:
+        return JsonResponse(wire.response_object(spec, stored.outcome_of(generation)))
+    collector = ResponseCollector(spec)
+    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, collector)
+    reply = b"".join([frame async for frame in frames])
+    if not reply:  # the engine cut the stream (the `cut` test hook): no answer to give
+        raise GenerationError("worker_unavailable", "The generation ended without an answer.")
+    return HttpResponse(reply, status=collector.status, content_type="application/json")
+
+
+@api_view("GET", "DELETE", errors=openai_error_response)
+async def response_detail(request: HttpRequest, response_id: str) -> HttpResponse:
+    """`GET /v1/responses/<id>` (its state, or `?stream=true` its events), `DELETE` (forget)."""
+    row = await _stored(request, response_id)
+    if request.method == "DELETE":
+        generation = await _answer_of(row)
+        if generation is not None and generation.live:
+            await _cancel(generation)
+        await stored.forget(row.response_id)
+        return JsonResponse({"id": response_id, "object": "response", "deleted": True})
+    streamed = request.GET.get("stream", "false")
+    if streamed not in ("true", "false"):
+        raise BadRequest("`stream` must be true or false.")
+    generation = await _answer_of(row)
+    spec = stored.spec_of(row)
+    if streamed == "false":
+        outcome = (stored.outcome_of(generation) if generation is not None
+                   else stored.stored_outcome(row))
+        return JsonResponse(wire.response_object(spec, outcome))
+    if generation is None or generation.answer is None or not generation.answer.readable:
+        raise Gone("This response's events are no longer kept (STREAM_RETENTION_S); GET it "
+                   "without `stream` for its final state.")
+    after = _starting_after(request)
+    position, after = _position(generation.stream, after)
+    framer = ResponseFramer(spec, generation.stream, position, after)
+    return await open_event_stream(
+        generation, framer, preamble=wire.preamble(spec, Outcome("in_progress"), after),
+        position=position)
+
+
+@api_view("POST", errors=openai_error_response)
+async def cancel_response(request: HttpRequest, response_id: str) -> HttpResponse:
+    """`POST /v1/responses/<id>/cancel`: stop it within a token; the response as it ends."""
+    row = await _stored(request, response_id)
+    generation = await _answer_of(row)
+    spec = stored.spec_of(row)
+    if generation is None:
+        return JsonResponse(wire.response_object(spec, stored.stored_outcome(row)))
+    if generation.live:
+        await _cancel(generation)
+        return JsonResponse(wire.response_object(spec, Outcome(
+            status="cancelled", text=generation.stream.text() if generation.stream else "")))
+    return JsonResponse(wire.response_object(spec, stored.outcome_of(generation)))
+
+
+async def _previous_turns(request: HttpRequest, body: ResponseBody) -> list[Message]:
+    if body.previous_response_id is None:
+        return []
+    row = await stored.load(body.previous_response_id)
+    if row is None or not may_see(request, row.owner):
+        raise ResponseNotFound(body.data["previous_response_id"], "previous_response_id")
+    return stored.conversation(row)
+
+
+def _stored_turns(generation: Generation, spec: ResponseSpec) -> list[Message]:
+    """The conversation to store: the request's turns without the instructions."""
+    messages = list(generation.request.messages)
+    return messages[1:] if spec.instructions else messages
+
+
+def _check_background_room(request: HttpRequest, generation: Generation) -> None:
+    """429 past the client's share of background responses, 503 past this process's."""
+    running = [g for g in registry.live() if g.background and g is not generation]
+    mine = sum(1 for g in running if g.principal == principal(request))
+    if mine >= settings.RESPONSES_BACKGROUND_PER_CLIENT:
+        registry.discard(generation)
+        raise TooManyBackground(settings.RESPONSES_BACKGROUND_PER_CLIENT)
+    if len(running) >= settings.RESPONSES_BACKGROUND_MAX:
+        registry.discard(generation)
+        raise EngineBusy("As many background responses run as this server allows; try again "
+                         "shortly.")
+
+
+async def _stored(request: HttpRequest, response_id: str) -> StoredResponse:
+    generation_id = generation_id_of(response_id)
+    row = await stored.load(generation_id) if generation_id is not None else None
+    if row is None or (owner_required(request) and not may_see(request, row.owner)):
+        raise ResponseNotFound(response_id)
+    return row
+
+
+async def _answer_of(row: StoredResponse) -> Generation | None:
+    """The generation behind a stored response, here or (its log in Redis) from any process."""
+    generation = registry.get(row.response_id)
+    if generation is None and store.enabled():
+        try:
+            generation = await replicas(await ready_engine()).replicate(row.response_id)
+        except Gone:
+            return None
+    return generation
+
+
+async def _cancel(generation: Generation) -> None:
+    if generation.stream is None:
+        registry.finish(generation, GenerationStatus.CANCELLED, "cancelled")
+    else:
+        await generation.engine.abort(generation.id)
+
+
+def _starting_after(request: HttpRequest) -> int:
+    """`?starting_after=N` or `Last-Event-ID: N` (EventSource's own reconnect); -1: none."""
+    raw = request.GET.get("starting_after", request.headers.get("Last-Event-ID"))
+    if raw is None:
+        return -1
+    number = event_id(raw)
+    if number is None:
+        raise BadRequest("`starting_after` must be a sequence number (an integer ≥ 0).")
+    return number
+
+
+def _position(stream: TokenStream, after: int) -> tuple[int, int]:
+    """Where a reader that has every event up to `after` reads the log from, and `after`."""
+    first_delta = wire.PREAMBLE_EVENTS
+    if after < first_delta:
+        return 0, after
+    position = after - first_delta + 1  # the chunks it has: deltas first_delta..after
+    if position <= stream.end:
+        return position, after
+    if stream.finished and after < first_delta + stream.end + wire.TAIL_EVENTS:
+        return stream.end, after  # only the ending's events are left to send
+    raise BadRequest(f"`starting_after` {after} is not an event of this response"
+                     f"{'' if stream.finished else ' yet'}.")
+
+
+def _json(payload: dict) -> bytes:
+    return json.dumps(payload, ensure_ascii=False).encode()

@@ -1,0 +1,183 @@
+"""The body of `POST /v1/responses`: validated into a GenerationRequest and a ResponseSpec.
+
+As for chat completions (openai_api.py), a field is supported, harmless to ignore, accepted at
+its neutral value only, or refused with a 400 that names it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from streaming.core.exceptions import BadRequest
+from streaming.core.request import GenerationRequest, Message
+from streaming.http.openai_api import ModelNotFound, UnsupportedParameter
+from streaming.http.openai_api import _is_none_or as is_none_or  # TODO rename
+from streaming.http.validation import build_request, decode_json_object, parse_messages
+from streaming.wire.responses_format import ID_PREFIX, ResponseSpec
+
+SUPPORTED = {
+    "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
+    "background", "store", "previous_response_id", "metadata",
+    "seed", "fault",  # ours, as in the native API: the same answer for the same seed
+}
+IGNORED = {"user", "service_tier", "prompt_cache_key", "safety_identifier", "parallel_tool_calls",
+           "stream_options"}
+NEUTRAL = {
+    "tools": is_none_or([]),
+    "tool_choice": is_none_or("none", "auto"),
+    "text": lambda value: value is None or value in ({}, {"format": {"type": "text"}}),
+    "reasoning": is_none_or({}),
+    "include": is_none_or([]),
+    "truncation": is_none_or("disabled"),
+    "top_logprobs": is_none_or(0),
+    "max_tool_calls": is_none_or(),
+    "prompt": is_none_or(),
+    "conversation": is_none_or(),
+}
+ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
+TEXT_PARTS = {"input_text", "output_text", "text"}
+RESPONSE_ID = re.compile(re.escape(ID_PREFIX) + "([0-9a-f]{32})")
+MAX_METADATA = 16  # OpenAI's bounds on `metadata`: pairs, key and value characters
+MAX_METADATA_KEY, MAX_METADATA_VALUE = 64, 512
+
+
+def generation_id_of(response_id: str) -> str | None:
+    """The generation behind a response id (`resp_<32 hex>`), or None."""
+    match = RESPONSE_ID.fullmatch(response_id)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseBody:
+    """A checked body, before the engine and the previous response are known."""
+
+    data: dict[str, Any]
+    stream: bool
+    background: bool
+    store: bool
+    previous_response_id: str | None  # its generation id
+
+    def build(self, model: str, history: list[Message]) -> tuple[GenerationRequest,
+                                                                 ResponseSpec]:
+        """The request (instructions, then `history`, then the input) and its spec."""
+        data = self.data
+        requested = data.get("model")
+        if requested != model:
+            raise ModelNotFound(f"The model {requested!r} does not exist; this server serves "
+                                f"{model!r} (GET /v1/models).")
+        instructions = data.get("instructions")
+        turns = [*([Message("system", instructions)] if instructions else []), *history,
+                 *input_messages(data.get("input"))]
+        request = build_request(
+            messages=parse_messages({"messages": [{"role": m.role, "content": m.content}
+                                                  for m in turns]}),
+            max_tokens=data.get("max_output_tokens"), temperature=data.get("temperature"),
+            top_p=data.get("top_p"), seed=data.get("seed"), fault=data.get("fault"),
+        )
+        spec = ResponseSpec(
+            generation_id=request.id, model=model, created_at=int(time.time()),
+            instructions=instructions, max_output_tokens=data.get("max_output_tokens"),
+            temperature=data.get("temperature"), top_p=data.get("top_p"),
+            metadata=data.get("metadata") or {},
+            previous_response_id=data.get("previous_response_id"),
+            background=self.background, store=self.store,
+        )
+        return request, spec
+
+
+def parse_response_body(body: bytes) -> ResponseBody:
+    """Check every field that needs no engine; `ResponseBody.build` does the rest."""
+    data = decode_json_object(body)
+    for key, value in data.items():
+        if key in SUPPORTED or key in IGNORED:
+            continue
+        neutral = NEUTRAL.get(key)
+        if neutral is None:
+            raise UnsupportedParameter(key, f"Unrecognized request argument supplied: {key}.")
+        if not neutral(value):
+            raise UnsupportedParameter(key, f"This server does not support `{key}`: got "
+                                            f"{key}={json.dumps(value)[:200]}.")
+    if not isinstance(data.get("model"), str) or not data["model"]:
+        raise UnsupportedParameter("model", "`model` must be a non-empty string.")
+    if data.get("input") is None:
+        raise UnsupportedParameter("input", "`input` is required: a string or a list of "
+                                            "messages.")
+    instructions = data.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise UnsupportedParameter("instructions", "`instructions` must be a string.")
+    stream, background, store = (_flag(data, "stream", False), _flag(data, "background", False),
+                                 _flag(data, "store", True))
+    if background and not store:
+        raise UnsupportedParameter("background", "A background response must be stored: "
+                                                 "`store` cannot be false with it.")
+    _check_metadata(data.get("metadata"))
+    previous = data.get("previous_response_id")
+    previous_id = None
+    if previous is not None:
+        previous_id = generation_id_of(previous) if isinstance(previous, str) else None
+        if previous_id is None:
+            raise UnsupportedParameter("previous_response_id",
+                                       "`previous_response_id` must be a response id "
+                                       f"({ID_PREFIX}…).")
+    input_messages(data["input"])  # its errors before any lookup
+    return ResponseBody(data, stream, background, store, previous_id)
+
+
+def input_messages(raw: Any) -> list[Message]:
+    """`input`: a string (one user turn) or message items with text content."""
+    if isinstance(raw, str):
+        return [Message("user", raw)]
+    if not isinstance(raw, list) or not raw:
+        raise UnsupportedParameter("input", "`input` must be a string or a non-empty list of "
+                                            "messages.")
+    return [_message(item, f"input[{position}]") for position, item in enumerate(raw)]
+
+
+def _message(item: Any, where: str) -> Message:
+    if not isinstance(item, dict) or item.get("type", "message") != "message" or not set(
+            item) <= {"type", "role", "content", "id", "status"}:
+        raise UnsupportedParameter(where, f"`{where}` must be a message item ({{\"role\", "
+                                          "\"content\"}); other item types are not supported.")
+    role = ROLES.get(item.get("role"))
+    if role is None:
+        raise UnsupportedParameter(f"{where}.role", f"`{where}.role` must be one of "
+                                                    f"{', '.join(ROLES)}.")
+    content = item.get("content")
+    if isinstance(content, list):
+        texts = []
+        for index, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") not in TEXT_PARTS or not \
+                    isinstance(part.get("text"), str):
+                raise UnsupportedParameter(f"{where}.content[{index}]",
+                                           "Only text content parts are supported.")
+            texts.append(part["text"])
+        content = "".join(texts)
+    if not isinstance(content, str):
+        raise UnsupportedParameter(f"{where}.content", f"`{where}.content` must be a string or "
+                                                       "a list of text parts.")
+    return Message(role, content)
+
+
+def _flag(data: dict[str, Any], name: str, default: bool) -> bool:
+    value = data.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise BadRequest(f"`{name}` must be true or false.")
+    return value
+
+
+def _check_metadata(metadata: Any) -> None:
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict) or len(metadata) > MAX_METADATA or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= MAX_METADATA_KEY
+            and len(v) <= MAX_METADATA_VALUE for k, v in metadata.items()):
+        raise UnsupportedParameter(
+            "metadata", f"`metadata` must map at most {MAX_METADATA} keys of at most "
+                        f"{MAX_METADATA_KEY} characters to strings of at most "
+                        f"{MAX_METADATA_VALUE}.")
