@@ -36,6 +36,7 @@ class GenerationRequest:
     top_p: float = 1.0
     seed: int | None = None
     fault: Fault | None = None
+    stop: tuple[str, ...] = ()  # the answer ends where one of these first appears, without it
 
     @property
     def prompt_chars(self) -> int:

@@ -1,9 +1,10 @@
 """transformers' continuous batching, made ready for the transformers engine: the chat prompt
 as token ids, the end-of-sequence ids, a started manager sized for the machine, a warm-up, and
-a cancelled request forgotten."""
+a request cancelled, then forgotten."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -93,6 +94,22 @@ def warm_up(manager: ContinuousBatchingManager, prompt_ids: list[int], max_batch
                 raise EngineUnavailable(f"Warm-up failed: {result.error}")
             if result.is_finished():
                 pending.discard(result.request_id)
+
+
+def cancel(manager: ContinuousBatchingManager, request_id: str, grace_s: float, *,
+           count_late: bool) -> None:
+    """Have the manager drop a request at its next step, and forget it `grace_s` later.
+
+    The step in flight may still report tokens for it: with `count_late` they reach its handler
+    meanwhile (an aborted stream counts them as tokens_after_abort); without, they go to the
+    output queue, which forget_request drains.
+    """
+    manager.cancel_request(request_id)
+    if not count_late:
+        router = manager.output_router
+        with router._lock:
+            router.result_handlers.pop(request_id, None)
+    asyncio.get_running_loop().call_later(grace_s, forget_request, manager, request_id)
 
 
 def forget_request(manager: ContinuousBatchingManager, request_id: str) -> None:

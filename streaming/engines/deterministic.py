@@ -1,7 +1,8 @@
 """The lab's deterministic token generator: a fixed pace, seeded output, and fault hooks.
 
-Its tokens are the seeded script's (script.py). It runs as a real producer task, exactly like a
-model would, so that its counters prove whether an abort really stopped the work.
+Its tokens are the seeded script's (script.py), cut at the first stop string (stop.py). It runs
+as a real producer task, exactly like a model would, so that its counters prove whether an abort
+really stopped the work.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import TaskEngine
 from streaming.engines.script import tokens_for
+from streaming.engines.stop import StopGate
 
 
 class DeterministicEngine(TaskEngine):
@@ -94,6 +96,7 @@ class DeterministicEngine(TaskEngine):
     async def _produce(self, stream: TokenStream) -> None:
         request = stream.request
         tokens, finish_reason = tokens_for(request, self.answer_tokens)
+        gate = StopGate(request.stop, stream.push) if request.stop else None
         loop = asyncio.get_running_loop()
         start = loop.time() + self.ttft_s
         for index, token in enumerate(tokens):
@@ -105,7 +108,13 @@ class DeterministicEngine(TaskEngine):
                 await asyncio.sleep(0)
             if not stream.has_room:
                 await stream.wait_for_room()
-            stream.push(token)
+            if gate is None:
+                stream.push(token)
+            elif gate.add(token, 1):
+                stream.finish("stop")  # a stop string: the rest of the script is never made
+                return
+        if gate is not None:
+            gate.flush()
         fault = request.fault
         if fault is None:
             stream.finish(finish_reason)  # type: ignore[arg-type]

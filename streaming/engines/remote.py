@@ -193,6 +193,8 @@ class RemoteEngine(TaskEngine):
         }
         if request.seed is not None:
             body["seed"] = request.seed
+        if request.stop:
+            body["stop"] = list(request.stop)  # the upstream stops at them, and leaves them out
         return body
 
     def request_bytes(self, request: GenerationRequest) -> bytes:

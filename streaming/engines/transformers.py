@@ -6,8 +6,9 @@ ends or is cancelled leaves the batch at the next step and a waiting one takes i
 
 This engine adds what serving needs around it: a cap on the sequences batched together
 (`max_batch`) and a bounded waiting queue in front of it (full → EngineBusy, a 503 before the
-stream), the chat template, incremental detokenization, the context window, and a decode loop
-that is restarted when it dies (decode_loop.py; batching.py makes the manager).
+stream), the chat template, incremental detokenization, stop strings (stop.py), the context
+window, and a decode loop that is restarted when it dies (decode_loop.py; batching.py makes the
+manager).
 
 Threads: the manager's thread delivers each step's outputs for all streams with one
 `call_soon_threadsafe` (transformers' `OutputRouter.deliver_batch`), so the event loop wakes once
@@ -39,6 +40,7 @@ from streaming.engines import batching, model_source
 from streaming.engines.base import Engine
 from streaming.engines.decode_loop import DecodeLoop
 from streaming.engines.detokenizer import IncrementalDetokenizer
+from streaming.engines.stop import StopGate
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -58,9 +60,9 @@ class _Job:
     limited_by_context: bool  # True when the window, not max_tokens, set max_new_tokens
     loop: asyncio.AbstractEventLoop
     detokenizer: IncrementalDetokenizer
+    gate: StopGate  # text held back while it is a split character or may begin a stop string
     submitted_at: float | None = None  # when it left our queue for the batch
     seen_tokens: int = 0  # generated tokens already handled
-    pending_tokens: int = 0  # tokens counted but whose text is held back (a split character)
     sampling: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -248,6 +250,7 @@ class TransformersEngine(Engine):
             detokenizer=IncrementalDetokenizer(
                 lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
             ),
+            gate=StopGate(request.stop, stream.push),
             sampling={
                 "temperature": max(float(request.temperature), self.MIN_TEMPERATURE),
                 "top_p": float(request.top_p),
@@ -302,14 +305,12 @@ class TransformersEngine(Engine):
             return
         if stream.finished:
             return
-        if new:
-            text = job.detokenizer.add(new)
-            count = job.pending_tokens + len(new)
-            if text:
-                stream.push(text, tokens=count)
-                job.pending_tokens = 0
-            else:
-                job.pending_tokens = count
+        if new and job.gate.add(job.detokenizer.add(new), len(new)):
+            # A stop string: the sequence leaves the batch, and nothing reads what it still makes.
+            if not finished:
+                self._cancel_in_manager(job, count_late=False)
+            self._end(job, "stop")
+            return
         if not finished:
             return
         if output.error is not None:
@@ -322,11 +323,9 @@ class TransformersEngine(Engine):
                 self.decode_loop.mark_failed(output.error)
             self._end(job, error=GenerationError("engine_error"))
             return
-        tail = job.detokenizer.flush()
-        if tail or job.pending_tokens:
-            stream.push(tail, tokens=job.pending_tokens or 0)
-            job.pending_tokens = 0
-        if hit_eos:
+        stopped = job.gate.add(job.detokenizer.flush(), 0)
+        job.gate.flush()
+        if hit_eos or stopped:
             self._end(job, "stop")
         elif job.limited_by_context:
             self._end(job, error=GenerationError("context_length"))
@@ -356,20 +355,19 @@ class TransformersEngine(Engine):
             return
         if job.id in self._running:
             del self._running[job.id]
-            manager = self.decode_loop.manager
-            if manager is not None:
-                manager.cancel_request(job.id)
-                # The step in flight may still report tokens for it: keep its handler a while
-                # so they are counted as tokens_after_abort, then drop it.
-                asyncio.get_running_loop().call_later(
-                    self.CANCEL_GRACE_S, batching.forget_request, manager, job.id
-                )
+            self._cancel_in_manager(job, count_late=True)
         else:
             try:
                 self._waiting.remove(job)
             except ValueError:
                 pass
         self._admit()
+
+    def _cancel_in_manager(self, job: _Job, *, count_late: bool) -> None:
+        """Have the manager drop a running request at its next step (batching.cancel)."""
+        if self.decode_loop.manager is not None:
+            batching.cancel(self.decode_loop.manager, job.id, self.CANCEL_GRACE_S,
+                            count_late=count_late)
 
     def release(self, request_id: str) -> None:
         """Forget a finished stream."""

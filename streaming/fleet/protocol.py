@@ -55,6 +55,7 @@ def request_message(request: GenerationRequest) -> dict[str, Any]:
         "top_p": request.top_p,
         "seed": request.seed,
         "fault": None if fault is None else [fault.at, fault.code, fault.kind],
+        "stop": list(request.stop),
     }
 
 
@@ -89,4 +90,6 @@ def request_from_message(data: dict[str, Any]) -> GenerationRequest:
         top_p=data["top_p"],
         seed=data["seed"],
         fault=None if fault is None else Fault(at=fault[0], code=fault[1], kind=fault[2]),
+        # A message from a web process of the release before `stop` (a rolling restart) has none.
+        stop=tuple(data.get("stop") or ()),
     )

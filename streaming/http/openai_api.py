@@ -32,7 +32,7 @@ from streaming.wire.openai_format import ChunkWriter
 
 SUPPORTED = {
     "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
-    "temperature", "top_p", "seed",
+    "temperature", "top_p", "seed", "stop",
     "fault",  # the deterministic engine's test hook, as in the native API
 }
 # Bookkeeping for OpenAI's own platform; the answer does not depend on them.
@@ -40,34 +40,32 @@ IGNORED = {"user", "metadata", "store", "service_tier", "prompt_cache_key",
            "safety_identifier", "parallel_tool_calls"}
 
 
-def _is_none_or(*neutral: Any) -> Callable[[Any], bool]:
+def is_none_or(*neutral: Any) -> Callable[[Any], bool]:
     return lambda value: value is None or value in neutral
 
 
 # Accepted only at the value that means "off" (clients such as LangChain send them explicitly).
 NEUTRAL: dict[str, Callable[[Any], bool]] = {
-    "n": _is_none_or(1),
-    "presence_penalty": _is_none_or(0),
-    "frequency_penalty": _is_none_or(0),
-    "logprobs": _is_none_or(False),
-    "top_logprobs": _is_none_or(0),
-    "logit_bias": _is_none_or({}),
-    "stop": _is_none_or([]),
-    "tools": _is_none_or([]),
-    "functions": _is_none_or([]),
-    "tool_choice": _is_none_or("none", "auto"),
-    "function_call": _is_none_or("none", "auto"),
+    "n": is_none_or(1),
+    "presence_penalty": is_none_or(0),
+    "frequency_penalty": is_none_or(0),
+    "logprobs": is_none_or(False),
+    "top_logprobs": is_none_or(0),
+    "logit_bias": is_none_or({}),
+    "tools": is_none_or([]),
+    "functions": is_none_or([]),
+    "tool_choice": is_none_or("none", "auto"),
+    "function_call": is_none_or("none", "auto"),
     "response_format": lambda value: value is None or value == {"type": "text"},
-    "modalities": _is_none_or(["text"]),
-    "audio": _is_none_or(),
-    "prediction": _is_none_or(),
-    "reasoning_effort": _is_none_or(),
-    "verbosity": _is_none_or(),
-    "web_search_options": _is_none_or(),
+    "modalities": is_none_or(["text"]),
+    "audio": is_none_or(),
+    "prediction": is_none_or(),
+    "reasoning_effort": is_none_or(),
+    "verbosity": is_none_or(),
+    "web_search_options": is_none_or(),
 }
 WHY_NOT = {
     "n": "more than one choice per request",
-    "stop": "stop sequences (the engine does not stop on them; cut the text client-side)",
     "response_format": "structured output (only {\"type\": \"text\"})",
 }
 STREAM_OPTIONS = {"include_usage", "include_obfuscation"}
@@ -98,19 +96,26 @@ class ChatOptions:
     include_usage: bool
 
 
+def check_parameters(data: dict[str, Any], accepted: set[str],
+                     neutral: dict[str, Callable[[Any], bool]],
+                     why_not: dict[str, str] | None = None) -> None:
+    """Refuse, by name, a field neither `accepted` nor at its `neutral` value."""
+    for key, value in data.items():
+        if key in accepted:
+            continue
+        is_neutral = neutral.get(key)
+        if is_neutral is None:
+            raise UnsupportedParameter(key, f"Unrecognized request argument supplied: {key}.")
+        if not is_neutral(value):
+            what = (why_not or {}).get(key, f"`{key}`")
+            raise UnsupportedParameter(key, f"This server does not support {what}: "
+                                            f"got {key}={json.dumps(value)[:200]}.")
+
+
 def parse_chat_body(body: bytes, model: str) -> tuple[GenerationRequest, ChatOptions]:
     """Validate a chat-completions body into a GenerationRequest and the reply's options."""
     data = decode_json_object(body)
-    for key, value in data.items():
-        if key in SUPPORTED or key in IGNORED:
-            continue
-        neutral = NEUTRAL.get(key)
-        if neutral is None:
-            raise UnsupportedParameter(key, f"Unrecognized request argument supplied: {key}.")
-        if not neutral(value):
-            what = WHY_NOT.get(key, f"`{key}`")
-            raise UnsupportedParameter(key, f"This server does not support {what}: "
-                                            f"got {key}={json.dumps(value)}.")
+    check_parameters(data, SUPPORTED | IGNORED, NEUTRAL, WHY_NOT)
     requested = data.get("model")
     if not isinstance(requested, str) or not requested:
         raise UnsupportedParameter("model", "`model` must be a non-empty string.")
@@ -131,6 +136,7 @@ def parse_chat_body(body: bytes, model: str) -> tuple[GenerationRequest, ChatOpt
         top_p=data.get("top_p"),
         seed=data.get("seed"),
         fault=data.get("fault"),
+        stop=data.get("stop"),
     )
     return generation_request, options
 

@@ -6,7 +6,6 @@ its neutral value only, or refused with a 400 that names it.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass
@@ -14,8 +13,12 @@ from typing import Any
 
 from streaming.core.exceptions import BadRequest
 from streaming.core.request import GenerationRequest, Message
-from streaming.http.openai_api import ModelNotFound, UnsupportedParameter
-from streaming.http.openai_api import _is_none_or as is_none_or  # TODO rename
+from streaming.http.openai_api import (
+    ModelNotFound,
+    UnsupportedParameter,
+    check_parameters,
+    is_none_or,
+)
 from streaming.http.validation import build_request, decode_json_object, parse_messages
 from streaming.wire.responses_format import ID_PREFIX, ResponseSpec
 
@@ -92,15 +95,7 @@ class ResponseBody:
 def parse_response_body(body: bytes) -> ResponseBody:
     """Check every field that needs no engine; `ResponseBody.build` does the rest."""
     data = decode_json_object(body)
-    for key, value in data.items():
-        if key in SUPPORTED or key in IGNORED:
-            continue
-        neutral = NEUTRAL.get(key)
-        if neutral is None:
-            raise UnsupportedParameter(key, f"Unrecognized request argument supplied: {key}.")
-        if not neutral(value):
-            raise UnsupportedParameter(key, f"This server does not support `{key}`: got "
-                                            f"{key}={json.dumps(value)[:200]}.")
+    check_parameters(data, SUPPORTED | IGNORED, NEUTRAL)
     if not isinstance(data.get("model"), str) or not data["model"]:
         raise UnsupportedParameter("model", "`model` must be a non-empty string.")
     if data.get("input") is None:

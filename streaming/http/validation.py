@@ -17,9 +17,11 @@ from streaming.core.exceptions import STREAM_ERROR_MESSAGES, BadRequest
 from streaming.core.request import Fault, GenerationRequest, Message
 
 ROLES = ("system", "user", "assistant")
-BODY_KEYS = {"prompt", "messages", "max_tokens", "temperature", "top_p", "seed", "fault"}
+BODY_KEYS = {"prompt", "messages", "max_tokens", "temperature", "top_p", "seed", "fault", "stop"}
 MAX_SEED = 2**63 - 1
 FAULT_KINDS = ("stall", "cut")
+MAX_STOP_STRINGS = 4  # OpenAI's limit
+MAX_STOP_CHARS = 256  # characters in one stop string
 
 
 def new_generation_id() -> str:
@@ -55,6 +57,7 @@ def parse_generation_body(body: bytes) -> GenerationRequest:
         top_p=data.get("top_p"),
         seed=data.get("seed"),
         fault=data.get("fault"),
+        stop=data.get("stop"),
     )
 
 
@@ -66,6 +69,7 @@ def build_request(
     top_p: Any = None,
     seed: Any = None,
     fault: Any = None,
+    stop: Any = None,
 ) -> GenerationRequest:
     """Check the sampling parameters and limits shared by every API."""
     chars = sum(len(m.content) for m in messages)
@@ -84,6 +88,7 @@ def build_request(
         top_p=_number("top_p", top_p, 0.0, 1.0, default=1.0, open_low=True),
         seed=None if seed is None else _integer("seed", seed, 0, MAX_SEED),
         fault=None if fault is None else parse_fault(fault),
+        stop=parse_stop(stop),
     )
 
 
@@ -139,6 +144,28 @@ def parse_fault(raw: Any) -> Fault:
     if kind not in FAULT_KINDS:
         raise BadRequest(f"`fault.kind` must be one of {', '.join(FAULT_KINDS)}.")
     return Fault(at=at, kind=kind)
+
+
+def parse_stop(raw: Any) -> tuple[str, ...]:
+    """`stop`: a string or a list of non-empty strings; null or `[]` means none."""
+    if raw is None:
+        return ()
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list):
+        raise BadRequest(f"`stop` must be a string or a list of at most {MAX_STOP_STRINGS} "
+                         "strings.")
+    if len(items) > MAX_STOP_STRINGS:
+        raise BadRequest(f"`stop` may hold at most {MAX_STOP_STRINGS} strings; got {len(items)}.")
+    for position, item in enumerate(items):
+        where = "stop" if isinstance(raw, str) else f"stop[{position}]"
+        if not isinstance(item, str):
+            raise BadRequest(f"`{where}` must be a string.")
+        if not item:
+            raise BadRequest(f"`{where}` must not be empty.")
+        if len(item) > MAX_STOP_CHARS:
+            raise BadRequest(f"`{where}` is {len(item)} characters; the limit is "
+                             f"{MAX_STOP_CHARS}.")
+    return tuple(items)
 
 
 def _integer(name: str, value: Any, low: int, high: int, default: int | None = None) -> int:

@@ -13,9 +13,9 @@ from streaming.engines.deterministic import DeterministicEngine
 from streaming.engines.script import tokens_for
 
 
-def request(prompt="hello", *, max_tokens=40, seed=1, fault=None, id="g1"):
+def request(prompt="hello", *, max_tokens=40, seed=1, fault=None, id="g1", stop=()):
     return GenerationRequest(id=id, messages=(Message("user", prompt),), max_tokens=max_tokens,
-                             seed=seed, fault=fault)
+                             seed=seed, fault=fault, stop=stop)
 
 
 async def collect(engine, req):
@@ -144,3 +144,37 @@ async def test_an_idle_stream_pings_again_and_again_then_ends_cleanly():
     stream.finish("stop")
     with pytest.raises(StopAsyncIteration):
         await anext(batches)
+
+
+async def chunks_of(engine, req):
+    stream = engine.generate(req)
+    chunks = []
+    async for batch in stream.batches(5.0):
+        chunks += batch
+    return stream, chunks
+
+
+async def test_a_stop_string_across_tokens_ends_the_answer_before_it():
+    script = tokens_for(request("こんにちは"))[0]
+    at = next(i for i, token in enumerate(script) if i >= 2 and len(token) >= 2)
+    # From inside one token, over the next, into the one after: three tokens of Japanese.
+    stop = script[at][1:] + script[at + 1] + script[at + 2][:1]
+    before = "".join(script[:at]) + script[at][:1]
+    assert "".join(script).find(stop) == len(before)  # its first appearance is that one
+    engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
+    stream, chunks = await chunks_of(engine, request("こんにちは", stop=("終わり", stop)))
+    assert "".join(c.text for c in chunks) == before  # the token's text before it is sent
+    assert stream.finish_reason == "stop"
+    # Every token made counts, those of the stop string too, and none after them is made.
+    assert stream.tokens_generated == sum(c.tokens for c in chunks) == at + 3
+
+
+async def test_text_held_back_for_a_stop_string_that_never_comes_is_sent_at_the_end():
+    script = tokens_for(request("こんにちは", max_tokens=12))[0]
+    engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
+    stream, chunks = await chunks_of(
+        engine, request("こんにちは", max_tokens=12, stop=(script[-1] + "終",)))
+    assert "".join(c.text for c in chunks) == "".join(script)
+    assert chunks[-1].text.endswith(script[-1])
+    assert (stream.finish_reason, stream.tokens_generated) == ("length", 12)
+    assert sum(c.tokens for c in chunks) == 12

@@ -8,6 +8,7 @@ of the test's own, since a real upstream cannot be made to send every kind of fa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import ssl
 from collections.abc import Iterator
@@ -276,6 +277,13 @@ def test_a_refusal_before_the_stream_is_an_http_error(status, body, refusal, mes
     _, result = run(lambda request: (status, body))
     assert type(result.error) is refusal and message in result.error.message
     assert result.stream.finished and result.texts == []
+
+
+def test_stop_strings_go_to_the_upstream_only_when_there_are_some():
+    engine = RemoteEngine(base_url="http://127.0.0.1:9/v1", model="m")
+    with_stop = dataclasses.replace(REQUEST, stop=("\n", "終わり"))
+    assert engine.body_of(with_stop)["stop"] == ["\n", "終わり"]
+    assert "stop" not in engine.body_of(REQUEST)
 
 
 def test_a_slow_reader_pauses_the_upstream_and_loses_nothing():

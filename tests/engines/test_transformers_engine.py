@@ -95,6 +95,52 @@ def test_japanese_streams_as_clean_utf8(engine):
     assert any(ord(char) > 0x3000 for char in "".join(texts))
 
 
+JAPANESE = "次の文を繰り返してください：「こんにちは、世界。今日はいい天気ですね。」"
+
+
+async def chunks_of(engine, req):
+    stream = engine.generate(req)
+    chunks = []
+    try:
+        async for batch in stream.batches(30.0):
+            chunks += batch
+    finally:
+        engine.release(stream.id)
+    return stream, chunks
+
+
+@pytest.fixture(scope="module")
+def japanese_answer(engine):
+    """A greedy answer in Japanese, with no stop string: each character as its own chunk."""
+    return asyncio.run(chunks_of(engine, request(JAPANESE, max_tokens=32)))[1]
+
+
+def test_a_stop_string_of_split_characters_ends_the_answer_before_it(engine, japanese_answer):
+    chunks = japanese_answer
+    # Two characters, each made of several byte-level tokens, with text before them.
+    at = next(i for i in range(1, len(chunks) - 1) if chunks[i].tokens > 1
+              and chunks[i + 1].tokens > 1 and len(chunks[i].text + chunks[i + 1].text) == 2)
+    stop = chunks[at].text + chunks[at + 1].text
+    before = "".join(c.text for c in chunks[:at])
+    assert "".join(c.text for c in chunks).find(stop) == len(before)
+    stream, stopped = asyncio.run(chunks_of(engine, request(JAPANESE, max_tokens=32,
+                                                            stop=(stop, "END"))))
+    assert "".join(c.text for c in stopped) == before
+    assert stream.finish_reason == "stop" and stream.error is None
+    # Its tokens count, and the sequence left the batch at them.
+    assert stream.tokens_generated == sum(c.tokens for c in chunks[: at + 2])
+    assert sum(c.tokens for c in stopped) == stream.tokens_generated
+    assert stream.id not in engine._running
+
+
+def test_text_held_back_for_a_stop_string_is_sent_when_the_answer_ends(engine, japanese_answer):
+    text = "".join(c.text for c in japanese_answer)
+    stream, chunks = asyncio.run(chunks_of(engine, request(JAPANESE, max_tokens=32,
+                                                           stop=(text[-2:] + "終",))))
+    assert "".join(c.text for c in chunks) == text
+    assert (stream.finish_reason, stream.tokens_generated) == ("length", 32)
+
+
 def test_detokenizing_the_real_tokenizer_never_splits_a_character(engine):
     from streaming.engines.detokenizer import IncrementalDetokenizer
 

@@ -54,6 +54,19 @@ def test_two_web_processes_two_workers_stream_concurrently(fleet):
     assert sum(x["generations_total"] for x in workers) >= 8
 
 
+def test_stop_strings_reach_the_worker_through_redis(fleet):
+    web_a, web_b = fleet.webs
+    script = expected_tokens("こんにちは", 40, 4)
+    at = next(i for i, token in enumerate(script) if i >= 2 and len(token) >= 2)
+    stop, before = script[at][1:] + script[at + 1], "".join(script[:at]) + script[at][:1]
+    assert "".join(script).find(stop) == len(before)
+    urls = web_a.post("/api/generations", json={"prompt": "こんにちは", "max_tokens": 40,
+                                                "seed": 4, "stop": [stop]}).json()
+    events = RawStream(web_b.port, urls["stream_url"]).read_all()
+    assert "".join(tokens_of(events)) == before
+    assert json.loads(events[-2].data) == {"finish_reason": "stop", "tokens": at + 2}
+
+
 def test_created_on_one_web_process_streamed_on_another(fleet):
     web_a, web_b = fleet.webs
     urls = web_a.post("/api/generations", json={"prompt": "hop", "max_tokens": 6,

@@ -74,6 +74,51 @@ def test_error_event_after_n_tokens(server):
     assert all(e.data != "[DONE]" for e in events)
 
 
+def stop_across_tokens(script: list[str]) -> tuple[str, str, int]:
+    """A stop string from inside one token of `script` into the next, the text before it, and
+    the tokens made up to its end."""
+    at = next(i for i, token in enumerate(script) if i >= 2 and len(token) >= 2)
+    stop, before = script[at][1:] + script[at + 1], "".join(script[:at]) + script[at][:1]
+    assert "".join(script).find(stop) == len(before)  # its first appearance is that one
+    return stop, before, at + 2
+
+
+def test_a_stop_string_ends_the_answer_before_it(server):
+    body = {"prompt": "こんにちは", "max_tokens": 40, "seed": 9}
+    stop, before, tokens = stop_across_tokens(tokens_of(post_stream(server, **body).read_all()))
+    urls = create(server, **body, stop=["終わり", stop])
+    events = RawStream(server.port, urls["stream_url"]).read_all()
+    assert "".join(tokens_of(events)) == before
+    assert json.loads(events[-2].data) == {"finish_reason": "stop", "tokens": tokens}
+    assert events[-1].data == "[DONE]"
+    final = server.wait_final(urls["id"])
+    assert (final["status"], final["finish_reason"]) == ("completed", "stop")
+    assert final["tokens_generated"] == tokens
+
+
+@pytest.mark.parametrize(
+    ("stop", "message"),
+    [
+        (["a", "b", "c", "d", "e"], "`stop` may hold at most 4 strings; got 5."),
+        (["a", 1], "`stop[1]` must be a string."),
+        ("", "`stop` must not be empty."),
+        (["a", ""], "`stop[1]` must not be empty."),
+        ({"a": "b"}, "`stop` must be a string or a list of at most 4 strings."),
+        (["x" * 257], "`stop[0]` is 257 characters; the limit is 256."),
+    ],
+)
+def test_bad_stop_strings_are_refused_by_name(asgi_server, stop, message):
+    response = asgi_server.post("/api/generations", json={"prompt": "x", "stop": stop})
+    assert response.status_code == 400
+    assert response.json() == {"error": {"code": "invalid_request", "message": message}}
+
+
+def test_no_stop_strings_mean_none(asgi_server):
+    for stop in ([], None):
+        events = post_stream(asgi_server, prompt="x", max_tokens=3, stop=stop).read_all()
+        assert len(tokens_of(events)) == 3
+
+
 def test_cut_closes_without_done_and_is_logged_truncated(server):
     urls = create(server, prompt="x", fault={"at": 4, "kind": "cut"})
     events = RawStream(server.port, urls["stream_url"]).read_all()

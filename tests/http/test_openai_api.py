@@ -16,34 +16,22 @@ pytestmark = pytest.mark.live
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}]
 
 
-@pytest.fixture(scope="module")
-def model(asgi_server) -> str:
-    """The one model the server serves, as `/v1/models` lists it."""
-    return openai.OpenAI(base_url=f"{asgi_server.url}/v1", api_key="x").models.list().data[0].id
-
-
-@pytest.fixture
-def client(asgi_server) -> openai.OpenAI:
-    """The official client, unchanged, without retries (a retry would hide a failure)."""
-    return openai.OpenAI(base_url=f"{asgi_server.url}/v1", api_key="x", max_retries=0)
-
-
 def native_tokens(server, **body) -> list[str]:
     """The same request through the native API: the reference answer."""
     raw = json.dumps({"messages": MESSAGES, **body}).encode()
     return tokens_of(RawStream(server.port, "/api/stream", method="POST", body=raw).read_all())
 
 
-def test_models_lists_the_served_model(client, model, asgi_server):
+def test_models_lists_the_served_model(openai_client, model, asgi_server):
     assert model == asgi_server.stats()["model"]
-    assert client.models.retrieve(model).id == model
+    assert openai_client.models.retrieve(model).id == model
     with pytest.raises(openai.NotFoundError) as caught:
-        client.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+        openai_client.chat.completions.create(model="gpt-4o", messages=MESSAGES)
     assert caught.value.body["code"] == "model_not_found"
 
 
-def test_non_streamed_completion_matches_the_native_answer(client, model, asgi_server):
-    completion = client.chat.completions.create(
+def test_non_streamed_completion_matches_the_native_answer(openai_client, model, asgi_server):
+    completion = openai_client.chat.completions.create(
         model=model, messages=MESSAGES, max_tokens=6, seed=11
     )
     choice = completion.choices[0]
@@ -57,8 +45,8 @@ def test_non_streamed_completion_matches_the_native_answer(client, model, asgi_s
     assert (state["api"], state["status"]) == ("openai", "completed")
 
 
-def test_streamed_chunks_role_first_then_finish_then_usage(client, model, asgi_server):
-    chunks = list(client.chat.completions.create(
+def test_streamed_chunks_role_first_then_finish_then_usage(openai_client, model, asgi_server):
+    chunks = list(openai_client.chat.completions.create(
         model=model, messages=MESSAGES, max_completion_tokens=5, seed=4, stream=True,
         stream_options={"include_usage": True},
     ))
@@ -74,8 +62,9 @@ def test_streamed_chunks_role_first_then_finish_then_usage(client, model, asgi_s
     assert {c.id for c in chunks} == {chunks[0].id}
 
 
-def test_natural_end_is_stop(client, model):
-    completion = client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=4096)
+def test_natural_end_is_stop(openai_client, model):
+    completion = openai_client.chat.completions.create(model=model, messages=MESSAGES,
+                                                       max_tokens=4096)
     assert completion.choices[0].finish_reason == "stop"
     assert completion.usage.completion_tokens >= 48  # the engine's shortest natural answer
 
@@ -84,11 +73,11 @@ def test_async_client_streams_and_completes(asgi_server, model):
     async def run() -> tuple[str, str]:
         async with openai.AsyncOpenAI(
             base_url=f"{asgi_server.url}/v1", api_key="x", max_retries=0
-        ) as client:
-            completion = await client.chat.completions.create(
+        ) as openai_client:
+            completion = await openai_client.chat.completions.create(
                 model=model, messages=MESSAGES, max_tokens=7, seed=2
             )
-            stream = await client.chat.completions.create(
+            stream = await openai_client.chat.completions.create(
                 model=model, messages=MESSAGES, max_tokens=7, seed=2, stream=True
             )
             parts = [chunk.choices[0].delta.content or "" async for chunk in stream]
@@ -98,9 +87,9 @@ def test_async_client_streams_and_completes(asgi_server, model):
     assert whole == streamed == "".join(native_tokens(asgi_server, max_tokens=7, seed=2))
 
 
-def test_error_mid_stream_is_a_data_error_frame_then_the_end(client, model, asgi_server):
+def test_error_mid_stream_is_a_data_error_frame_then_the_end(openai_client, model, asgi_server):
     fault = {"fault": {"at": 2, "code": "context_length"}}
-    stream = client.chat.completions.create(
+    stream = openai_client.chat.completions.create(
         model=model, messages=MESSAGES, stream=True, extra_body=fault
     )
     received = []
@@ -118,9 +107,9 @@ def test_error_mid_stream_is_a_data_error_frame_then_the_end(client, model, asgi
     assert json.loads(events[-1].data)["error"]["type"] == "invalid_request_error"
 
 
-def test_error_in_a_non_streamed_reply_is_its_status(client, model):
+def test_error_in_a_non_streamed_reply_is_its_status(openai_client, model):
     def fail_with(code: str) -> None:
-        client.chat.completions.create(
+        openai_client.chat.completions.create(
             model=model, messages=MESSAGES, extra_body={"fault": {"at": 2, "code": code}}
         )
 
@@ -138,23 +127,53 @@ def test_error_in_a_non_streamed_reply_is_its_status(client, model):
         ("tools", {"tools": [{"type": "function", "function": {"name": "f"}}]}),
         ("logprobs", {"logprobs": True}),
         ("response_format", {"response_format": {"type": "json_object"}}),
-        ("stop", {"stop": ["."]}),
         ("presence_penalty", {"presence_penalty": 0.5}),
         ("bogus", {"extra_body": {"bogus": 1}}),
         ("messages[1].content", {"messages": [MESSAGES[0], {"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}),
     ],
 )
-def test_unsupported_parameters_are_refused_by_name(client, model, param, kwargs):
+def test_unsupported_parameters_are_refused_by_name(openai_client, model, param, kwargs):
     kwargs.setdefault("messages", MESSAGES)
     with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model=model, **kwargs)
+        openai_client.chat.completions.create(model=model, **kwargs)
     assert caught.value.body["param"] == param
     assert caught.value.body["type"] == "invalid_request_error"
 
 
-def test_harmless_and_neutral_parameters_are_accepted(client, model):
-    completion = client.chat.completions.create(
+def test_stop_ends_the_answer_before_it_streamed_or_not(openai_client, model, asgi_server):
+    japanese = [{"role": "user", "content": "こんにちは"}]
+    script = native_tokens(asgi_server, messages=japanese, max_tokens=40, seed=8)
+    at = next(i for i, token in enumerate(script) if i >= 2 and len(token) >= 2)
+    stop = script[at][1:] + script[at + 1]  # from inside one token into the next
+    before = "".join(script[:at]) + script[at][:1]
+    assert "".join(script).find(stop) == len(before)
+    ask = {"model": model, "messages": japanese, "max_tokens": 40, "seed": 8}
+    completion = openai_client.chat.completions.create(**ask, stop=[stop, "終わり"])
+    assert completion.choices[0].message.content == before
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.usage.completion_tokens == at + 2
+    *content, last, usage = openai_client.chat.completions.create(
+        **ask, stop=stop, stream=True, stream_options={"include_usage": True})
+    assert "".join(c.choices[0].delta.content for c in content) == before
+    assert last.choices[0].finish_reason == "stop"
+    assert usage.usage.completion_tokens == at + 2
+
+
+@pytest.mark.parametrize(
+    ("stop", "names"),
+    [(["a", "b", "c", "d", "e"], "`stop` may hold at most 4"), (["a", 1], "`stop[1]`"),
+     ("", "`stop` must not be empty")],
+)
+def test_bad_stop_strings_are_refused_by_name(openai_client, model, stop, names):
+    with pytest.raises(openai.BadRequestError) as caught:
+        openai_client.chat.completions.create(model=model, messages=MESSAGES, stop=stop)
+    assert names in caught.value.body["message"]
+    assert caught.value.body["code"] == "invalid_request"
+
+
+def test_harmless_and_neutral_parameters_are_accepted(openai_client, model):
+    completion = openai_client.chat.completions.create(
         model=model, max_tokens=2, user="u-1", n=1, presence_penalty=0, frequency_penalty=0,
         logprobs=False, response_format={"type": "text"}, store=False,
         messages=[{"role": "developer", "content": "Be brief."},

@@ -23,16 +23,6 @@ ENDING = ["response.output_text.done", "response.content_part.done",
           "response.output_item.done"]
 
 
-@pytest.fixture(scope="module")
-def model(asgi_server) -> str:
-    return openai.OpenAI(base_url=f"{asgi_server.url}/v1", api_key="x").models.list().data[0].id
-
-
-@pytest.fixture
-def client(asgi_server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{asgi_server.url}/v1", api_key="x", max_retries=0)
-
-
 def native_text(server, messages: list[dict], **body) -> str:
     """The same request through the native API: the reference answer."""
     raw = json.dumps({"messages": messages, **body}).encode()
@@ -44,10 +34,10 @@ def generation_of(response_id: str) -> str:
     return response_id.removeprefix("resp_")
 
 
-def test_a_streamed_response_is_typed_events_in_order_numbered_from_zero(client, model,
+def test_a_streamed_response_is_typed_events_in_order_numbered_from_zero(openai_client, model,
                                                                           asgi_server):
-    events = list(client.responses.create(model=model, input=PROMPT, max_output_tokens=12,
-                                          extra_body={"seed": 5}, stream=True))
+    events = list(openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=12,
+                                                 extra_body={"seed": 5}, stream=True))
     kinds = [event.type for event in events]
     assert kinds[:4] == ORDER
     deltas = [event for event in events if event.type == "response.output_text.delta"]
@@ -69,10 +59,11 @@ def test_a_streamed_response_is_typed_events_in_order_numbered_from_zero(client,
     assert (state["api"], state["status"]) == ("responses", "completed")
 
 
-def test_a_natural_end_is_completed_and_instructions_come_first(client, model, asgi_server):
-    events = list(client.responses.create(model=model, input=PROMPT, instructions="Be brief.",
-                                          max_output_tokens=2000, extra_body={"seed": 3},
-                                          stream=True))
+def test_a_natural_end_is_completed_and_instructions_come_first(openai_client, model, asgi_server):
+    events = list(openai_client.responses.create(model=model, input=PROMPT,
+                                                 instructions="Be brief.",
+                                                 max_output_tokens=2000, extra_body={"seed": 3},
+                                                 stream=True))
     final = events[-1]
     assert isinstance(final, types.ResponseCompletedEvent)
     assert final.response.status == "completed"
@@ -82,8 +73,8 @@ def test_a_natural_end_is_completed_and_instructions_come_first(client, model, a
                       {"role": "user", "content": PROMPT}], max_tokens=2000, seed=3)
 
 
-def test_not_streamed_the_response_has_its_usage(client, model, asgi_server):
-    response = client.responses.create(
+def test_not_streamed_the_response_has_its_usage(openai_client, model, asgi_server):
+    response = openai_client.responses.create(
         model=model, input=[{"role": "user", "content": [{"type": "input_text",
                                                            "text": PROMPT}]}],
         max_output_tokens=8, extra_body={"seed": 2}, metadata={"case": "usage"})
@@ -92,14 +83,14 @@ def test_not_streamed_the_response_has_its_usage(client, model, asgi_server):
     assert response.metadata == {"case": "usage"}
     assert response.output_text == native_text(asgi_server, [{"role": "user", "content": PROMPT}],
                                                max_tokens=8, seed=2)
-    again = client.responses.retrieve(response.id)
+    again = openai_client.responses.retrieve(response.id)
     assert (again.status, again.output_text) == ("incomplete", response.output_text)
 
 
 def test_a_background_response_is_reread_from_any_event_after_its_reader_left(
-        client, model, asgi_server):
-    created = client.responses.create(model=model, input=PROMPT, max_output_tokens=150,
-                                      extra_body={"seed": 8}, background=True, stream=True)
+        openai_client, model, asgi_server):
+    created = openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=150,
+                                             extra_body={"seed": 8}, background=True, stream=True)
     first = []
     for event in created:
         first.append(event)
@@ -107,8 +98,8 @@ def test_a_background_response_is_reread_from_any_event_after_its_reader_left(
             break
     created.close()  # the reader leaves: a background response runs on
     response_id = first[0].response.id
-    rest = list(client.responses.retrieve(response_id, stream=True,
-                                          starting_after=first[-1].sequence_number))
+    rest = list(openai_client.responses.retrieve(response_id, stream=True,
+                                                 starting_after=first[-1].sequence_number))
     assert rest[0].sequence_number == first[-1].sequence_number + 1
     events = first + rest
     assert [event.sequence_number for event in events] == list(range(len(events)))
@@ -119,20 +110,20 @@ def test_a_background_response_is_reread_from_any_event_after_its_reader_left(
     state = asgi_server.wait_final(generation_of(response_id))
     assert (state["tokens_generated"], state["tokens_after_abort"]) == (150, 0)
     # From the start, and from the ending alone.
-    again = list(client.responses.retrieve(response_id, stream=True))
+    again = list(openai_client.responses.retrieve(response_id, stream=True))
     assert [e.sequence_number for e in again] == list(range(len(events)))
-    last = list(client.responses.retrieve(response_id, stream=True,
-                                          starting_after=len(events) - 3))
+    last = list(openai_client.responses.retrieve(response_id, stream=True,
+                                                 starting_after=len(events) - 3))
     assert [e.type for e in last] == ["response.output_item.done", "response.incomplete"]
 
 
-def test_a_background_response_runs_with_nobody_reading_and_is_retrieved(client, model,
+def test_a_background_response_runs_with_nobody_reading_and_is_retrieved(openai_client, model,
                                                                           asgi_server):
-    response = client.responses.create(model=model, input=PROMPT, max_output_tokens=30,
-                                       extra_body={"seed": 4}, background=True)
+    response = openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=30,
+                                              extra_body={"seed": 4}, background=True)
     assert response.status in ("queued", "in_progress")
     assert response.background is True
-    done = wait_until(lambda: (r := client.responses.retrieve(response.id)).status
+    done = wait_until(lambda: (r := openai_client.responses.retrieve(response.id)).status
                       not in ("queued", "in_progress") and r, 10)
     assert done.status == "incomplete"
     assert done.output_text == native_text(asgi_server, [{"role": "user", "content": PROMPT}],
@@ -140,26 +131,26 @@ def test_a_background_response_runs_with_nobody_reading_and_is_retrieved(client,
     assert done.usage.output_tokens == 30
 
 
-def test_cancel_stops_a_background_response_within_a_token(client, model, asgi_server):
-    response = client.responses.create(model=model, input=PROMPT, max_output_tokens=2000,
-                                       extra_body={"seed": 6}, background=True)
+def test_cancel_stops_a_background_response_within_a_token(openai_client, model, asgi_server):
+    response = openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=2000,
+                                              extra_body={"seed": 6}, background=True)
     generation_id = generation_of(response.id)
     wait_until(lambda: asgi_server.state(generation_id)["tokens_generated"] >= 3, 10)
-    cancelled = client.responses.cancel(response.id)
+    cancelled = openai_client.responses.cancel(response.id)
     assert cancelled.status == "cancelled"
     state = asgi_server.wait_final(generation_id)
     assert state["status"] == "cancelled"
     assert state["tokens_after_abort"] <= 1
-    assert client.responses.retrieve(response.id).status == "cancelled"
-    events = list(client.responses.retrieve(response.id, stream=True))
+    assert openai_client.responses.retrieve(response.id).status == "cancelled"
+    events = list(openai_client.responses.retrieve(response.id, stream=True))
     assert events[-1].type == "error" and events[-1].code == "cancelled"
 
 
-def test_previous_response_id_continues_the_conversation(client, model, asgi_server):
-    first = client.responses.create(model=model, input="Hello.", max_output_tokens=5,
-                                    extra_body={"seed": 1}, instructions="Be brief.")
-    second = client.responses.create(model=model, input="And then?", max_output_tokens=5,
-                                     extra_body={"seed": 1}, previous_response_id=first.id)
+def test_previous_response_id_continues_the_conversation(openai_client, model, asgi_server):
+    first = openai_client.responses.create(model=model, input="Hello.", max_output_tokens=5,
+                                           extra_body={"seed": 1}, instructions="Be brief.")
+    second = openai_client.responses.create(model=model, input="And then?", max_output_tokens=5,
+                                            extra_body={"seed": 1}, previous_response_id=first.id)
     assert second.previous_response_id == first.id
     assert second.instructions is None  # a previous response's instructions are not carried
     assert second.output_text == native_text(asgi_server, [
@@ -167,26 +158,26 @@ def test_previous_response_id_continues_the_conversation(client, model, asgi_ser
         {"role": "assistant", "content": first.output_text},
         {"role": "user", "content": "And then?"}], max_tokens=5, seed=1)
     with pytest.raises(openai.NotFoundError) as caught:
-        client.responses.create(model=model, input="x",
-                                previous_response_id="resp_" + "0" * 32)
+        openai_client.responses.create(model=model, input="x",
+                                       previous_response_id="resp_" + "0" * 32)
     assert caught.value.body["param"] == "previous_response_id"
 
 
-def test_delete_forgets_a_response(client, model):
-    response = client.responses.create(model=model, input=PROMPT, max_output_tokens=3)
-    client.responses.delete(response.id)
+def test_delete_forgets_a_response(openai_client, model):
+    response = openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=3)
+    openai_client.responses.delete(response.id)
     with pytest.raises(openai.NotFoundError):
-        client.responses.retrieve(response.id)
+        openai_client.responses.retrieve(response.id)
     with pytest.raises(openai.NotFoundError):
-        client.responses.retrieve("resp_nonsense")
+        openai_client.responses.retrieve("resp_nonsense")
 
 
-def test_a_response_not_stored_cannot_be_retrieved(client, model):
-    response = client.responses.create(model=model, input=PROMPT, max_output_tokens=3,
-                                       store=False)
+def test_a_response_not_stored_cannot_be_retrieved(openai_client, model):
+    response = openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=3,
+                                              store=False)
     assert response.store is False
     with pytest.raises(openai.NotFoundError):
-        client.responses.retrieve(response.id)
+        openai_client.responses.retrieve(response.id)
 
 
 @pytest.mark.parametrize("kwargs, param", [
@@ -197,10 +188,10 @@ def test_a_response_not_stored_cannot_be_retrieved(client, model):
     ({"metadata": {"k": 1}}, "metadata"),
     ({"previous_response_id": "chatcmpl-1"}, "previous_response_id"),
 ])
-def test_unsupported_or_bad_fields_are_refused_by_name(client, model, kwargs, param):
+def test_unsupported_or_bad_fields_are_refused_by_name(openai_client, model, kwargs, param):
     body = {"input": PROMPT, **kwargs}
     with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(model=model, **body)
+        openai_client.responses.create(model=model, **body)
     assert caught.value.body["param"] == param
 
 
@@ -219,23 +210,23 @@ def test_a_streamed_response_whose_reader_leaves_is_aborted(asgi_server, model):
 
 def test_background_responses_are_capped_per_client(server_factory, model):
     server = server_factory(env={"RESPONSES_BACKGROUND_PER_CLIENT": "1"})
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
-    first = client.responses.create(model=model, input=PROMPT, max_output_tokens=2000,
-                                    background=True)
+    openai_client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+    first = openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=2000,
+                                           background=True)
     with pytest.raises(openai.RateLimitError) as caught:
-        client.responses.create(model=model, input=PROMPT, background=True)
+        openai_client.responses.create(model=model, input=PROMPT, background=True)
     assert caught.value.body["code"] == "too_many_background"
-    client.responses.cancel(first.id)
+    openai_client.responses.cancel(first.id)
     server.wait_final(generation_of(first.id))
-    second = client.responses.create(model=model, input=PROMPT, max_output_tokens=2,
-                                     background=True)
+    second = openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=2,
+                                            background=True)
     assert second.status in ("queued", "in_progress", "incomplete")
 
 
-def test_background_responses_are_counted_apart_in_the_metrics(client, model, asgi_server):
+def test_background_responses_are_counted_apart_in_the_metrics(openai_client, model, asgi_server):
     before = scrape(asgi_server)
-    response = client.responses.create(model=model, input=PROMPT, max_output_tokens=7,
-                                       background=True)
+    response = openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=7,
+                                              background=True)
     asgi_server.wait_final(generation_of(response.id))
     after = wait_until(lambda: (s := scrape(asgi_server)) and value(
         s, "streaming_background_generations_total") > value(
