@@ -1,7 +1,7 @@
 """An answer log in Redis Streams against today's RedisPubSubChannelLayer, for a worker's traffic.
 
 A producer plays a model worker: decode steps add one ~5-byte token to each of G concurrent
-generations, and, like `Outbox` in streaming/fleet/worker.py, what accumulated goes out with at
+generations, and, like `Outbox` in streaming/fleet/outbox.py, what accumulated goes out with at
 most one send in flight. It goes out either as one `chunks` message on a pub/sub reply channel
 (today's path) or as one pipeline with an XADD per chunk to `bench:log:<generation>` (the log),
 read back by one XREAD BLOCK per generation (a connection each) or by one multi-key XREAD BLOCK.
@@ -32,7 +32,7 @@ import redis.asyncio as aioredis
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from redis.utils import HIREDIS_AVAILABLE
 
-from streaming.fleet.worker import Outbox
+from streaming.fleet.outbox import Outbox
 
 RESULTS = Path(__file__).parent / "results"
 PREFIX = "bench:log:"

@@ -72,6 +72,7 @@ export class Generation {
   #read(url, { rejoined = false } = {}) {
     this.stream = readStream(url, {
       onToken: (text, count, id) => this.#token(text, count, id),
+      onReasoning: (text, count, id) => this.#reasoning(text, count, id),
       onDone: () => this.#finish(this.meta.finishReason === "length" ? "length" : "done"),
       onError: (error) => {
         // `cancelled` is the server confirming a Stop (ours or another tab's), not a failure;
@@ -123,6 +124,20 @@ export class Generation {
   }
 
   #token(text, count, id) {
+    this.#arrived(count, id);
+    this.message.content += text;
+    this.onChange();
+  }
+
+  /** The model's thinking: shown apart, above the answer, with its own token count. */
+  #reasoning(text, count, id) {
+    this.#arrived(count, id);
+    this.message.reasoning = (this.message.reasoning ?? "") + text;
+    this.meta.reasoningTokens = (this.meta.reasoningTokens ?? 0) + count;
+    this.onChange();
+  }
+
+  #arrived(count, id) {
     const ms = this.elapsedMs();
     const meta = this.meta;
     if (meta.ttftMs == null) meta.ttftMs = ms;
@@ -133,8 +148,6 @@ export class Generation {
     if (id) meta.lastEventId = id; // saved with the text it ends, for a rejoin after a reload
     if (meta.times.length < MAX_RECORDED_TIMES) meta.times.push(ms);
     if (meta.state === "waiting") meta.state = "streaming";
-    this.message.content += text;
-    this.onChange();
   }
 
   #finish(state, error) {

@@ -28,6 +28,15 @@ export class MessageView {
     this.el = element("article", `message message-${message.role}`);
     this.el.append(element("h3", "message-role", isAnswer ? t("assistant") : t("you")));
     this.body = element("div", isAnswer ? "message-body markdown" : "message-body");
+    if (isAnswer) {
+      // The model's thinking (an upstream's reasoning), folded away above the answer.
+      this.thinking = element("details", "message-thinking");
+      this.thinkingLabel = element("summary", "thinking-label");
+      this.thinkingBody = element("div", "thinking-body");
+      this.thinking.append(this.thinkingLabel, this.thinkingBody);
+      this.thinking.hidden = true;
+      this.el.append(this.thinking);
+    }
     this.el.append(this.body);
     if (!isAnswer) {
       // A person's own words are shown exactly as typed, as text.
@@ -70,6 +79,14 @@ export class MessageView {
     this.stats.textContent = this.#statsText(meta);
     drawTimeline(this.timeline, meta, sinceStartMs);
     this.copyButton.disabled = this.message.content === "";
+    if (this.message.reasoning) {
+      this.thinking.hidden = false;
+      this.thinkingLabel.textContent = t("thinking", { count: formatNumber(meta.reasoningTokens ?? 0) });
+      // Plain text: the thinking is read, not rendered.
+      if (this.thinkingBody.textContent !== this.message.reasoning) {
+        this.thinkingBody.textContent = this.message.reasoning;
+      }
+    }
     // An ended answer shows its final text together with its final state, not a frame later.
     if (live || meta.state === "stopping") this.scheduleBodyRender();
     else this.#renderBody();

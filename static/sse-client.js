@@ -13,10 +13,12 @@
  * - onError({code, message}) on the server's `event: error` frame;
  * - onDrop({refused}) when the connection fails or ends without either (refused: it never
  *   opened, e.g. a 4xx/5xx status, rather than breaking off mid-way);
+ * - onReasoning(text, count, id) for each `event: reasoning` (the model's thinking, which an
+ *   upstream behind the openai engine streams before the answer);
  * - onNamedEvent(name, payload) for known extra events such as `summary` and `resume`.
  * Unknown named events are ignored: EventSource only dispatches names we listen for.
  */
-export function readStream(url, { onToken, onDone, onError, onDrop, onNamedEvent }) {
+export function readStream(url, { onToken, onReasoning, onDone, onError, onDrop, onNamedEvent }) {
   const source = new EventSource(url);
   let ended = false;
   let opened = false;
@@ -49,12 +51,13 @@ export function readStream(url, { onToken, onDone, onError, onDrop, onNamedEvent
       end(onDone);
       return;
     }
-    const payload = parseJson(event.data);
-    if (payload && typeof payload.token === "string") {
-      // A chunk may carry several tokens coalesced when the reader fell behind.
-      const count = Number.isInteger(payload.tokens) && payload.tokens > 0 ? payload.tokens : 1;
-      onToken(payload.token, count, event.lastEventId);
-    }
+    const chunk = chunkOf(event);
+    if (chunk) onToken(chunk.text, chunk.count, event.lastEventId);
+  });
+
+  source.addEventListener("reasoning", (event) => {
+    const chunk = ended ? null : chunkOf(event);
+    if (chunk) onReasoning?.(chunk.text, chunk.count, event.lastEventId);
   });
 
   source.addEventListener("error", (event) => {
@@ -92,6 +95,14 @@ export function readStream(url, { onToken, onDone, onError, onDrop, onNamedEvent
       return ended;
     },
   };
+}
+
+// `{"token", "tokens"?}`: a chunk may carry several tokens coalesced when the reader fell behind.
+function chunkOf(event) {
+  const payload = parseJson(event.data);
+  if (!payload || typeof payload.token !== "string") return null;
+  const count = Number.isInteger(payload.tokens) && payload.tokens > 0 ? payload.tokens : 1;
+  return { text: payload.token, count };
 }
 
 function parseJson(text) {

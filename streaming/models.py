@@ -49,6 +49,8 @@ class GenerationLog(models.Model):
     finish_reason = models.CharField(max_length=16, blank=True)
     tokens_generated = models.PositiveIntegerField(default=0)
     tokens_after_abort = models.PositiveIntegerField(default=0)
+    # Of tokens_generated, those of an upstream's reasoning (the openai engine's; 0 elsewhere).
+    reasoning_tokens = models.PositiveIntegerField(default=0)
     ttft_ms = models.FloatField(null=True, blank=True, verbose_name="TTFT (ms)")
     tpot_ms = models.FloatField(null=True, blank=True, verbose_name="TPOT (ms)")
     itl_p50_ms = models.FloatField(null=True, blank=True, verbose_name="gap p50 (ms)")

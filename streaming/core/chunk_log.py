@@ -18,6 +18,11 @@ from dataclasses import dataclass
 # token count is the next chunk's id minus its own.
 CHUNK_OVERHEAD_BYTES = 8
 
+# What a chunk's text is. Only an upstream behind the `openai` engine sends the other kinds.
+TEXT = 0  # the answer
+REASONING = 1  # the model's thinking before (or between) the answer's text
+TOOL_CALLS = 2  # the JSON of an upstream delta's `tool_calls` list
+
 
 @dataclass(slots=True)
 class Chunk:
@@ -26,12 +31,13 @@ class Chunk:
     index: int  # index of its first token: the SSE event id
     text: str
     tokens: int = 1
+    kind: int = TEXT
 
 
 class ChunkLog:
     """Chunks from position `first` on: the compact part, then `recent`."""
 
-    __slots__ = ("compact_tokens", "ends", "first", "freed_bytes", "ids", "recent",
+    __slots__ = ("compact_tokens", "ends", "first", "freed_bytes", "ids", "kinds", "recent",
                  "recent_chars", "text")
 
     def __init__(self) -> None:
@@ -39,6 +45,7 @@ class ChunkLog:
         self.ids: array[int] = array("I")  # each chunk's first token
         self.ends: array[int] = array("I")  # each text's end in `text`, plus freed_bytes
         self.text = bytearray()
+        self.kinds: bytearray | None = None  # each chunk's kind, once one is not TEXT
         self.compact_tokens = 0  # the token after the compact part's last chunk
         # The newest chunks, right after the compact part:
         self.recent: list[Chunk] = []
@@ -76,7 +83,7 @@ class ChunkLog:
         compact_end = self.first + len(ids)
         if start >= compact_end:  # a reader that keeps up: the chunks as they were pushed
             return self.recent[start - compact_end:stop - compact_end]
-        ends, text = self.ends, self.text
+        ends, text, kinds = self.ends, self.text, self.kinds
         first, freed = self.first, self.freed_bytes
         offset = (ends[start - first - 1] - freed) if start > first else 0
         chunks = []
@@ -84,7 +91,8 @@ class ChunkLog:
             following = (ids[i + 1] if i + 1 < len(ids)
                          else self.recent[0].index if self.recent else self.compact_tokens)
             end = ends[i] - freed
-            chunks.append(Chunk(ids[i], text[offset:end].decode(), following - ids[i]))
+            chunks.append(Chunk(ids[i], text[offset:end].decode(), following - ids[i],
+                                kinds[i] if kinds is not None else TEXT))
             offset = end
         if stop > compact_end:
             chunks += self.recent[:stop - compact_end]
@@ -102,6 +110,11 @@ class ChunkLog:
             ends.append(base + len(text))
             ids.append(chunk.index)
             chars += len(chunk.text)
+            if self.kinds is not None:
+                self.kinds.append(chunk.kind)
+            elif chunk.kind != TEXT:
+                self.kinds = bytearray(len(ids) - 1)  # the chunks before: all TEXT
+                self.kinds.append(chunk.kind)
         last = recent[count - 1]
         self.compact_tokens = last.index + last.tokens
         del recent[:count]
@@ -117,8 +130,11 @@ class ChunkLog:
             freed = self.ends[compact - 1] - self.freed_bytes
             if compact == len(self.ids):
                 self.ids, self.ends, self.text = array("I"), array("I"), bytearray()
+                self.kinds = None
             else:
                 del self.ids[:compact], self.ends[:compact], self.text[:freed]
+                if self.kinds is not None:
+                    del self.kinds[:compact]
             self.freed_bytes += freed
         recent = count - compact  # only once the compact part is all gone
         if recent == len(self.recent):

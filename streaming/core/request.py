@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]  # tool: only for an upstream
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,6 +14,9 @@ class Message:
 
     role: Role
     content: str
+    # JSON of the OpenAI fields besides role and content (`tool_calls`, `tool_call_id`, `name`),
+    # kept only for an upstream that acts on them (the `openai` engine).
+    extra: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,9 @@ class GenerationRequest:
     seed: int | None = None
     fault: Fault | None = None
     stop: tuple[str, ...] = ()  # the answer ends where one of these first appears, without it
+    # JSON of OpenAI parameters only an upstream acts on (`tools`, `tool_choice`, …): the
+    # `openai` engine sends them as they came; the local engines never get any.
+    upstream_options: str = ""
 
     @property
     def prompt_chars(self) -> int:

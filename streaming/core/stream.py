@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from streaming.core.chunk_log import Chunk, ChunkLog
+from streaming.core.chunk_log import REASONING, TEXT, Chunk, ChunkLog
 from streaming.core.exceptions import StreamingError
 from streaming.core.request import GenerationRequest
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]  # tool_calls: an upstream's
 
 @dataclass(slots=True)
 class Counters:
@@ -61,6 +61,7 @@ class TokenStream:
     max_log_bytes: int = 0  # 0: free what is read at once (no reader will join later)
     tokens_generated: int = 0
     tokens_after_abort: int = 0
+    reasoning_tokens: int = 0  # of tokens_generated, those of REASONING chunks
     created_at: float = field(default_factory=time.monotonic)
     first_token_at: float | None = None
     last_token_at: float | None = None
@@ -101,8 +102,8 @@ class TokenStream:
 
     # --- producer side ---------------------------------------------------------------------
 
-    def push(self, text: str, tokens: int = 1) -> None:
-        """Record `tokens` new tokens and log their text for the readers."""
+    def push(self, text: str, tokens: int = 1, kind: int = TEXT) -> None:
+        """Record `tokens` new tokens and log their text (of `kind`) for the readers."""
         now = time.monotonic()
         index = self.tokens_generated
         self.tokens_generated += tokens
@@ -118,7 +119,9 @@ class TokenStream:
         self.token_times.append(now)
         log = self._log
         recent = log.recent
-        recent.append(Chunk(index, text, tokens))
+        recent.append(Chunk(index, text, tokens, kind))
+        if kind == REASONING:
+            self.reasoning_tokens += tokens
         log.recent_chars += len(text)
         if len(recent) > self.max_buffered:
             log.compact(len(recent) // 2)  # the older half: a reader that far behind waits
@@ -255,11 +258,11 @@ class TokenStream:
         return self._log.position_after(event_id)
 
     def text(self, stop: int | None = None) -> str:
-        """The text of the logged chunks before position `stop` (None: all); whole only while
+        """The answer's text (TEXT chunks) before position `stop` (None: all); whole only while
         the log is `complete`."""
         log = self._log
-        return "".join([chunk.text for chunk in log.chunks(log.first, self.end if stop is None
-                                                            else max(log.first, stop))])
+        chunks = log.chunks(log.first, self.end if stop is None else max(log.first, stop))
+        return "".join([chunk.text for chunk in chunks if chunk.kind == TEXT])
 
     def free(self) -> None:
         """Stop keeping the log whole (past the cap, or a finished answer past its retention):

@@ -24,6 +24,9 @@ class Engine(ABC):
     # Its generations may be read in other web processes too (a fleet's): a reader leaving
     # here detaches (`readers_left`) and the engine aborts once no process reads.
     shares_answers = False
+    # OpenAI parameters only an upstream acts on (tools, tool_choice, …) reach it: the openai
+    # engine's; the local engines refuse them, naming themselves.
+    passes_upstream_options = False
 
     def __init__(self) -> None:
         self.streams: dict[str, TokenStream] = {}
@@ -61,6 +64,10 @@ class Engine(ABC):
             raise BadRequest(
                 f"`fault` is a test hook of the deterministic engine, not of {self.name}."
             )
+        if not self.passes_upstream_options and (
+                request.upstream_options or any(m.extra for m in request.messages)):
+            raise BadRequest(f"The {self.name} engine does not take tools or upstream options; "
+                             "only the openai engine passes them to its upstream.")
 
     @abstractmethod
     def generate(self, request: GenerationRequest) -> TokenStream:

@@ -26,7 +26,7 @@ from streaming.core.exceptions import (
     GenerationError,
     StreamingError,
 )
-from streaming.core.request import GenerationRequest
+from streaming.core.request import GenerationRequest, Message
 from streaming.core.stream import TokenStream
 from streaming.engines.base import TaskEngine
 from streaming.engines.remote_reader import UpstreamReader
@@ -40,6 +40,7 @@ class RemoteEngine(TaskEngine):
     """Streams from an OpenAI-compatible `/v1` base URL over pooled connections."""
 
     name = "openai"
+    passes_upstream_options = True  # tools, tool_choice, reasoning_effort, … reach the upstream
     HEALTH_TIMEOUT_S = 5.0  # /models must answer within this for /readyz
     ERROR_BODY_LIMIT = 64 * 1024  # bytes of an upstream error body we read for its message
     ERROR_BODY_WAIT_S = 5.0  # how long we wait for that body's end before using what came
@@ -184,7 +185,7 @@ class RemoteEngine(TaskEngine):
         """The upstream request: our validated parameters, streamed, with usage at the end."""
         body: dict[str, Any] = {
             "model": self.remote_model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [_message(m) for m in request.messages],
             "max_tokens": request.max_tokens,
             "temperature": request.temperature,
             "top_p": request.top_p,
@@ -195,6 +196,8 @@ class RemoteEngine(TaskEngine):
             body["seed"] = request.seed
         if request.stop:
             body["stop"] = list(request.stop)  # the upstream stops at them, and leaves them out
+        if request.upstream_options:
+            body.update(json.loads(request.upstream_options))  # tools, tool_choice, … as sent
         return body
 
     def request_bytes(self, request: GenerationRequest) -> bytes:
@@ -283,6 +286,16 @@ class RemoteEngine(TaskEngine):
             return EngineBusy(message, retry_after_s=_retry_after(response))
         logger.warning("remote engine: upstream answered %s: %s", status, message)
         return EngineUnavailable(f"The upstream answered {status}: {message}")
+
+
+def _message(message: Message) -> dict[str, Any]:
+    """A turn for the upstream, with the fields only it acts on (`tool_calls`, …)."""
+    turn: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.extra:
+        turn.update(json.loads(message.extra))
+        if not message.content and "tool_calls" in turn:
+            turn["content"] = None  # an assistant turn that only called tools, as OpenAI has it
+    return turn
 
 
 def _message_of(body: bytes) -> str:

@@ -1,4 +1,5 @@
-"""An upstream's 200 read into a TokenStream as it arrives: each chunk with content is one token.
+"""An upstream's 200 read into a TokenStream as it arrives: each chunk with content, reasoning or
+tool calls is one token (of that kind).
 
 The reader runs inside the connection's reads (upstream.py: no coroutine per chunk), pauses the
 connection while the reader of our stream is slow (TCP makes the upstream wait too), and takes
@@ -11,6 +12,7 @@ import asyncio
 import json
 from typing import Any
 
+from streaming.core.chunk_log import REASONING, TOOL_CALLS
 from streaming.core.exceptions import GenerationError, StreamingError
 from streaming.core.stream import TokenStream
 from streaming.engines.upstream import UpstreamConnection
@@ -69,7 +71,15 @@ class UpstreamReader:
             message = error.get("message") if isinstance(error, dict) else str(error)
             raise GenerationError(our_code(error), message or None)
         for choice in payload.get("choices") or ():
-            content = (choice.get("delta") or {}).get("content")
+            delta = choice.get("delta") or {}
+            # vLLM named the thinking `reasoning_content`, and newer versions `reasoning`.
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning:
+                self.stream.push(reasoning, kind=REASONING)
+            if delta.get("tool_calls"):
+                self.stream.push(json.dumps(delta["tool_calls"], ensure_ascii=False,
+                                            separators=(",", ":")), kind=TOOL_CALLS)
+            content = delta.get("content")
             if content:
                 self.stream.push(content)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
@@ -81,7 +91,8 @@ class UpstreamReader:
         if usage:
             stream.prompt_tokens = usage.get("prompt_tokens")
             stream.recount(usage.get("completion_tokens") or 0)
-        stream.finish("length" if self.finish_reason == "length" else "stop")
+        reason = self.finish_reason
+        stream.finish(reason if reason in ("length", "tool_calls") else "stop")
         # Only the body's end is left (the connection goes back to the pool with it); a close
         # is fine if it does not come soon.
         self._drain_timer = asyncio.get_running_loop().call_later(DRAIN_S, self._close)

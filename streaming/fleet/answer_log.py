@@ -10,7 +10,8 @@ flush, each holding that flush's chunks, kept apart (every reader gets the same 
 Entries (each one field):
 
     r  {request, api, client, owner, created_at}                first: what was asked
-    c  [[index, text, tokens], ...]                              chunks, in order
+    c  [[index, text, tokens(, kind)], ...]                      chunks, in order (a kind
+                                                                   only when not TEXT)
     e  {finish_reason, error_code, tokens_generated, tokens_after_abort, ended_at,
         retention_s, orphan, figures}                              last: how it ended
     x  {}                                                          past STREAM_RESUME_MAX_BYTES
@@ -29,6 +30,7 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from streaming.core.chunk_log import CHUNK_OVERHEAD_BYTES  # counted as the in-memory log counts
@@ -69,6 +71,7 @@ class Writer:
         self.retained_max = retained_max  # finished logs kept in Redis, the oldest deleted first
         self.open: dict[str, _Open] = {}  # generation id → its log, while it is written
         self.pending: dict[str, list[tuple[str, Any]]] = {}
+        self.after_end: dict[str, Callable[[], None]] = {}  # an `e` entry's `then`, until written
         self.sending = False
         self._task: asyncio.Task[None] | None = None
         self._append: Any = None  # the APPEND script, registered on first use
@@ -80,11 +83,12 @@ class Writer:
         self._queue(generation_id, "r", first)
 
     def chunks(self, generation_id: str, chunks: list[list[Any]]) -> None:
-        """Log `[index, text, tokens]` chunks; past the cap, mark the log unreadable instead."""
+        """Log `[index, text, tokens(, kind)]` chunks; past the cap, mark the log unreadable
+        instead."""
         log = self.open.get(generation_id)
         if log is None or not log.whole:
             return
-        log.bytes += sum(len(text.encode()) + CHUNK_OVERHEAD_BYTES for _, text, _ in chunks)
+        log.bytes += sum(len(chunk[1].encode()) + CHUNK_OVERHEAD_BYTES for chunk in chunks)
         if log.bytes > log.max_bytes:
             self._spoil(generation_id)
             return
@@ -95,12 +99,17 @@ class Writer:
             queued.append(("c", chunks))
         self._flush()
 
-    def end(self, generation_id: str, ending: dict[str, Any]) -> None:
-        """Close a generation's log with its `e` entry (`ended_at` added here)."""
+    def end(self, generation_id: str, ending: dict[str, Any],
+            then: Callable[[], None] = lambda: None) -> None:
+        """Close a generation's log with its `e` entry (`ended_at` added here); `then` runs
+        once it is written (or failed), so that no reader hears of the end before the log."""
         log = self.open.pop(generation_id, None)
-        if log is not None and log.whole:
-            self._queue(generation_id, "e", {**ending, "ended_at": time.time(),
-                                             "retention_s": log.retention_s})
+        if log is None or not log.whole:
+            then()
+            return
+        self.after_end[generation_id] = then
+        self._queue(generation_id, "e", {**ending, "ended_at": time.time(),
+                                         "retention_s": log.retention_s})
 
     def _spoil(self, generation_id: str) -> None:
         log = self.open.get(generation_id)
@@ -128,9 +137,17 @@ class Writer:
                     logger.warning("writing %d answer logs to Redis failed: %r", len(batch), error)
                     for generation_id in batch:
                         self._spoil(generation_id)  # a hole would be worse than no log
+                    self._ended(batch)
                     await asyncio.sleep(RETRY_S)
+                else:
+                    self._ended(batch)
         finally:
             self.sending = False
+
+    def _ended(self, batch: dict[str, list[tuple[str, Any]]]) -> None:
+        for generation_id, entries in batch.items():
+            if any(kind == "e" for kind, _ in entries):
+                self.after_end.pop(generation_id, lambda: None)()
 
     async def _write(self, batch: dict[str, list[tuple[str, Any]]]) -> None:
         # One argument for all the entries: the client encodes one string, not four per entry.

@@ -86,6 +86,11 @@ class ChannelLayerEngine(Engine):
         return worker.engine if worker else "model-worker"
 
     @property
+    def passes_upstream_options(self) -> bool:  # type: ignore[override]
+        """Whether the workers' engine is the openai engine."""
+        return self.name == "openai"
+
+    @property
     def model(self) -> str:
         """The workers' model."""
         worker = self._any_worker()
@@ -281,7 +286,7 @@ class ChannelLayerEngine(Engine):
 
     def _on_chunks(self, message: dict[str, Any]) -> None:
         streams = self.streams
-        for generation_id, index, text, tokens in message["items"]:
+        for generation_id, index, text, tokens, *kind in message["items"]:
             stream = streams.get(generation_id)
             if stream is None or stream.finished:
                 continue
@@ -289,7 +294,7 @@ class ChannelLayerEngine(Engine):
                 # A message expired or was lost (Redis restarted): the text has a hole.
                 self._fail(stream, f"tokens {stream.tokens_generated}..{index} were lost")
                 continue
-            stream.push(text, tokens)
+            stream.push(text, tokens, *kind)  # a kind only when not TEXT
         for generation_id, finish_reason, error_code, generated, after_abort in message["ends"]:
             stream = streams.get(generation_id)
             if stream is None:

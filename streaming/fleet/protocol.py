@@ -49,13 +49,15 @@ def request_message(request: GenerationRequest) -> dict[str, Any]:
     fault = request.fault
     return {
         "id": request.id,
-        "messages": [[m.role, m.content] for m in request.messages],
+        "messages": [[m.role, m.content, m.extra] if m.extra else [m.role, m.content]
+                     for m in request.messages],
         "max_tokens": request.max_tokens,
         "temperature": request.temperature,
         "top_p": request.top_p,
         "seed": request.seed,
         "fault": None if fault is None else [fault.at, fault.code, fault.kind],
         "stop": list(request.stop),
+        "upstream_options": request.upstream_options,
     }
 
 
@@ -84,7 +86,7 @@ def request_from_message(data: dict[str, Any]) -> GenerationRequest:
     fault = data.get("fault")
     return GenerationRequest(
         id=data["id"],
-        messages=tuple(Message(role, content) for role, content in data["messages"]),
+        messages=tuple(Message(*turn) for turn in data["messages"]),
         max_tokens=data["max_tokens"],
         temperature=data["temperature"],
         top_p=data["top_p"],
@@ -92,4 +94,5 @@ def request_from_message(data: dict[str, Any]) -> GenerationRequest:
         fault=None if fault is None else Fault(at=fault[0], code=fault[1], kind=fault[2]),
         # A message from a web process of the release before `stop` (a rolling restart) has none.
         stop=tuple(data.get("stop") or ()),
+        upstream_options=data.get("upstream_options") or "",
     )

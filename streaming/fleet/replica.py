@@ -166,11 +166,11 @@ class Replicas(Engine):
         if stream.finished:
             return
         if kind == "c":
-            for index, text, tokens in value:
+            for index, text, tokens, *kind in value:
                 if index != stream.tokens_generated:
                     self._fail(stream, f"tokens {stream.tokens_generated}..{index} are missing")
                     return
-                stream.push(text, tokens)
+                stream.push(text, tokens, *kind)  # a kind only when not TEXT
         elif kind == "x":
             stream.finish(error=StreamCut())  # no longer whole here: a reconnect gets 410
         elif kind == "e":

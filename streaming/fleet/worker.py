@@ -31,52 +31,13 @@ from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
 from streaming.fleet import answer_log, store
 from streaming.fleet.audience import Audience
+from streaming.fleet.outbox import Outbox
 from streaming.fleet.protocol import HEARTBEATS_GROUP, WORKERS_GROUP, request_from_message
 
 logger = logging.getLogger(__name__)
 
 RETRY_FULL_S = 0.05  # a web process' channel is full: wait this long, then send the merged text
 GIVE_UP_FULL_S = 10.0  # full this long: its reader is gone; abort what we generate for it
-
-
-class Outbox:
-    """Chunks waiting to go to one web process; at most one send in flight.
-
-    While a send is in flight new tokens accumulate, so under load one message carries many
-    tokens (each still its own frame downstream). When the reader falls behind (ChannelFull),
-    the text of each generation merges into one chunk instead of piling up.
-    """
-
-    def __init__(self) -> None:
-        self.items: list[list[Any]] = []  # [id, index, text, tokens]
-        self.ends: list[list[Any]] = []
-        self.sending = False
-        self.full_since: float | None = None
-
-    def add(self, generation_id: str, index: int, text: str, tokens: int) -> None:
-        """Queue one chunk."""
-        self.items.append([generation_id, index, text, tokens])
-
-    def take(self) -> dict[str, Any] | None:
-        """The next message, or None when empty."""
-        if not self.items and not self.ends:
-            return None
-        message = {"type": "chunks", "items": self.items, "ends": self.ends}
-        self.items, self.ends = [], []
-        return message
-
-    def put_back(self, message: dict[str, Any]) -> None:
-        """A send failed: merge its content and what arrived since, one chunk per generation."""
-        merged: dict[str, list[Any]] = {}
-        for generation_id, index, text, tokens in message["items"] + self.items:
-            item = merged.get(generation_id)
-            if item is None:
-                merged[generation_id] = [generation_id, index, text, tokens]
-            else:
-                item[2] += text
-                item[3] += tokens
-        self.items = list(merged.values())
-        self.ends = message["ends"] + self.ends
 
 
 class ModelWorkerConsumer(AsyncConsumer):
@@ -234,11 +195,13 @@ class ModelWorkerConsumer(AsyncConsumer):
             async for batch in stream.batches(settings.STREAM_HEARTBEAT_S):
                 outbox = self._outbox(reply_to)
                 for chunk in batch:
-                    outbox.add(stream.id, chunk.index, chunk.text, chunk.tokens)
+                    outbox.add(stream.id, chunk.index, chunk.text, chunk.tokens, chunk.kind)
                 if batch:
                     self._flush(reply_to)
                     if logged:
-                        self.logs.chunks(stream.id, [[c.index, c.text, c.tokens] for c in batch])
+                        self.logs.chunks(stream.id, [
+                            [c.index, c.text, c.tokens, c.kind] if c.kind else
+                            [c.index, c.text, c.tokens] for c in batch])
             finish_reason = stream.finish_reason
         except GenerationError as error:
             error_code = error.code
@@ -250,12 +213,18 @@ class ModelWorkerConsumer(AsyncConsumer):
             audience = self.audiences.pop(stream.id, None)
             if audience is not None:
                 audience.close()
-        self._outbox(reply_to).ends.append(
-            [stream.id, finish_reason, error_code, stream.tokens_generated,
-             stream.tokens_after_abort]
-        )
-        self._flush(reply_to)
-        if logged:
+        ending = [stream.id, finish_reason, error_code, stream.tokens_generated,
+                  stream.tokens_after_abort]
+
+        def tell_the_reader() -> None:
+            self._outbox(reply_to).ends.append(ending)
+            self._flush(reply_to)
+
+        if not logged:
+            tell_the_reader()
+        else:
+            # The reader hears of the end once the log has it: any reader after it, in any
+            # web process, finds the whole answer in Redis.
             self.logs.end(stream.id, {
                 "finish_reason": finish_reason, "error_code": error_code,
                 "tokens_generated": stream.tokens_generated,
@@ -263,7 +232,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                 # The web process that started it is gone: a reader elsewhere writes its row.
                 "orphan": not self._alive(reply_to),
                 "figures": summarize(stream.created_at, stream.token_times, time.monotonic()),
-            })
+            }, then=tell_the_reader)
 
     def _outbox(self, reply_to: str) -> Outbox:
         outbox = self.outboxes.get(reply_to)

@@ -208,6 +208,7 @@ class Generation:
             "model": self.engine.model[:200],
             "status": self.status,
             "error_code": self.error_code,
+            "reasoning_tokens": self.stream.reasoning_tokens if self.stream is not None else 0,
             **figures,
         }
 

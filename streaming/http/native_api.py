@@ -39,7 +39,8 @@ NOT_STARTED = "Last-Event-ID names no event: this stream has not started."
 
 
 def _native_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, None]:
-    return parse_generation_body(body), None
+    return parse_generation_body(body, engine_name=engine.name,
+                                 upstream=engine.passes_upstream_options), None
 
 
 @api_view("POST")

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.chunk_log import Chunk
+from streaming.core.chunk_log import REASONING, TEXT, TOOL_CALLS, Chunk
 from streaming.core.exceptions import BadRequest, GenerationError, NotFound
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
@@ -26,6 +26,7 @@ from streaming.engines.startup import ready_engine
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.errors import openai_error_response
 from streaming.http.responses import event_stream, open_event_stream
+from streaming.http.upstream_options import take_upstream_options, upstream_messages, why_not
 from streaming.http.validation import build_request, decode_json_object, parse_messages
 from streaming.wire import openai_format, sse
 from streaming.wire.openai_format import ChunkWriter
@@ -112,10 +113,13 @@ def check_parameters(data: dict[str, Any], accepted: set[str],
                                             f"got {key}={json.dumps(value)[:200]}.")
 
 
-def parse_chat_body(body: bytes, model: str) -> tuple[GenerationRequest, ChatOptions]:
+def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, ChatOptions]:
     """Validate a chat-completions body into a GenerationRequest and the reply's options."""
     data = decode_json_object(body)
-    check_parameters(data, SUPPORTED | IGNORED, NEUTRAL, WHY_NOT)
+    model, upstream = engine.model, engine.passes_upstream_options
+    # With the openai engine, what only its upstream acts on goes to it (upstream_options.py).
+    options_json = take_upstream_options(data) if upstream else ""
+    check_parameters(data, SUPPORTED | IGNORED, NEUTRAL, {**WHY_NOT, **why_not(engine.name)})
     requested = data.get("model")
     if not isinstance(requested, str) or not requested:
         raise UnsupportedParameter("model", "`model` must be a non-empty string.")
@@ -130,7 +134,8 @@ def parse_chat_body(body: bytes, model: str) -> tuple[GenerationRequest, ChatOpt
     elif legacy is not None and legacy != max_tokens:
         raise BadRequest("`max_tokens` and `max_completion_tokens` differ; send one of them.")
     generation_request = build_request(
-        messages=parse_messages({"messages": _native_messages(data.get("messages"))}),
+        messages=(upstream_messages(data.get("messages")) if upstream else
+                  parse_messages({"messages": _native_messages(data.get("messages"))})),
         max_tokens=max_tokens,
         temperature=data.get("temperature"),
         top_p=data.get("top_p"),
@@ -138,11 +143,9 @@ def parse_chat_body(body: bytes, model: str) -> tuple[GenerationRequest, ChatOpt
         fault=data.get("fault"),
         stop=data.get("stop"),
     )
+    if options_json:
+        generation_request = replace(generation_request, upstream_options=options_json)
     return generation_request, options
-
-
-def _chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, ChatOptions]:
-    return parse_chat_body(body, engine.model)
 
 
 def _options(data: dict[str, Any]) -> ChatOptions:
@@ -204,7 +207,13 @@ class ChunkFramer:
     def tokens(self, batch: list[Chunk]) -> bytes:
         """One chunk frame per chunk, in one write."""
         content = self.writer.content
-        return b"".join([content(chunk.text) for chunk in batch])
+        return b"".join([content(chunk.text) if chunk.kind == TEXT else self._other(chunk)
+                         for chunk in batch])
+
+    def _other(self, chunk: Chunk) -> bytes:
+        if chunk.kind == REASONING:
+            return self.writer.reasoning(chunk.text)
+        return self.writer.tool_calls(chunk.text)
 
     @staticmethod
     def ping() -> bytes:
@@ -228,11 +237,19 @@ class CompletionCollector:
     def __init__(self, completion_id: str, model: str, created: int) -> None:
         self.completion_id, self.model, self.created = completion_id, model, created
         self.parts: list[str] = []
+        self.reasoning: list[str] = []
+        self.tool_calls: list[list[dict[str, Any]]] = []
         self.status = 200
 
     def tokens(self, batch: list[Chunk]) -> bytes:
         """Keep the text; nothing is sent before the end."""
-        self.parts.extend([chunk.text for chunk in batch])
+        for chunk in batch:
+            if chunk.kind == TEXT:
+                self.parts.append(chunk.text)
+            elif chunk.kind == REASONING:
+                self.reasoning.append(chunk.text)
+            elif chunk.kind == TOOL_CALLS:
+                self.tool_calls.append(json.loads(chunk.text))
         return b""
 
     @staticmethod
@@ -245,6 +262,8 @@ class CompletionCollector:
         completion = openai_format.completion(
             self.completion_id, self.model, self.created, "".join(self.parts),
             stream.finish_reason or "stop", stream.prompt_tokens or 0, stream.tokens_generated,
+            reasoning="".join(self.reasoning),
+            tool_calls=openai_format.merge_tool_calls(self.tool_calls),
         )
         return json.dumps(completion, ensure_ascii=False).encode()
 
@@ -258,7 +277,7 @@ class CompletionCollector:
 @api_view("POST", errors=openai_error_response)
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     """`POST /v1/chat/completions`, streamed or not."""
-    generation, options = await admit(request, _chat_body, api="openai")
+    generation, options = await admit(request, parse_chat_body, api="openai")
     engine = generation.engine
     await start_new(request, generation)
     completion_id, created = f"chatcmpl-{generation.id}", int(time.time())

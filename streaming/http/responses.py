@@ -14,7 +14,7 @@ from typing import Protocol
 from django.conf import settings
 from django.http import StreamingHttpResponse
 
-from streaming.core.chunk_log import Chunk
+from streaming.core.chunk_log import REASONING, TEXT, Chunk
 from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.stream import TokenStream
 from streaming.generations.registry import Generation
@@ -49,9 +49,11 @@ class NativeFramer:
 
     @staticmethod
     def tokens(batch: list[Chunk]) -> bytes:
-        """One `id: <index>` + `{"token"}` event per chunk, in one write (fewer syscalls)."""
+        """One `id: <index>` + `{"token"}` event per chunk, in one write (fewer syscalls);
+        reasoning and tool calls as named events."""
         token_event = sse.token_event
-        return b"".join([token_event(c.index, c.text, c.tokens) for c in batch])
+        return b"".join([token_event(c.index, c.text, c.tokens) if c.kind == TEXT
+                         else _named_event(c) for c in batch])
 
     @staticmethod
     def ping() -> bytes:
@@ -65,6 +67,8 @@ class NativeFramer:
         The summary is a named event: clients that read only unnamed messages never see it.
         """
         summary = {"finish_reason": stream.finish_reason, "tokens": stream.tokens_generated}
+        if stream.reasoning_tokens:
+            summary["reasoning_tokens"] = stream.reasoning_tokens
         return sse.json_event(summary, event="summary") + sse.DONE
 
     @staticmethod
@@ -74,6 +78,12 @@ class NativeFramer:
 
 
 NATIVE = NativeFramer()
+
+
+def _named_event(chunk: Chunk) -> bytes:
+    if chunk.kind == REASONING:
+        return sse.reasoning_event(chunk.index, chunk.text, chunk.tokens)
+    return sse.tool_calls_event(chunk.index, chunk.text)
 
 
 async def open_event_stream(

@@ -16,7 +16,7 @@ import json
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.chunk_log import Chunk
+from streaming.core.chunk_log import TEXT, Chunk
 from streaming.core.exceptions import (
     BadRequest,
     EngineBusy,
@@ -64,11 +64,14 @@ class ResponseFramer:
         self.deltas = wire.DeltaWriter(spec.generation_id)
 
     def tokens(self, batch: list[Chunk]) -> bytes:
-        """A delta event per chunk, in one write."""
+        """A delta event per chunk, in one write (an upstream's reasoning and tool calls as
+        their own deltas)."""
         delta, first = self.deltas.delta, self.next
         self.next += len(batch)
-        self.parts += [chunk.text for chunk in batch]
-        return b"".join([delta(first + i, chunk.text) for i, chunk in enumerate(batch)])
+        self.parts += [chunk.text for chunk in batch if chunk.kind == TEXT]
+        return b"".join([delta(first + i, chunk.text) if chunk.kind == TEXT
+                         else self.deltas.other(first + i, chunk.kind, chunk.text)
+                         for i, chunk in enumerate(batch)])
 
     @staticmethod
     def ping() -> bytes:
@@ -102,7 +105,7 @@ class ResponseCollector:
 
     def tokens(self, batch: list[Chunk]) -> bytes:
         """Keep the text; nothing is sent before the end."""
-        self.parts += [chunk.text for chunk in batch]
+        self.parts += [chunk.text for chunk in batch if chunk.kind == TEXT]
         return b""
 
     @staticmethod

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
 
 from streaming.core.exceptions import STREAM_ERROR_MESSAGES, BadRequest
 from streaming.core.request import Fault, GenerationRequest, Message
+from streaming.http.upstream_options import UPSTREAM_FIELDS, take_upstream_options
 
 ROLES = ("system", "user", "assistant")
 BODY_KEYS = {"prompt", "messages", "max_tokens", "temperature", "top_p", "seed", "fault", "stop"}
@@ -44,13 +46,20 @@ def decode_json_object(body: bytes) -> dict[str, Any]:
     return value
 
 
-def parse_generation_body(body: bytes) -> GenerationRequest:
-    """Validate a native API body (docs/api.md, "Request body")."""
+def parse_generation_body(body: bytes, *, engine_name: str = "",
+                          upstream: bool = False) -> GenerationRequest:
+    """Validate a native API body (docs/api.md, "Request body"); `upstream`: the engine passes
+    `tools` and the like to its upstream (upstream_options.py)."""
     data = decode_json_object(body)
+    options = take_upstream_options(data) if upstream else ""
+    refused = sorted(set(data) & set(UPSTREAM_FIELDS))
+    if refused:
+        raise BadRequest(f"`{refused[0]}`: the {engine_name or 'local'} engine does not take "
+                         "it; only the openai engine passes it to its upstream.")
     unknown = sorted(set(data) - BODY_KEYS)
     if unknown:
         raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
-    return build_request(
+    request = build_request(
         messages=parse_messages(data),
         max_tokens=data.get("max_tokens"),
         temperature=data.get("temperature"),
@@ -59,6 +68,7 @@ def parse_generation_body(body: bytes) -> GenerationRequest:
         fault=data.get("fault"),
         stop=data.get("stop"),
     )
+    return replace(request, upstream_options=options) if options else request
 
 
 def build_request(

@@ -88,6 +88,20 @@ class ChunkWriter:
         self._role_sent = True
         return self._frame({"role": "assistant", "content": text}, None).encode()
 
+    def reasoning(self, text: str) -> bytes:
+        """A chunk with `delta.reasoning_content`, as vLLM and DeepSeek name the thinking."""
+        return self._raw_delta("reasoning_content", dumps(text))
+
+    def tool_calls(self, tool_calls: str) -> bytes:
+        """A chunk with `delta.tool_calls` (`tool_calls`: the upstream's JSON list, as it came)."""
+        return self._raw_delta("tool_calls", tool_calls)
+
+    def _raw_delta(self, field: str, value: str) -> bytes:
+        role = "" if self._role_sent else '"role":"assistant",'
+        self._role_sent = True
+        return (f'data: {self._head},"choices":[{{"index":0,"delta":{{{role}"{field}":{value}}},'
+                f'"logprobs":null,"finish_reason":null}}]{self._tail}\n\n').encode()
+
     def finish(self, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> bytes:
         """The last chunk (`finish_reason`, empty delta), the usage chunk if asked, `[DONE]`."""
         delta: dict[str, str] = {}
@@ -114,11 +128,35 @@ def usage_of(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
+def merge_tool_calls(deltas: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Streamed `delta.tool_calls` merged into a message's `tool_calls`: by `index`, the
+    arguments concatenated, as the deltas spell them out piece by piece."""
+    calls: dict[int, dict[str, Any]] = {}
+    for delta in deltas:
+        for part in delta:
+            call = calls.setdefault(part.get("index", 0), {
+                "id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+            call["id"] = part.get("id") or call["id"]
+            call["type"] = part.get("type") or call["type"]
+            function = part.get("function") or {}
+            call["function"]["name"] += function.get("name") or ""
+            call["function"]["arguments"] += function.get("arguments") or ""
+    return [calls[index] for index in sorted(calls)]
+
+
 def completion(
     completion_id: str, model: str, created: int, text: str, finish_reason: str,
-    prompt_tokens: int, completion_tokens: int,
+    prompt_tokens: int, completion_tokens: int, *, reasoning: str = "",
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """One non-streamed `chat.completion`."""
+    """One non-streamed `chat.completion` (with the upstream's reasoning and tool calls)."""
+    message: dict[str, Any] = {"role": "assistant",
+                               "content": text if text or not tool_calls else None,
+                               "refusal": None}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = tool_calls
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -126,7 +164,7 @@ def completion(
         "model": model,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": text, "refusal": None},
+            "message": message,
             "logprobs": None,
             "finish_reason": finish_reason,
         }],

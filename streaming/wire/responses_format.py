@@ -19,6 +19,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from streaming.core.chunk_log import REASONING
+
 PREAMBLE_EVENTS = 4  # created, in_progress, output_item.added, content_part.added
 TAIL_EVENTS = 4  # text done, part done, item done, the response's end
 ID_PREFIX = "resp_"
@@ -142,6 +144,7 @@ class DeltaWriter:
     """The `response.output_text.delta` events of one response, numbered from the log."""
 
     def __init__(self, generation_id: str) -> None:
+        self._generation_id = generation_id
         item_id = json.dumps(message_id(generation_id))
         self._head = b"event: response.output_text.delta\nid: "
         self._middle = f',"item_id":{item_id},"output_index":0,"content_index":0,"delta":'.encode()
@@ -153,6 +156,16 @@ class DeltaWriter:
                          b'\ndata: {"type":"response.output_text.delta","sequence_number":',
                          number, self._middle, json.dumps(text, ensure_ascii=False).encode(),
                          b',"logprobs":[]}\n\n'))
+
+    def other(self, sequence_number: int, kind: int, text: str) -> bytes:
+        """An upstream's reasoning (`response.reasoning_text.delta`) or tool-call chunk
+        (`response.function_call_arguments.delta`, the delta's JSON as it came)."""
+        item_id = ("rs_" if kind == REASONING else "fc_") + self._generation_id
+        if kind == REASONING:
+            return event("response.reasoning_text.delta", sequence_number, item_id=item_id,
+                         output_index=0, content_index=0, delta=text)
+        return event("response.function_call_arguments.delta", sequence_number,
+                     item_id=item_id, output_index=0, delta=text)
 
 
 def tail(spec: ResponseSpec, outcome: Outcome, first: int, after: int) -> bytes:

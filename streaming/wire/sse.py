@@ -67,6 +67,18 @@ def token_event(index: int, text: str, tokens: int = 1) -> bytes:
     return f'id: {index}\ndata: {{"token": {_dumps(text)}, "tokens": {tokens}}}\n\n'.encode()
 
 
+def reasoning_event(index: int, text: str, tokens: int = 1) -> bytes:
+    """Frame one chunk of the model's reasoning: a named event, with its token count, which
+    clients that read only unnamed messages never see."""
+    return (f'id: {index}\nevent: reasoning\ndata: {{"token": {_dumps(text)}, '
+            f'"tokens": {tokens}}}\n\n').encode()
+
+
+def tool_calls_event(index: int, tool_calls: str) -> bytes:
+    """Frame one chunk of tool calls (the JSON list of an upstream delta's `tool_calls`)."""
+    return f'id: {index}\nevent: tool_calls\ndata: {{"tool_calls": {tool_calls}}}\n\n'.encode()
+
+
 def json_event(payload: object, *, event: str | None = None, id: int | None = None) -> bytes:
     """Frame a JSON payload as one event."""
     return encode_event(_dumps(payload), event=event, id=id)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
+from streaming.core.chunk_log import REASONING
 from streaming.core.request import Fault, GenerationRequest, Message
+from streaming.fleet.outbox import Outbox
 from streaming.fleet.protocol import request_from_message, request_message
 
 REQUEST = GenerationRequest(
@@ -21,3 +23,23 @@ def test_a_message_from_before_stop_strings_has_none():
     message = request_message(REQUEST)
     del message["stop"]
     assert request_from_message(message).stop == ()
+
+
+def test_tool_turns_and_upstream_options_travel_with_the_request():
+    request = GenerationRequest(
+        id="g2", messages=(Message("user", "hi"),
+                           Message("tool", "sunny", '{"tool_call_id": "call_1"}')),
+        max_tokens=5, upstream_options='{"tools": []}')
+    assert request_from_message(json.loads(json.dumps(request_message(request)))) == request
+
+
+def test_a_failed_send_merges_only_chunks_of_the_same_kind_in_order():
+    outbox = Outbox()
+    outbox.add("g", 0, "a", 1, REASONING)
+    outbox.add("g", 1, "b", 1, REASONING)
+    message = outbox.take()
+    outbox.add("g", 2, "c", 1, 0)
+    outbox.add("h", 0, "x", 1, 0)
+    outbox.add("g", 3, "d", 1, 0)
+    outbox.put_back(message)
+    assert outbox.items == [["g", 0, "ab", 2, REASONING], ["g", 2, "cd", 2], ["h", 0, "x", 1]]

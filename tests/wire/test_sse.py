@@ -93,3 +93,10 @@ def test_parser_handles_crlf_split_between_chunks():
     parser = sse.EventParser()
     assert parser.feed(b"data: a\r") == []
     assert [e.data for e in parser.feed(b"\n\r\n")] == ["a"]
+
+
+def test_reasoning_and_tool_call_chunks_are_named_events_with_their_ids():
+    assert sse.reasoning_event(3, "考え", 2) == (
+        'id: 3\nevent: reasoning\ndata: {"token": "考え", "tokens": 2}\n\n'.encode())
+    assert sse.tool_calls_event(4, '[{"index":0}]') == (
+        b'id: 4\nevent: tool_calls\ndata: {"tool_calls": [{"index":0}]}\n\n')

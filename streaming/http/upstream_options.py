@@ -1,0 +1,74 @@
+"""OpenAI parameters and message fields that only an upstream acts on (the `openai` engine).
+
+A front must not drop what its upstream would honour: with the openai engine, `tools`,
+`tool_choice`, `parallel_tool_calls`, `response_format` and `reasoning_effort` go to the
+upstream as they came (it refuses what it cannot do, with its own 4xx, before our stream), and
+so do tool turns (`role: "tool"`, an assistant's `tool_calls`). The local engines refuse them
+by name, saying which engine they are.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streaming.core.exceptions import BadRequest
+from streaming.core.request import Message
+
+# parameter → the JSON types it may have (the upstream checks the rest)
+UPSTREAM_FIELDS: dict[str, tuple[type, ...]] = {
+    "tools": (list,), "tool_choice": (str, dict), "parallel_tool_calls": (bool,),
+    "response_format": (dict,), "reasoning_effort": (str,),
+}
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
+         "tool": "tool"}
+TURN_FIELDS = {"tool_calls", "tool_call_id", "name"}  # kept in Message.extra
+
+
+def why_not(engine_name: str) -> dict[str, str]:
+    """What a refusal of each upstream field says on a local engine."""
+    return {name: f"`{name}` on the {engine_name} engine (only the openai engine passes it "
+                  "to its upstream)" for name in UPSTREAM_FIELDS}
+
+
+def take_upstream_options(data: dict[str, Any]) -> str:
+    """The upstream fields of a body, checked and removed from it, as JSON ("" for none)."""
+    options = {}
+    for name, types in UPSTREAM_FIELDS.items():
+        value = data.pop(name, None)
+        if value is None:
+            continue
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            kinds = " or ".join("an array" if t is list else "an object" if t is dict
+                                else "a string" if t is str else "a boolean" for t in types)
+            raise BadRequest(f"`{name}` must be {kinds}.")
+        options[name] = value
+    return json.dumps(options, ensure_ascii=False, separators=(",", ":")) if options else ""
+
+
+def upstream_messages(raw: Any) -> tuple[Message, ...]:
+    """OpenAI's messages, tool turns included, for an upstream (which checks them further)."""
+    if not isinstance(raw, list) or not raw:
+        raise BadRequest("`messages` must be a non-empty list.")
+    return tuple(_turn(item, f"messages[{position}]") for position, item in enumerate(raw))
+
+
+def _turn(item: Any, where: str) -> Message:
+    if not isinstance(item, dict) or not set(item) <= {"role", "content"} | TURN_FIELDS:
+        raise BadRequest(f"{where} must be an object with `role`, `content` and at most "
+                         f"{', '.join(sorted(TURN_FIELDS))}.")
+    role = ROLES.get(item.get("role"))
+    if role is None:
+        raise BadRequest(f"{where}.role must be one of {', '.join(ROLES)}.")
+    content = item.get("content")
+    if isinstance(content, list):
+        if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(
+                p.get("text"), str) for p in content):
+            raise BadRequest(f"{where}.content: only text content parts are supported.")
+        content = "".join(part["text"] for part in content)
+    if content is None and "tool_calls" in item:
+        content = ""  # an assistant turn that only called tools
+    if not isinstance(content, str):
+        raise BadRequest(f"{where}.content must be a string or a list of text parts.")
+    extra = {name: item[name] for name in TURN_FIELDS if name in item}
+    return Message(role, content, json.dumps(extra, ensure_ascii=False) if extra else "")
