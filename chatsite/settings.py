@@ -179,7 +179,7 @@ STREAM_RESUME_MAX_BYTES = env_int("STREAM_RESUME_MAX_BYTES", 256 * 1024, minimum
 STREAM_RETENTION_S = env_float("STREAM_RETENTION_S", 300.0)
 STREAM_RETAINED_MAX = env_int("STREAM_RETAINED_MAX", 1000, minimum=1)
 # The Responses API's `background` generations run with nobody reading: at most this many at
-# once in a web process, and per client (key, user or address).
+# once in all (fleet-wide with REDIS_URL), and per client (key, user or address).
 RESPONSES_BACKGROUND_MAX = env_int("RESPONSES_BACKGROUND_MAX", 32, minimum=0)
 RESPONSES_BACKGROUND_PER_CLIENT = env_int("RESPONSES_BACKGROUND_PER_CLIENT", 4, minimum=0)
 

@@ -10,6 +10,7 @@ Positions are absolute: freeing from the front never renumbers a chunk.
 
 from __future__ import annotations
 
+import json
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ CHUNK_OVERHEAD_BYTES = 8
 TEXT = 0  # the answer
 REASONING = 1  # the model's thinking before (or between) the answer's text
 TOOL_CALLS = 2  # the JSON of an upstream delta's `tool_calls` list
+LOGPROBS = 3  # answer text with the upstream's log probabilities: the JSON `[text, logprobs]`
 
 
 @dataclass(slots=True)
@@ -32,6 +34,13 @@ class Chunk:
     text: str
     tokens: int = 1
     kind: int = TEXT
+
+
+def answer_text(chunk: Chunk) -> str:
+    """What of a chunk is the answer's text: all of TEXT, the text of LOGPROBS, else none."""
+    if chunk.kind == TEXT:
+        return chunk.text
+    return json.loads(chunk.text)[0] if chunk.kind == LOGPROBS else ""
 
 
 class ChunkLog:

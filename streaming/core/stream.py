@@ -12,11 +12,12 @@ import asyncio
 import time
 from array import array
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Literal
 
-from streaming.core.chunk_log import REASONING, TEXT, Chunk, ChunkLog
-from streaming.core.exceptions import StreamingError
+from streaming.core.chunk_log import REASONING, TEXT, Chunk, ChunkLog, answer_text
+from streaming.core.exceptions import StreamCut, StreamingError
 from streaming.core.request import GenerationRequest
 
 FinishReason = Literal["stop", "length", "tool_calls"]  # tool_calls: an upstream's
@@ -262,7 +263,8 @@ class TokenStream:
         the log is `complete`."""
         log = self._log
         chunks = log.chunks(log.first, self.end if stop is None else max(log.first, stop))
-        return "".join([chunk.text for chunk in chunks if chunk.kind == TEXT])
+        return "".join([chunk.text if chunk.kind == TEXT else answer_text(chunk)
+                        for chunk in chunks])
 
     def free(self) -> None:
         """Stop keeping the log whole (past the cap, or a finished answer past its retention):
@@ -278,6 +280,20 @@ class TokenStream:
         return min((reader.position for reader in readers), default=self.end)
 
     # --- reader side -----------------------------------------------------------------------
+
+    async def until(self, done: Callable[[], bool], within_s: float) -> None:
+        """Wait at most `within_s` for `done()`, checked as chunks arrive; return early when
+        the stream ends, however it ends (a replica catching up with its log)."""
+        if done() or self._finished:
+            return
+        try:
+            async with asyncio.timeout(within_s), aclosing(
+                    self.batches(within_s, position=self.end)) as batches:
+                async for _ in batches:
+                    if done():
+                        return
+        except (TimeoutError, StreamingError, StreamCut):
+            return
 
     def join(self, position: int = 0) -> Reader:
         """A reader at `position`, counted from now: nothing it has not read is freed."""

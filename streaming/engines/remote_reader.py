@@ -12,7 +12,7 @@ import asyncio
 import json
 from typing import Any
 
-from streaming.core.chunk_log import REASONING, TOOL_CALLS
+from streaming.core.chunk_log import LOGPROBS, REASONING, TOOL_CALLS
 from streaming.core.exceptions import GenerationError, StreamingError
 from streaming.core.stream import TokenStream
 from streaming.engines.upstream import UpstreamConnection
@@ -80,7 +80,10 @@ class UpstreamReader:
                 self.stream.push(json.dumps(delta["tool_calls"], ensure_ascii=False,
                                             separators=(",", ":")), kind=TOOL_CALLS)
             content = delta.get("content")
-            if content:
+            if content and choice.get("logprobs"):  # asked for: kept with the text they belong to
+                self.stream.push(json.dumps([content, choice["logprobs"]], ensure_ascii=False,
+                                            separators=(",", ":")), kind=LOGPROBS)
+            elif content:
                 self.stream.push(content)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
         self.usage = payload.get("usage") or self.usage

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from contextlib import aclosing
 from datetime import datetime
 from typing import Any
 
@@ -92,16 +91,9 @@ class Replicas(Engine):
     async def catch_up(self, request_id: str, event_id: int) -> None:
         """Wait, at most CATCH_UP_S, until the replica holds token `event_id`."""
         stream = self.streams.get(request_id)
-        if stream is None or stream.tokens_generated > event_id:
-            return
-        try:
-            async with asyncio.timeout(CATCH_UP_S), aclosing(
-                    stream.batches(CATCH_UP_S, position=stream.end)) as batches:
-                async for _ in batches:
-                    if stream.tokens_generated > event_id:
-                        return
-        except (TimeoutError, GenerationError, StreamCut):
-            return  # not there in time, or ended: the position decides (400, or its ending)
+        if stream is not None:
+            # Not there in time, or ended: the position decides (400, or its ending).
+            await stream.until(lambda: stream.tokens_generated > event_id, CATCH_UP_S)
 
     def release(self, request_id: str) -> None:
         """Forget a finished replica's stream."""

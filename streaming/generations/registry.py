@@ -59,7 +59,6 @@ class Generation:
     api: str = "native"
     client: str = ""
     owner: str = ""  # streaming/http/auth.py's principal of whoever created it
-    principal: str = ""  # who asked, for the limits (the owner only where ownership applies)
     background: bool = False  # runs with nobody reading (the Responses API's `background`)
     status: str = PENDING
     error_code: str = ""
@@ -68,6 +67,7 @@ class Generation:
     ended_mono: float | None = None
     stream: TokenStream | None = None
     lease: Slot | None = None  # its stream slot while it runs
+    background_lease: Slot | None = None  # and, for a background response, that pool's slot
     answer: Answer | None = None  # its readers, grace and retention, once started
     # A replica of an answer another web process started (fleet/replica.py) is not counted in
     # this process's metrics, and writes its row only if the log says that one died.
@@ -309,9 +309,10 @@ def logged_prompt(request: GenerationRequest) -> str:
 
 
 def _release(generation: Generation) -> None:
-    if generation.lease is not None:
-        generation.lease.release()
-        generation.lease = None
+    for lease in (generation.lease, generation.background_lease):
+        if lease is not None:
+            lease.release()
+    generation.lease = generation.background_lease = None
 
 
 registry = Registry()

@@ -85,8 +85,7 @@ async def admit(
     engine.check_request(generation_request)
     generation = registry.add(
         Generation(generation_request, engine, api=api, client=client_address(request),
-                   owner=principal(request) if owner_required(request) else "",
-                   principal=principal(request))
+                   owner=principal(request) if owner_required(request) else "")
     )
     if store.enabled() and generation.owner:
         # With REDIS_URL: any web process can tell who may see and cancel it.

@@ -1,8 +1,10 @@
 """Admission limits, checked before any stream starts.
 
 Three of them: requests per minute per client (429), streams open at once per client (429), and
-streams in flight on the whole service (503). A client is an API key, a logged-in user, or the
-peer address when anonymous (`auth.principal`).
+streams in flight on the whole service (503). Background responses (the Responses API's
+`background`, which run with nobody reading) have a pool of slots of their own, per client and
+in total, counted the same way. A client is an API key, a logged-in user, or the peer address
+when anonymous (`auth.principal`).
 
 Without REDIS_URL the counts live in this process. With it they live in Redis, so that they hold
 across every web process: a stream's slot is a lease with an expiry, renewed while the stream
@@ -17,12 +19,19 @@ import logging
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from django.conf import settings
 
-from streaming.core.exceptions import EngineBusy, RateLimited, TooManyStreams
+from streaming.core.exceptions import (
+    EngineBusy,
+    RateLimited,
+    StreamingError,
+    TooManyBackground,
+    TooManyStreams,
+)
 from streaming.fleet import store
 
 logger = logging.getLogger(__name__)
@@ -31,14 +40,36 @@ RATE_WINDOW_S = 60  # the rate limit counts requests per fixed minute
 PREFIX = "llm-streaming:limits:"
 
 
+@dataclass(frozen=True)
+class Pool:
+    """One kind of slot: its Redis keys' name, its limits (settings, read when used), and the
+    errors past them (this client's share / everyone's)."""
+
+    name: str
+    per_client: Callable[[], int]
+    total: Callable[[], int]
+    mine_full: Callable[[int], StreamingError]
+    all_full: Callable[[int], StreamingError]
+
+
+STREAMS = Pool("streams", lambda: settings.STREAM_MAX_STREAMS_PER_CLIENT,
+               lambda: settings.STREAM_MAX_IN_FLIGHT, TooManyStreams,
+               lambda limit: _service_full())
+BACKGROUND = Pool("background", lambda: settings.RESPONSES_BACKGROUND_PER_CLIENT,
+                  lambda: settings.RESPONSES_BACKGROUND_MAX, TooManyBackground,
+                  lambda limit: EngineBusy(f"{limit} background responses run, the most this "
+                                           "service runs at once; try again shortly."))
+
+
 class Limits(Protocol):
     """What both limiters do (this process's counts, or Redis's)."""
 
     async def hit(self, client: str) -> None:
         """Count one request against the client's rate; RateLimited past it."""
 
-    async def acquire(self, client: str) -> Lease:
-        """A stream slot, or TooManyStreams (this client) / EngineBusy (everyone)."""
+    async def acquire(self, client: str, pool: Pool = STREAMS) -> Lease:
+        """A slot of `pool`, or its error for this client (TooManyStreams) or everyone's
+        (EngineBusy)."""
 
     def release(self, lease: Lease) -> None:
         """Give the slot back (idempotent)."""
@@ -54,6 +85,7 @@ class Lease:
     client: str
     token: str
     issuer: Limits  # the limiter it came from, which it goes back to
+    pool: Pool = STREAMS
     released: bool = False
 
     def release(self) -> None:
@@ -69,8 +101,8 @@ class LocalLimits:
     """This process's counts (the embedded default)."""
 
     def __init__(self) -> None:
-        self.streams: Counter[str] = Counter()
-        self.in_flight = 0
+        self.held: Counter[tuple[str, str]] = Counter()  # (pool, client) → slots held
+        self.in_flight: Counter[str] = Counter()  # pool → slots held
         self._window = -1
         self._hits: Counter[str] = Counter()
 
@@ -87,25 +119,26 @@ class LocalLimits:
         if self._hits[client] > limit:
             raise RateLimited(limit, retry_after_s=RATE_WINDOW_S * (window + 1) - now)
 
-    async def acquire(self, client: str) -> Lease:
-        """A stream slot, or TooManyStreams (this client) / EngineBusy (everyone)."""
-        if _full(settings.STREAM_MAX_IN_FLIGHT, self.in_flight):
-            raise _service_full()
-        if _full(settings.STREAM_MAX_STREAMS_PER_CLIENT, self.streams[client]):
-            raise TooManyStreams(settings.STREAM_MAX_STREAMS_PER_CLIENT)
-        self.streams[client] += 1
-        self.in_flight += 1
-        return Lease(client, "", self)
+    async def acquire(self, client: str, pool: Pool = STREAMS) -> Lease:
+        """A slot of `pool`, or its error for this client / everyone."""
+        if _full(pool.total(), self.in_flight[pool.name]):
+            raise pool.all_full(pool.total())
+        if _full(pool.per_client(), self.held[pool.name, client]):
+            raise pool.mine_full(pool.per_client())
+        self.held[pool.name, client] += 1
+        self.in_flight[pool.name] += 1
+        return Lease(client, "", self, pool)
 
     def release(self, lease: Lease) -> None:
         """Give the slot back (idempotent)."""
         if lease.released:
             return
         lease.released = True
-        self.in_flight -= 1
-        self.streams[lease.client] -= 1
-        if self.streams[lease.client] <= 0:
-            del self.streams[lease.client]
+        key = lease.pool.name, lease.client
+        self.in_flight[lease.pool.name] -= 1
+        self.held[key] -= 1
+        if self.held[key] <= 0:
+            del self.held[key]
 
     async def flush(self) -> None:
         """Nothing is under way: releases here are immediate."""
@@ -141,7 +174,13 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 0
 """
-GLOBAL_KEY = PREFIX + "in-flight"
+GLOBAL_KEY = PREFIX + "in-flight"  # the streams' pool; another pool's is `<name>-in-flight`
+
+
+def _keys(pool: Pool, client: str) -> tuple[str, str]:
+    """A pool's Redis keys: this client's leases, and everyone's."""
+    everyone = GLOBAL_KEY if pool is STREAMS else f"{PREFIX}{pool.name}-in-flight"
+    return f"{PREFIX}{pool.name}:{client}", everyone
 
 
 class RedisLimits:
@@ -163,18 +202,17 @@ class RedisLimits:
         if count > limit:
             raise RateLimited(limit, retry_after_s=max(ttl_ms, 0) / 1000)
 
-    async def acquire(self, client: str) -> Lease:
-        """A lease on a stream slot, or TooManyStreams / EngineBusy."""
-        lease = Lease(client, uuid.uuid4().hex, self)
+    async def acquire(self, client: str, pool: Pool = STREAMS) -> Lease:
+        """A lease on a slot of `pool`, or its error for this client / everyone."""
+        lease = Lease(client, uuid.uuid4().hex, self, pool)
         verdict = await store.call(
-            "eval", _ACQUIRE, 2, f"{PREFIX}streams:{client}", GLOBAL_KEY, lease.token,
-            settings.STREAM_MAX_IN_FLIGHT, settings.STREAM_MAX_STREAMS_PER_CLIENT,
-            _ttl_ms(),
+            "eval", _ACQUIRE, 2, *_keys(pool, client), lease.token, pool.total(),
+            pool.per_client(), _ttl_ms(),
         )
         if verdict == 2:
-            raise _service_full()
+            raise pool.all_full(pool.total())
         if verdict == 1:
-            raise TooManyStreams(settings.STREAM_MAX_STREAMS_PER_CLIENT)
+            raise pool.mine_full(pool.per_client())
         self.held.add(lease)
         self._keep_renewing()
         return lease
@@ -193,8 +231,8 @@ class RedisLimits:
         try:
             client = store.redis()
             async with client.pipeline(transaction=False) as pipe:
-                pipe.zrem(f"{PREFIX}streams:{lease.client}", lease.token)
-                pipe.zrem(GLOBAL_KEY, lease.token)
+                for key in _keys(lease.pool, lease.client):
+                    pipe.zrem(key, lease.token)
                 await pipe.execute()
         except Exception as error:
             # The lease expires by itself within STREAM_LEASE_TTL_S; nothing else to do.
@@ -216,8 +254,8 @@ class RedisLimits:
             try:
                 async with store.redis().pipeline(transaction=False) as pipe:
                     for lease in held:
-                        pipe.eval(_RENEW, 2, f"{PREFIX}streams:{lease.client}", GLOBAL_KEY,
-                                  lease.token, ttl_ms)
+                        pipe.eval(_RENEW, 2, *_keys(lease.pool, lease.client), lease.token,
+                                  ttl_ms)
                     await pipe.execute()
             except Exception as error:
                 logger.warning("could not renew stream slots: %s", error)

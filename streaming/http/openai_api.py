@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.chunk_log import REASONING, TEXT, TOOL_CALLS, Chunk
+from streaming.core.chunk_log import LOGPROBS, REASONING, TEXT, TOOL_CALLS, Chunk
 from streaming.core.exceptions import BadRequest, GenerationError, NotFound
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
@@ -211,6 +211,9 @@ class ChunkFramer:
                          for chunk in batch])
 
     def _other(self, chunk: Chunk) -> bytes:
+        if chunk.kind == LOGPROBS:
+            text, logprobs = json.loads(chunk.text)
+            return self.writer.content_with_logprobs(text, logprobs)
         if chunk.kind == REASONING:
             return self.writer.reasoning(chunk.text)
         return self.writer.tool_calls(chunk.text)
@@ -239,6 +242,7 @@ class CompletionCollector:
         self.parts: list[str] = []
         self.reasoning: list[str] = []
         self.tool_calls: list[list[dict[str, Any]]] = []
+        self.logprobs: list[Any] = []  # each token's, when the upstream was asked for them
         self.status = 200
 
     def tokens(self, batch: list[Chunk]) -> bytes:
@@ -250,6 +254,10 @@ class CompletionCollector:
                 self.reasoning.append(chunk.text)
             elif chunk.kind == TOOL_CALLS:
                 self.tool_calls.append(json.loads(chunk.text))
+            elif chunk.kind == LOGPROBS:
+                text, logprobs = json.loads(chunk.text)
+                self.parts.append(text)
+                self.logprobs += (logprobs or {}).get("content") or []
         return b""
 
     @staticmethod
@@ -263,7 +271,7 @@ class CompletionCollector:
             self.completion_id, self.model, self.created, "".join(self.parts),
             stream.finish_reason or "stop", stream.prompt_tokens or 0, stream.tokens_generated,
             reasoning="".join(self.reasoning),
-            tool_calls=openai_format.merge_tool_calls(self.tool_calls),
+            tool_calls=openai_format.merge_tool_calls(self.tool_calls), logprobs=self.logprobs,
         )
         return json.dumps(completion, ensure_ascii=False).encode()
 

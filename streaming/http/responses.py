@@ -14,7 +14,7 @@ from typing import Protocol
 from django.conf import settings
 from django.http import StreamingHttpResponse
 
-from streaming.core.chunk_log import REASONING, TEXT, Chunk
+from streaming.core.chunk_log import LOGPROBS, REASONING, TEXT, Chunk, answer_text
 from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.stream import TokenStream
 from streaming.generations.registry import Generation
@@ -81,6 +81,8 @@ NATIVE = NativeFramer()
 
 
 def _named_event(chunk: Chunk) -> bytes:
+    if chunk.kind == LOGPROBS:  # the native stream carries the text alone
+        return sse.token_event(chunk.index, answer_text(chunk), chunk.tokens)
     if chunk.kind == REASONING:
         return sse.reasoning_event(chunk.index, chunk.text, chunk.tokens)
     return sse.tool_calls_event(chunk.index, chunk.text)

@@ -16,32 +16,28 @@ import json
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.chunk_log import TEXT, Chunk
-from streaming.core.exceptions import (
-    BadRequest,
-    EngineBusy,
-    GenerationError,
-    Gone,
-    NotFound,
-    TooManyBackground,
-)
+from streaming.core.chunk_log import LOGPROBS, TEXT, Chunk, answer_text
+from streaming.core.exceptions import BadRequest, GenerationError, Gone, NotFound, StreamingError
 from streaming.core.request import Message
 from streaming.core.stream import TokenStream
 from streaming.engines.startup import ready_engine
 from streaming.fleet import store
-from streaming.fleet.replica import replicas
+from streaming.fleet.replica import CATCH_UP_S, replicas
 from streaming.generations import stored
 from streaming.generations.answer import event_id
 from streaming.generations.registry import Generation, registry
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.auth import may_see, owner_required, principal
 from streaming.http.errors import openai_error_response
+from streaming.http.limits import BACKGROUND, limits
 from streaming.http.responses import event_stream, open_event_stream
 from streaming.http.responses_body import ResponseBody, generation_id_of, parse_response_body
 from streaming.models import GenerationStatus, StoredResponse
 from streaming.wire import openai_format, sse
 from streaming.wire import responses_format as wire
 from streaming.wire.responses_format import Outcome, ResponseSpec
+
+ANSWER = (TEXT, LOGPROBS)  # the kinds of chunk that are the answer's text
 
 
 class ResponseNotFound(NotFound):
@@ -68,8 +64,8 @@ class ResponseFramer:
         their own deltas)."""
         delta, first = self.deltas.delta, self.next
         self.next += len(batch)
-        self.parts += [chunk.text for chunk in batch if chunk.kind == TEXT]
-        return b"".join([delta(first + i, chunk.text) if chunk.kind == TEXT
+        self.parts += [answer_text(chunk) for chunk in batch]
+        return b"".join([delta(first + i, answer_text(chunk)) if chunk.kind in ANSWER
                          else self.deltas.other(first + i, chunk.kind, chunk.text)
                          for i, chunk in enumerate(batch)])
 
@@ -105,7 +101,7 @@ class ResponseCollector:
 
     def tokens(self, batch: list[Chunk]) -> bytes:
         """Keep the text; nothing is sent before the end."""
-        self.parts += [chunk.text for chunk in batch if chunk.kind == TEXT]
+        self.parts += [answer_text(chunk) for chunk in batch]
         return b""
 
     @staticmethod
@@ -136,7 +132,12 @@ async def create_response(request: HttpRequest) -> HttpResponse:
         request, lambda _, engine: body.build(engine.model, history), api="responses")
     if body.background:
         generation.background = True
-        _check_background_room(request, generation)
+        try:
+            # A slot of the background pool (per client and in total, fleet-wide with Redis).
+            generation.background_lease = await limits().acquire(principal(request), BACKGROUND)
+        except StreamingError:
+            registry.discard(generation)
+            raise
     if body.store:
         await stored.save(spec, generation.owner, _stored_turns(generation, spec), generation)
     try:
@@ -182,7 +183,13 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
         raise Gone("This response's events are no longer kept (STREAM_RETENTION_S); GET it "
                    "without `stream` for its final state.")
     after = _starting_after(request)
-    position, after = _position(generation.stream, after)
+    stream = generation.stream
+    if generation.engine.shares_answers:
+        # A reader of another process may be ahead of this one's copy of the log (its writes
+        # are coalesced): wait a little for it to catch up.
+        needed = after - wire.PREAMBLE_EVENTS + 1
+        await stream.until(lambda: stream.end >= needed, CATCH_UP_S)
+    position, after = _position(stream, after)
     framer = ResponseFramer(spec, generation.stream, position, after)
     return await open_event_stream(
         generation, framer, preamble=wire.preamble(spec, Outcome("in_progress"), after),
@@ -217,19 +224,6 @@ def _stored_turns(generation: Generation, spec: ResponseSpec) -> list[Message]:
     """The conversation to store: the request's turns without the instructions."""
     messages = list(generation.request.messages)
     return messages[1:] if spec.instructions else messages
-
-
-def _check_background_room(request: HttpRequest, generation: Generation) -> None:
-    """429 past the client's share of background responses, 503 past this process's."""
-    running = [g for g in registry.live() if g.background and g is not generation]
-    mine = sum(1 for g in running if g.principal == principal(request))
-    if mine >= settings.RESPONSES_BACKGROUND_PER_CLIENT:
-        registry.discard(generation)
-        raise TooManyBackground(settings.RESPONSES_BACKGROUND_PER_CLIENT)
-    if len(running) >= settings.RESPONSES_BACKGROUND_MAX:
-        registry.discard(generation)
-        raise EngineBusy("As many background responses run as this server allows; try again "
-                         "shortly.")
 
 
 async def _stored(request: HttpRequest, response_id: str) -> StoredResponse:

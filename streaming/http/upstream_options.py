@@ -19,6 +19,7 @@ from streaming.core.request import Message
 UPSTREAM_FIELDS: dict[str, tuple[type, ...]] = {
     "tools": (list,), "tool_choice": (str, dict), "parallel_tool_calls": (bool,),
     "response_format": (dict,), "reasoning_effort": (str,),
+    "logprobs": (bool,), "top_logprobs": (int,),
 }
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
          "tool": "tool"}

@@ -88,6 +88,13 @@ class ChunkWriter:
         self._role_sent = True
         return self._frame({"role": "assistant", "content": text}, None).encode()
 
+    def content_with_logprobs(self, text: str, logprobs: Any) -> bytes:
+        """A chunk with `delta.content` and the upstream's `logprobs` for it."""
+        delta = {"content": text} if self._role_sent else {"role": "assistant", "content": text}
+        self._role_sent = True
+        choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": None}
+        return f'data: {self._head},"choices":[{dumps(choice)}]{self._tail}\n\n'.encode()
+
     def reasoning(self, text: str) -> bytes:
         """A chunk with `delta.reasoning_content`, as vLLM and DeepSeek name the thinking."""
         return self._raw_delta("reasoning_content", dumps(text))
@@ -147,7 +154,7 @@ def merge_tool_calls(deltas: list[list[dict[str, Any]]]) -> list[dict[str, Any]]
 def completion(
     completion_id: str, model: str, created: int, text: str, finish_reason: str,
     prompt_tokens: int, completion_tokens: int, *, reasoning: str = "",
-    tool_calls: list[dict[str, Any]] | None = None,
+    tool_calls: list[dict[str, Any]] | None = None, logprobs: list[Any] | None = None,
 ) -> dict[str, Any]:
     """One non-streamed `chat.completion` (with the upstream's reasoning and tool calls)."""
     message: dict[str, Any] = {"role": "assistant",
@@ -165,7 +172,7 @@ def completion(
         "choices": [{
             "index": 0,
             "message": message,
-            "logprobs": None,
+            "logprobs": {"content": logprobs} if logprobs else None,
             "finish_reason": finish_reason,
         }],
         "usage": usage_of(prompt_tokens, completion_tokens),

@@ -98,6 +98,23 @@ def test_tool_turns_and_response_format_go_to_the_upstream_whole(client, upstrea
     assert body["response_format"] == {"type": "json_object"}
 
 
+def test_log_probabilities_come_back_with_the_text_they_belong_to(client, upstream, front):
+    chunks = list(client.chat.completions.create(
+        model="thinker", messages=WEATHER, stream=True, logprobs=True, top_logprobs=2))
+    scored = [(c.choices[0].delta.content, c.choices[0].logprobs.content[0].token)
+              for c in chunks if c.choices and c.choices[0].logprobs]
+    assert scored == [("Sunny", "Sunny"), (" in Paris.", " in Paris.")]
+    assert (sent(upstream)["logprobs"], sent(upstream)["top_logprobs"]) == (True, 2)
+    whole = client.chat.completions.create(model="thinker", messages=WEATHER, logprobs=True)
+    assert whole.choices[0].message.content == "Sunny in Paris."
+    assert [p.logprob for p in whole.choices[0].logprobs.content] == [-0.5, -0.5]
+    # The native stream carries the text alone.
+    body = json.dumps({"messages": WEATHER, "logprobs": True}).encode()
+    events = RawStream(front.port, "/api/stream", method="POST", body=body).read_all()
+    assert [json.loads(e.data)["token"] for e in events
+            if e.event == "message" and e.data != "[DONE]"] == ["Sunny", " in Paris."]
+
+
 def test_the_upstreams_refusal_is_its_4xx_before_the_stream(client):
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(model="thinker", messages=WEATHER, stream=True,

@@ -63,3 +63,26 @@ def test_a_background_response_started_on_one_process_is_cancelled_from_the_othe
         assert final["tokens_generated"] < 2000
         assert wait_until(lambda: client_of(other).responses.retrieve(response.id).status
                           == "cancelled", 10)
+
+
+def test_the_cap_on_background_responses_holds_across_web_processes(tmp_path):
+    with running_fleet(tmp_path, {"RESPONSES_BACKGROUND_PER_CLIENT": "1"}) as fleet:
+        home, other = fleet.webs
+        model = client_of(home).models.list().data[0].id
+        first = client_of(home).responses.create(
+            model=model, input=PROMPT, max_output_tokens=2000, background=True)
+        with pytest.raises(openai.RateLimitError) as caught:
+            client_of(other).responses.create(model=model, input=PROMPT, background=True)
+        assert caught.value.body["code"] == "too_many_background"
+        client_of(other).responses.cancel(first.id)
+        home.wait_final(first.id.removeprefix("resp_"))
+        second = wait_until(lambda: _background(other, model), 10)
+        assert second.background is True
+
+
+def _background(web, model):
+    try:
+        return client_of(web).responses.create(model=model, input=PROMPT, max_output_tokens=2,
+                                               background=True)
+    except openai.RateLimitError:
+        return None  # the first one's slot is on its way back

@@ -53,7 +53,7 @@ async def test_streams_per_client_then_429_until_one_ends(engine, fresh_limits):
     await again.read_all()
     await second.disconnect()
     await log_writer.flush()
-    assert limits.limits().in_flight == 0 and not limits.limits().streams
+    assert limits.limits().in_flight["streams"] == 0 and not limits.limits().held
 
 
 async def test_service_wide_cap_is_503_with_retry_after(engine, fresh_limits):
@@ -100,4 +100,4 @@ async def test_a_refused_stream_takes_no_slot(engine, fresh_limits):
     assert again.status == 200  # a reader of the kept answer takes no slot of its own
     assert again.payload == done.payload
     await log_writer.flush()
-    assert limits.limits().in_flight == 0
+    assert limits.limits().in_flight["streams"] == 0

@@ -238,3 +238,14 @@ def test_background_responses_are_counted_apart_in_the_metrics(openai_client, mo
     assert grown == {"streaming_background_generations_total": 1,
                      "streaming_background_tokens_generated_total": 7,
                      "streaming_generations_total": 1}
+
+
+def test_background_responses_are_capped_in_total(server_factory, model):
+    server = server_factory(env={"RESPONSES_BACKGROUND_MAX": "1"})
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+    first = client.responses.create(model=model, input=PROMPT, max_output_tokens=2000,
+                                    background=True)
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.responses.create(model=model, input=PROMPT, background=True)
+    assert (caught.value.status_code, caught.value.body["code"]) == (503, "no_capacity")
+    client.responses.cancel(first.id)

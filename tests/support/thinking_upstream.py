@@ -4,7 +4,8 @@ A raw ASGI app (`uvicorn tests.support.thinking_upstream:app`): it serves one mo
 every `POST /v1/chat/completions` with reasoning deltas (`reasoning_content`, then newer vLLM's
 `reasoning`), then either tool-call deltas whose arguments come piece by piece (when the request
 has `tools`; `finish_reason: tool_calls`) or text. It refuses `tool_choice: "required"` without
-`tools` with a 400, as vLLM does. `GET /last-request` returns the last body it was sent.
+`tools` with a 400, as vLLM does, and sends `logprobs` with the text when asked.
+`GET /last-request` returns the last body it was sent.
 """
 
 from __future__ import annotations
@@ -56,16 +57,21 @@ async def app(scope, receive, send) -> None:
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/event-stream")]})
     for delta in deltas:
-        await _frame(send, _chunk(delta, None))
+        logprobs = None
+        if data.get("logprobs") and delta.get("content"):
+            logprobs = {"content": [{"token": delta["content"], "logprob": -0.5,
+                                     "bytes": list(delta["content"].encode()),
+                                     "top_logprobs": []}]}
+        await _frame(send, _chunk(delta, None, logprobs))
     await _frame(send, _chunk({}, finish))
     usage = {"prompt_tokens": 5, "completion_tokens": len(deltas), "total_tokens": 5 + len(deltas)}
     await _frame(send, f'data: {json.dumps({"choices": [], "usage": usage})}\n\n')
     await _frame(send, "data: [DONE]\n\n", more=False)
 
 
-def _chunk(delta: dict, finish: str | None) -> str:
+def _chunk(delta: dict, finish: str | None, logprobs: dict | None = None) -> str:
     payload = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1,
-               "model": MODEL, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+               "model": MODEL, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs,
                                             "finish_reason": finish}]}
     return f"data: {json.dumps(payload)}\n\n"
 
