@@ -13,7 +13,7 @@ STREAMING_ENGINE ?= transformers
 # A reloaded page rejoins its answer: it runs on this long with nobody reading (README).
 STREAM_RESUME_GRACE_S ?= 10
 
-.PHONY: setup browser-deps nginx run test lint bench clean
+.PHONY: setup browser-deps nginx run test lint bench gpu-carry gpu-bench clean
 
 setup: $(STAMP)
 
@@ -57,6 +57,15 @@ lint: setup
 bench: setup
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The GPU run (docs/model.md, "On a GPU"): gpu-carry/ holds the wheels and the tokenizer that a
+# GPU machine without network needs; gpu-bench runs the same benchmark here, on this machine's
+# device (GPU_BENCH_ARGS, e.g. --device cpu --shapes tiny).
+gpu-carry: setup
+	$(BIN)/python bench/gpu_carry.py
+
+gpu-bench: setup
+	$(BIN)/python -m bench.gpu_bench $(GPU_BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) staticfiles db.sqlite3

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streaming.engines import random_model
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -39,6 +41,7 @@ class ModelSource:
     location: str  # a folder or a hub id
     gguf_file: str | None = None  # a file inside `location` when the weights are a GGUF
     local: bool = True
+    random_shape: str | None = None  # random weights of this shape (random_model.py)
 
     @property
     def cache_key(self) -> str:
@@ -67,6 +70,9 @@ def packaged_gguf() -> Path:
 
 def resolve(model: str) -> ModelSource:
     """Turn `STREAMING_MODEL` ("" for the packaged model) into a source."""
+    shape = random_model.shape_of(model)
+    if shape is not None:
+        return ModelSource(f"random-{shape}", "", random_shape=shape)
     if not model:
         gguf = packaged_gguf()
         return ModelSource("SmolLM2-135M-Instruct", str(gguf.parent), gguf.name)
@@ -90,6 +96,13 @@ def load(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load tokenizer and model once, from the converted cache when there is one."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if source.random_shape is not None:
+        model, tokenizer = random_model.load(source.random_shape, cache_root=cache_root,
+                                             device=device, dtype=dtype,
+                                             attention=_attention(device),
+                                             packaged=packaged_gguf)
+        return model, tokenizer
 
     cached = cache_root / source.cache_key if cache_root and source.gguf_file else None
     if cached is not None and _cache_is_complete(cached):

@@ -135,7 +135,7 @@ def start_server(
         )
     port = free_port()
     if server == "uvicorn":
-        command = [str(BIN / "uvicorn"), app, "--host", "127.0.0.1", "--port", str(port),
+        command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
                    "--no-access-log"]
     elif server == "daphne":
         command = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), app]
