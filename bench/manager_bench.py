@@ -3,11 +3,11 @@
 The same model (the packaged SmolLM2-135M, or `--model`) on the same machine, in turns:
 
 - **manager**: a `ContinuousBatchingManager` made as the engine makes its own
-  (`batching.new_manager`), fed with `add_request` and read with a result handler: no event
-  loop, no stream, no HTTP;
+  (`batching.new_manager`), fed with `add_request` and read with `get_result`: no event loop,
+  no stream, no HTTP;
 - **engine**: the project's TransformersEngine in this process, its TokenStreams read on an
   event loop;
-- **served**: uvicorn serving that engine, read by `manage.py loadtest`'s client.
+- **served**: uvicorn serving that engine, the same prompt sent to `POST /api/stream`.
 
 Each runs `--streams` generations of `--tokens` tokens at once (1 and 8 by default), and the
 total tokens/s of each is compared with the manager's.
@@ -24,10 +24,11 @@ import asyncio
 import json
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from bench.workers_bench import RESULTS
 from streaming.core.request import GenerationRequest, Message
@@ -38,28 +39,21 @@ SAMPLING = {"temperature": 1.0, "top_p": 1.0}  # the engine's defaults, sent per
 
 
 def manager_run(engine: TransformersEngine, streams: int, tokens: int) -> float:
-    """Tokens/s of a manager like the engine's, fed and read directly."""
+    """Tokens/s of a manager like the engine's, fed with `add_request` and read with
+    `get_result` (each step's outputs, as the engine gets them), in this thread."""
     manager = engine._new_manager()
     ids = engine._encode_messages([{"role": "user", "content": PROMPT}])
-    done, counts = threading.Event(), {}
     try:
         for _ in range(2):  # the first round warms up
-            counts.clear()
-            done.clear()
+            counts: dict[str, int] = {}
             started = time.perf_counter()
             for index in range(streams):
-                name = f"m{index}-{time.monotonic_ns()}"
-
-                def on_output(output, name=name) -> None:
-                    if output.is_finished():
-                        counts[name] = len(output.generated_tokens)
-                        if len(counts) == streams:
-                            done.set()
-
-                manager.register_result_handler(name, on_output)
-                manager.add_request(ids, request_id=name, max_new_tokens=tokens, streaming=True,
-                                    **SAMPLING)
-            done.wait(600)
+                manager.add_request(ids, request_id=f"m{index}-{time.monotonic_ns()}",
+                                    max_new_tokens=tokens, streaming=True, **SAMPLING)
+            while len(counts) < streams:
+                output = manager.get_result(timeout=60)
+                if output is not None and output.is_finished():
+                    counts[output.request_id] = len(output.generated_tokens)
             elapsed = time.perf_counter() - started
         return sum(counts.values()) / elapsed
     finally:
@@ -82,11 +76,8 @@ async def engine_run(engine: TransformersEngine, streams: int, tokens: int) -> f
 
 
 def served_run(model: str, streams: int, tokens: int) -> float:
-    """Tokens/s through uvicorn and the load test's client."""
+    """Tokens/s through uvicorn: the same prompt, `POST /api/stream`, read whole."""
     from streaming.tools.liveserver import start_server
-    from streaming.tools.loadtest import LoadTest
-    from streaming.tools.loadtest_config import LoadTestConfig
-    from streaming.tools.loadtest_report import summarize_run
 
     env = {"STREAMING_ENGINE": "transformers", "STREAMING_MAX_BATCH": str(max(streams, 1)),
            "STREAM_RATE_PER_MIN": "0", "STREAM_MAX_STREAMS_PER_CLIENT": "0"}
@@ -94,12 +85,26 @@ def served_run(model: str, streams: int, tokens: int) -> float:
         env["STREAMING_MODEL"] = model
     server = start_server(Path(tempfile.mkdtemp(prefix="manager-bench-")), env=env,
                           ready_path="/readyz", timeout=300.0)
+
+    async def one(client: httpx.AsyncClient, max_tokens: int) -> int:
+        async with client.stream("POST", "/api/stream",
+                                 json={"prompt": PROMPT, "max_tokens": max_tokens}) as response:
+            summary = None
+            async for line in response.aiter_lines():
+                if line.startswith("data: {\"finish_reason\""):
+                    summary = json.loads(line.removeprefix("data: "))
+        assert summary is not None, "no summary"
+        return summary["tokens"]
+
+    async def load(max_tokens: int) -> float:
+        async with httpx.AsyncClient(base_url=server.url, timeout=600) as client:
+            started = time.perf_counter()
+            counts = await asyncio.gather(*(one(client, max_tokens) for _ in range(streams)))
+            return sum(counts) / (time.perf_counter() - started)
+
     try:
-        config = LoadTestConfig(url=server.url, concurrency=streams, requests=streams,
-                                max_tokens=tokens, timeout_s=600.0).checked()
-        asyncio.run(LoadTest(config).run())  # warm
-        summary = summarize_run(asyncio.run(LoadTest(config).run()))
-        return summary["output_tokens_per_s"]
+        asyncio.run(load(4))  # warm
+        return asyncio.run(load(tokens))
     finally:
         server.stop()
 
