@@ -263,8 +263,7 @@ class TokenStream:
         the log is `complete`."""
         log = self._log
         chunks = log.chunks(log.first, self.end if stop is None else max(log.first, stop))
-        return "".join([chunk.text if chunk.kind == TEXT else answer_text(chunk)
-                        for chunk in chunks])
+        return "".join([answer_text(chunk) for chunk in chunks])
 
     def free(self) -> None:
         """Stop keeping the log whole (past the cap, or a finished answer past its retention):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from streaming.core.request import Message
+from streaming.core.stream import TokenStream
 from streaming.generations.registry import PENDING, STREAMING, Generation
 from streaming.models import GenerationStatus, StoredResponse
 from streaming.wire.responses_format import Outcome, ResponseSpec
@@ -34,14 +35,12 @@ def status_of(generation: Generation) -> str:
     return "failed"
 
 
-def outcome_of(generation: Generation, text: str | None = None) -> Outcome:
-    """Where a generation is, as a response: `text` as read, or its log's."""
+def outcome_of(generation: Generation) -> Outcome:
+    """Where a generation is, as a response, with its log's text."""
     stream = generation.stream
     status = status_of(generation)
-    if text is None:
-        text = stream.text() if stream is not None else ""
     return Outcome(
-        status=status, text=text,
+        status=status, text=stream.text() if stream is not None else "",
         input_tokens=(stream.prompt_tokens or 0) if stream is not None else 0,
         output_tokens=generation.figures()["tokens_generated"],
         error=({"code": "server_error", "message": f"The generation failed "
@@ -49,6 +48,16 @@ def outcome_of(generation: Generation, text: str | None = None) -> Outcome:
                if status == "failed" else None),
         incomplete_reason=INCOMPLETE if status == "incomplete" else None,
     )
+
+
+def finished_outcome(stream: TokenStream, text: str) -> Outcome:
+    """A stream that ran to its end, as a response: completed, or incomplete at its
+    `max_output_tokens`."""
+    length = stream.finish_reason == "length"
+    return Outcome(status="incomplete" if length else "completed", text=text,
+                   input_tokens=stream.prompt_tokens or 0,
+                   output_tokens=stream.tokens_generated,
+                   incomplete_reason=INCOMPLETE if length else None)
 
 
 def final_fields(generation: Generation) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -142,9 +142,8 @@ def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, Cha
         seed=data.get("seed"),
         fault=data.get("fault"),
         stop=data.get("stop"),
+        upstream_options=options_json,
     )
-    if options_json:
-        generation_request = replace(generation_request, upstream_options=options_json)
     return generation_request, options
 
 

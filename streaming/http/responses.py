@@ -53,7 +53,7 @@ class NativeFramer:
         reasoning and tool calls as named events."""
         token_event = sse.token_event
         return b"".join([token_event(c.index, c.text, c.tokens) if c.kind == TEXT
-                         else _named_event(c) for c in batch])
+                         else _event_of(c) for c in batch])
 
     @staticmethod
     def ping() -> bytes:
@@ -80,8 +80,10 @@ class NativeFramer:
 NATIVE = NativeFramer()
 
 
-def _named_event(chunk: Chunk) -> bytes:
-    if chunk.kind == LOGPROBS:  # the native stream carries the text alone
+def _event_of(chunk: Chunk) -> bytes:
+    """A chunk that is not plain text: reasoning and tool calls as named events, text with
+    log probabilities as a plain token (the native stream carries no log probabilities)."""
+    if chunk.kind == LOGPROBS:
         return sse.token_event(chunk.index, answer_text(chunk), chunk.tokens)
     if chunk.kind == REASONING:
         return sse.reasoning_event(chunk.index, chunk.text, chunk.tokens)

@@ -62,12 +62,13 @@ class ResponseFramer:
     def tokens(self, batch: list[Chunk]) -> bytes:
         """A delta event per chunk, in one write (an upstream's reasoning and tool calls as
         their own deltas)."""
-        delta, first = self.deltas.delta, self.next
+        delta, other, first = self.deltas.delta, self.deltas.other, self.next
         self.next += len(batch)
-        self.parts += [answer_text(chunk) for chunk in batch]
-        return b"".join([delta(first + i, answer_text(chunk)) if chunk.kind in ANSWER
-                         else self.deltas.other(first + i, chunk.kind, chunk.text)
-                         for i, chunk in enumerate(batch)])
+        texts = [answer_text(chunk) for chunk in batch]
+        self.parts += texts
+        return b"".join([delta(first + i, text) if chunk.kind in ANSWER
+                         else other(first + i, chunk.kind, chunk.text)
+                         for i, (chunk, text) in enumerate(zip(batch, texts, strict=True))])
 
     @staticmethod
     def ping() -> bytes:
@@ -76,15 +77,12 @@ class ResponseFramer:
 
     def done(self, stream: TokenStream) -> bytes:
         """The text, part and item done, then `response.completed` (or `incomplete`)."""
-        length = stream.finish_reason == "length"
-        return self._tail(Outcome(
-            status="incomplete" if length else "completed", text="".join(self.parts),
-            input_tokens=stream.prompt_tokens or 0, output_tokens=stream.tokens_generated,
-            incomplete_reason=stored.INCOMPLETE if length else None))
+        return self._tail(stored.finished_outcome(stream, "".join(self.parts)))
 
     def error(self, error: GenerationError) -> bytes:
-        """`error` when cancelled; `response.failed` when the generation failed."""
-        if error.code in ("cancelled", "client_disconnected"):
+        """`error` when cancelled (by Stop, or for nobody reading); `response.failed` when the
+        generation failed."""
+        if GenerationStatus.of_error(error.code) != GenerationStatus.ERROR:
             return self._tail(Outcome(status="cancelled"))
         return self._tail(Outcome(status="failed", text="".join(self.parts), error={
             "code": "server_error", "message": f"{error.message} ({error.code})"}))
@@ -111,11 +109,8 @@ class ResponseCollector:
 
     def done(self, stream: TokenStream) -> bytes:
         """The whole response, with its usage."""
-        length = stream.finish_reason == "length"
-        return _json(wire.response_object(self.spec, Outcome(
-            status="incomplete" if length else "completed", text="".join(self.parts),
-            input_tokens=stream.prompt_tokens or 0, output_tokens=stream.tokens_generated,
-            incomplete_reason=stored.INCOMPLETE if length else None)))
+        return _json(wire.response_object(
+            self.spec, stored.finished_outcome(stream, "".join(self.parts))))
 
     def error(self, error: GenerationError) -> bytes:
         """A failure after it started: OpenAI's error JSON, with the error's status."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -59,7 +58,7 @@ def parse_generation_body(body: bytes, *, engine_name: str = "",
     unknown = sorted(set(data) - BODY_KEYS)
     if unknown:
         raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
-    request = build_request(
+    return build_request(
         messages=parse_messages(data),
         max_tokens=data.get("max_tokens"),
         temperature=data.get("temperature"),
@@ -67,8 +66,8 @@ def parse_generation_body(body: bytes, *, engine_name: str = "",
         seed=data.get("seed"),
         fault=data.get("fault"),
         stop=data.get("stop"),
+        upstream_options=options,
     )
-    return replace(request, upstream_options=options) if options else request
 
 
 def build_request(
@@ -80,6 +79,7 @@ def build_request(
     seed: Any = None,
     fault: Any = None,
     stop: Any = None,
+    upstream_options: str = "",
 ) -> GenerationRequest:
     """Check the sampling parameters and limits shared by every API."""
     chars = sum(len(m.content) for m in messages)
@@ -99,6 +99,7 @@ def build_request(
         seed=None if seed is None else _integer("seed", seed, 0, MAX_SEED),
         fault=None if fault is None else parse_fault(fault),
         stop=parse_stop(stop),
+        upstream_options=upstream_options,
     )
 
 

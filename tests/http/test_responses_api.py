@@ -208,18 +208,24 @@ def test_a_streamed_response_whose_reader_leaves_is_aborted(asgi_server, model):
     assert state["tokens_generated"] < 2000
 
 
-def test_background_responses_are_capped_per_client(server_factory, model):
-    server = server_factory(env={"RESPONSES_BACKGROUND_PER_CLIENT": "1"})
-    openai_client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
-    first = openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=2000,
-                                           background=True)
-    with pytest.raises(openai.RateLimitError) as caught:
-        openai_client.responses.create(model=model, input=PROMPT, background=True)
-    assert caught.value.body["code"] == "too_many_background"
-    openai_client.responses.cancel(first.id)
+@pytest.mark.parametrize("setting, refusal, status, code", [
+    ("RESPONSES_BACKGROUND_PER_CLIENT", openai.RateLimitError, 429, "too_many_background"),
+    ("RESPONSES_BACKGROUND_MAX", openai.InternalServerError, 503, "no_capacity"),
+])
+def test_background_responses_are_capped_per_client_and_in_total(server_factory, model, setting,
+                                                                  refusal, status, code):
+    server = server_factory(env={setting: "1"})
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+    first = client.responses.create(model=model, input=PROMPT, max_output_tokens=2000,
+                                    background=True)
+    with pytest.raises(refusal) as caught:
+        client.responses.create(model=model, input=PROMPT, background=True)
+    assert (caught.value.status_code, caught.value.body["code"]) == (status, code)
+    client.responses.cancel(first.id)
     server.wait_final(generation_of(first.id))
-    second = openai_client.responses.create(model=model, input=PROMPT, max_output_tokens=2,
-                                            background=True)
+    # Its slot came back with its end.
+    second = client.responses.create(model=model, input=PROMPT, max_output_tokens=2,
+                                     background=True)
     assert second.status in ("queued", "in_progress", "incomplete")
 
 
@@ -238,14 +244,3 @@ def test_background_responses_are_counted_apart_in_the_metrics(openai_client, mo
     assert grown == {"streaming_background_generations_total": 1,
                      "streaming_background_tokens_generated_total": 7,
                      "streaming_generations_total": 1}
-
-
-def test_background_responses_are_capped_in_total(server_factory, model):
-    server = server_factory(env={"RESPONSES_BACKGROUND_MAX": "1"})
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
-    first = client.responses.create(model=model, input=PROMPT, max_output_tokens=2000,
-                                    background=True)
-    with pytest.raises(openai.InternalServerError) as caught:
-        client.responses.create(model=model, input=PROMPT, background=True)
-    assert (caught.value.status_code, caught.value.body["code"]) == (503, "no_capacity")
-    client.responses.cancel(first.id)
