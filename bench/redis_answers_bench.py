@@ -3,7 +3,8 @@
 One web process, one model worker, one Redis, the deterministic engine at 20 tokens/s. The same
 closed loop of `--streams` concurrent streams runs twice, in turns, `--runs` times:
 `POST /api/stream` (read once: no log is kept) and `POST /api/generations` + `GET` its stream URL
-(a durable answer: the worker also writes its log to Redis, fleet/answer_log.py). Figures: TTFT
+(a durable answer: the worker keeps it for readers elsewhere and writes it to Redis,
+fleet/answer_log.py). Figures: TTFT
 and ITL percentiles from `manage.py loadtest`'s client, the web process's and the worker's CPU
 per delivered frame, Redis' CPU, and the memory each retained log holds in Redis (MEMORY USAGE;
 STREAM_RETENTION_S keeps them).

@@ -8,8 +8,8 @@ Rounds alternate between a short history to replay and a long one.
 
 Across web processes (`--fleet`): Redis, a model worker and two web processes; each round drops
 the reader on one process and reconnects on the same one or, alternately, on the other, which
-reads the answer's log from Redis into a replica (streaming/fleet/replica.py): the difference is
-what reading the log costs.
+builds a replica (streaming/fleet/replica.py): it reads the answer's key in Redis, then the worker
+sends it the answer so far and follows it: the difference is what that costs.
 Workers refuse the stall hook, so the generation runs paced (200 tok/s) while we reconnect.
 
 Memory: an answer's log (streaming/core/stream.py's TokenStream) fed the deterministic engine's

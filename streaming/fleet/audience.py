@@ -1,7 +1,8 @@
 """Who reads one generation, seen from the model worker that makes it (fleet/protocol.py).
 
-The web process that sent `generate` reads it from the start; others attach when a reader of
-theirs joins (fleet/replica.py) and detach when their last one has left. Nobody left means
+The web process that sent `generate` reads it from the start; others follow it when a reader of
+theirs joins (fleet/replica.py): from then on they get its chunks too, and they detach when
+their last reader has left (and attach when one is back). Nobody left means
 nobody can be reading: the worker aborts it, at once, or after the grace period when the last
 reader's process died (its readers may come back through another one).
 """
@@ -21,6 +22,8 @@ class Audience:
                  background: bool = False) -> None:
         self.stream = stream
         self.channels = {home}  # the web process that sent `generate` reads it first
+        self.fed = {home}  # the web processes its chunks go to: home, and those that follow it
+        self.sent = 0  # its chunks before this position went to every one of them
         self.grace_s = grace_s
         self.background = background  # runs with nobody reading: never aborted for that
         self._grace: asyncio.Task[Any] | None = None
@@ -29,6 +32,11 @@ class Audience:
         """A web process reads it (again)."""
         self.channels.add(channel)
         self.close()
+
+    def follow(self, channel: str) -> None:
+        """A web process reads it from now on, and gets its chunks."""
+        self.fed.add(channel)
+        self.attach(channel)
 
     def detach(self, channel: str) -> bool:
         """A web process reads it no more; True when it was the last."""

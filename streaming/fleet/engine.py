@@ -63,6 +63,10 @@ class ChannelLayerEngine(Engine):
         self.assigned: Counter[str] = Counter()  # worker channel → our streams on it
         self.sent_at: dict[str, float] = {}
         self.logs: dict[str, dict[str, Any]] = {}  # keep_answer's options, until sent
+        # Replicas' streams, fed by their worker like ours (fleet/replica.py): id → (stream,
+        # worker channel); `followers` gets their ends and the worker's answers to `follow`.
+        self.followed: dict[str, tuple[TokenStream, str]] = {}
+        self.followers: Any = None
         self.layer_error: str | None = None
         self._acks: dict[str, asyncio.Future[None]] = {}
         self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -190,6 +194,13 @@ class ChannelLayerEngine(Engine):
         """Tell the workers, soon (a reader joins synchronously)."""
         self._spawn(self._tell_workers("attach", request_id))
 
+    async def follow(self, stream: TokenStream, worker: str) -> None:
+        """Have `worker` feed `stream`, a replica of its generation `stream.id`, from its first
+        chunk on; its answer comes to `followers.followed`."""
+        self.followed[stream.id] = (stream, worker)
+        await self.layer.send(worker, {"type": "follow", "id": stream.id,
+                                       "channel": self.reply_channel})
+
     async def _tell_workers(self, kind: str, request_id: str, **fields: Any) -> None:
         try:
             await self.layer.group_send(WORKERS_GROUP, {"type": kind, "id": request_id,
@@ -285,9 +296,11 @@ class ChannelLayerEngine(Engine):
                 logger.exception("bad message from the channel layer: %r", message)
 
     def _on_chunks(self, message: dict[str, Any]) -> None:
-        streams = self.streams
+        streams, followed = self.streams, self.followed
         for generation_id, index, text, tokens, *kind in message["items"]:
             stream = streams.get(generation_id)
+            if stream is None:
+                stream = followed.get(generation_id, (None,))[0]
             if stream is None or stream.finished:
                 continue
             if index != stream.tokens_generated:
@@ -295,9 +308,12 @@ class ChannelLayerEngine(Engine):
                 self._fail(stream, f"tokens {stream.tokens_generated}..{index} were lost")
                 continue
             stream.push(text, tokens, *kind)  # a kind only when not TEXT
-        for generation_id, finish_reason, error_code, generated, after_abort in message["ends"]:
+        for generation_id, finish_reason, error_code, generated, after_abort, *logged in \
+                message["ends"]:
             stream = streams.get(generation_id)
             if stream is None:
+                if generation_id in followed and logged:
+                    self.followers.ended(generation_id, logged[0])  # its log's last entry
                 continue
             # The worker's counters are the truth: it saw every token, read or not. (Only
             # tokens this side found unread may be missing there, if it ended before our abort.)
@@ -308,6 +324,9 @@ class ChannelLayerEngine(Engine):
                 ack.set_result(None)  # abort() finishes the stream
             elif not stream.finished:
                 end_as_the_worker_did(stream, finish_reason, error_code)
+        for generation_id, state in message.get("followed", ()):
+            if self.followers is not None:
+                self.followers.followed(generation_id, state)
 
     def _on_heartbeat(self, message: dict[str, Any]) -> None:
         self.layer_error = None
@@ -355,5 +374,8 @@ class ChannelLayerEngine(Engine):
                     for generation_id, owner in list(self.owner.items()):
                         stream = self.streams.get(generation_id)
                         if owner == worker and stream is not None:
+                            self._fail(stream, f"{worker} stopped answering")
+                    for stream, owner in list(self.followed.values()):
+                        if owner == worker:
                             self._fail(stream, f"{worker} stopped answering")
             await asyncio.sleep(interval / 2)

@@ -16,6 +16,8 @@ class Outbox:
     def __init__(self) -> None:
         self.items: list[list[Any]] = []  # [id, index, text, tokens], and kind if not TEXT
         self.ends: list[list[Any]] = []
+        # [id, state] answers to `follow`, after the chunks they hand over (protocol.py)
+        self.followed: list[list[str]] = []
         self.sending = False
         self.full_since: float | None = None
 
@@ -26,10 +28,12 @@ class Outbox:
 
     def take(self) -> dict[str, Any] | None:
         """The next message, or None when empty."""
-        if not self.items and not self.ends:
+        if not self.items and not self.ends and not self.followed:
             return None
         message = {"type": "chunks", "items": self.items, "ends": self.ends}
-        self.items, self.ends = [], []
+        if self.followed:
+            message["followed"] = self.followed
+        self.items, self.ends, self.followed = [], [], []
         return message
 
     def put_back(self, message: dict[str, Any]) -> None:
@@ -46,3 +50,4 @@ class Outbox:
                 items.append(item)
         self.items = items
         self.ends = message["ends"] + self.ends
+        self.followed = message.get("followed", []) + self.followed

@@ -6,6 +6,8 @@ Messages, all over the channel layer (Redis):
 
     web → worker (its own channel)  generate {request, reply_to, log}
                                     abort {id, unread}  (unread: wasted before the abort)
+                                    follow {id, channel}   a replica of it here: send me its
+                                                    chunks so far, then the rest, then its end
     web → group "model-workers"     abort {id}          query {id, reply_to}
                                     attach {id, channel}           a reader of it here (again)
                                     detach {id, channel, unread, leaving}
@@ -13,9 +15,13 @@ Messages, all over the channel layer (Redis):
                                                     since the last left; `leaving`: shutting
                                                     down, its readers may come back elsewhere
                                     web.heartbeat {channel}   (every WORKER_HEARTBEAT_S)
-    worker → web (reply_to)         chunks {items: [[id, index, text, tokens], ...],
-                                            ends: [[id, finish_reason, error_code,
-                                                    tokens_generated, tokens_after_abort]]}
+    worker → web (reply_to, and     chunks {items: [[id, index, text, tokens(, kind)], ...],
+      each follower)                        ends: [[id, finish_reason, error_code,
+                                                    tokens_generated, tokens_after_abort
+                                                    (, the log's `e` entry)]],
+                                            followed: [[id, live | logged | gone]]}
+                                                    (followed: only in answer to `follow`,
+                                                    after the chunks it hands over)
                                     state {id, tokens_generated, tokens_after_abort, finished}
     worker → group "model-worker-heartbeats"   worker.heartbeat {worker, free, ready, ...}
 
@@ -23,12 +29,13 @@ One `chunks` message carries every new token for one web process: the message ra
 decode steps and web processes, not streams (a Redis round trip per token would cap a fleet at
 about a thousand tokens per second).
 
-`log` (None, or {grace_s, retention_s, max_bytes, meta}): the answer is read through its stream
-URL, so the worker also writes it to its log in Redis (fleet/answer_log.py), where any web
-process reads it. A generation is aborted when no web process reads it: the one that sent
-`generate` reads it from the start; each detaches when its last reader has left (after its own
-grace period), or when it shuts down or falls silent for WORKER_TIMEOUT_S (then after
-`grace_s`, for its readers to come back through another one).
+`log` (None, or {grace_s, retention_s, max_bytes, background, meta}): the answer is read through
+its stream URL, so the worker keeps it whole (up to `max_bytes`) for any web process that
+follows it, and writes its log to Redis (fleet/answer_log.py): where it runs, then, at its end,
+all of it, where any web process reads it for `retention_s`. A generation is aborted when no
+web process reads it: the one that sent `generate` reads it from the start; each detaches when
+its last reader has left (after its own grace period), or when it shuts down or falls silent
+for WORKER_TIMEOUT_S (then after `grace_s`, for its readers to come back through another one).
 """
 
 from __future__ import annotations

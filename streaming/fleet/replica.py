@@ -1,11 +1,13 @@
-"""An answer another web process started, read here from its log in Redis (fleet/answer_log.py).
+"""An answer another web process started, read here: from its worker while it runs, from its
+log in Redis once it has ended (fleet/answer_log.py).
 
 A second tab, a reloaded page or a reconnect behind a load balancer may reach a web process
 that did not start the generation, possibly after the one that did has died. This process then
-builds a replica: a Generation of its own whose TokenStream is fed from the answer's log, first
-what is there, then live (XREAD BLOCK), so its readers go through the very path local readers
+builds a replica: a Generation of its own whose TokenStream is fed like the home's, by the
+worker that makes it (`follow`: every chunk so far, then each new one, then the end), or, for an
+answer that has ended, from its log in Redis. Its readers go through the very path local readers
 take (ids, positions, grace, 400/410) and get the same bytes. The replica is not counted in this
-process's metrics, and writes the log row only if the log says the process that started it is
+process's metrics, and writes the log row only if the worker says the process that started it is
 gone.
 """
 
@@ -28,17 +30,16 @@ from streaming.generations.registry import Generation, registry
 
 logger = logging.getLogger(__name__)
 
-BLOCK_MS = 1000  # one XREAD waits this long (below store.TIMEOUT_S: Redis still answers)
-# A reader who read the answer live from the process that started it may be ahead of its log
-# (writes are coalesced, then a round trip): its Last-Event-ID waits this long for the log.
+# A reader who read the answer live from the process that started it may be ahead of the
+# replica by a message: its Last-Event-ID waits this long. The worker's answer to `follow` too.
 CATCH_UP_S = 2.0
-READ_COUNT = 512  # entries per read
 
 
 class Replicas(Engine):
-    """The engine of this process's replicas: its streams are fed from the answers' logs.
+    """The engine of this process's replicas: its streams are fed by their workers, through
+    the fleet engine, or from the answers' logs.
 
-    Stop is the fleet's (the worker aborts, the log says so); attach and detach are the fleet
+    Stop is the fleet's (the worker aborts and says so); attach and detach are the fleet
     engine's messages, so a reader here counts among the answer's readers.
     """
 
@@ -49,7 +50,9 @@ class Replicas(Engine):
         super().__init__()
         self.fleet = fleet
         self.ready = True
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        fleet.followers = self  # it hands us our streams' ends and the worker's answers
+        self._following: dict[str, Generation] = {}  # replicas fed by their worker, until the end
+        self._answers: dict[str, asyncio.Future[str]] = {}  # `follow` sent, its answer awaited
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -62,7 +65,7 @@ class Replicas(Engine):
         return self.fleet.model
 
     def generate(self, request: GenerationRequest) -> TokenStream:
-        """A stream to be fed from the log (`replicate`, then `_follow`)."""
+        """A stream to be fed by its worker or from its log (`replicate`)."""
         stream = self.streams[request.id] = TokenStream(request)
         return stream
 
@@ -98,9 +101,9 @@ class Replicas(Engine):
     def release(self, request_id: str) -> None:
         """Forget a finished replica's stream."""
         super().release(request_id)
-        self._tasks.pop(request_id, None)
+        self._unfollow(request_id)
 
-    # --- reading the log -------------------------------------------------------------------
+    # --- building a replica ----------------------------------------------------------------
 
     async def replicate(self, generation_id: str) -> Generation | None:
         """A replica of an answer whose log is in Redis, registered here; None if it has none.
@@ -129,30 +132,63 @@ class Replicas(Engine):
         )
         registry.add(generation)
         stream = generation.start(durable=True)
-        if not parsed or parsed[-1][0] != "e":
-            self.fleet.readers_back(generation_id)  # its worker counts this process's readers
-        for kind, value in parsed:
-            self._apply(generation, stream, kind, value)
-        if not stream.finished:
-            self._tasks[generation_id] = asyncio.get_running_loop().create_task(
-                self._follow(generation, stream, entries[-1][0]))
+        if parsed and parsed[-1][0] == "e":
+            self._read_log(generation, stream, parsed)
+        else:
+            await self._follow(generation, stream, first.get("worker"))
         return generation
 
-    async def _follow(self, generation: Generation, stream: TokenStream, last_id: bytes) -> None:
-        name = answer_log.key(stream.id)
+    async def _follow(self, generation: Generation, stream: TokenStream,
+                      worker: str | None) -> None:
+        """Have the worker feed the replica, and wait (CATCH_UP_S) until it holds every chunk
+        the worker had sent."""
+        answer = self._answers[stream.id] = asyncio.get_running_loop().create_future()
+        self._following[stream.id] = generation
+        state = ""
         try:
-            while not stream.finished:
-                reply = await store.call("xread", {name: last_id}, count=READ_COUNT,
-                                         block=BLOCK_MS, blocking=True)
-                if not reply:
-                    if not await store.call("exists", name):
-                        self._fail(stream, "its log is gone from Redis")
-                    continue
-                for entry_id, fields in reply[0][1]:
-                    last_id = entry_id
-                    self._apply(generation, stream, *answer_log.parse(fields))
+            if worker is None:
+                raise LookupError("its log names no worker")
+            await self.fleet.follow(stream, worker)
+            state = await asyncio.wait_for(answer, CATCH_UP_S)
+            if state == "logged":  # it ended meanwhile: its log in Redis has all of it
+                self._unfollow(stream.id)
+                entries = await store.call("xrange", answer_log.key(stream.id))
+                self._read_log(generation, stream,
+                               [answer_log.parse(fields) for _, fields in entries[1:]])
         except Exception as error:
-            self._fail(stream, f"reading its log failed: {error}")
+            self._fail(stream, f"following it failed: {error!r}")
+        finally:
+            self._answers.pop(stream.id, None)
+        if state == "gone":  # past its cap at the worker: no longer whole
+            self._unfollow(stream.id)
+            stream.free()
+            stream.finish(error=StreamCut())
+            raise Gone()
+
+    def followed(self, generation_id: str, state: str) -> None:
+        """The worker's answer to `follow`: `live` (the chunks so far came first), `logged`
+        (ended: read its log) or `gone`."""
+        answer = self._answers.get(generation_id)
+        if answer is not None and not answer.done():
+            answer.set_result(state)
+
+    def ended(self, generation_id: str, value: dict[str, Any]) -> None:
+        """The worker ended a replica's generation; `value`: its log's last entry."""
+        generation = self._following.get(generation_id)
+        self._unfollow(generation_id)
+        if generation is not None and generation.stream is not None:
+            self._apply(generation, generation.stream, "e", value)
+
+    def _unfollow(self, generation_id: str) -> None:
+        self._following.pop(generation_id, None)
+        self.fleet.followed.pop(generation_id, None)
+
+    def _read_log(self, generation: Generation, stream: TokenStream,
+                  entries: list[tuple[str, Any]]) -> None:
+        for kind, value in entries:
+            self._apply(generation, stream, kind, value)
+        if not stream.finished:
+            self._fail(stream, "its log has no end")
 
     def _apply(self, generation: Generation, stream: TokenStream, kind: str, value: Any) -> None:
         if stream.finished:

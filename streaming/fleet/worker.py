@@ -17,10 +17,9 @@ import time
 from bisect import bisect_right
 from typing import Any
 
-from channels.consumer import AsyncConsumer
+from channels.consumer import AsyncConsumer, get_handler_name
 from channels.exceptions import ChannelFull
 from channels.layers import get_channel_layer
-from channels.worker import Worker
 from django.conf import settings
 
 from streaming.core.exceptions import GenerationError, StreamCut, StreamingError
@@ -55,8 +54,9 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.channel_layer = get_channel_layer()
         self.channel_name = await self.channel_layer.new_channel("model-worker.")
         self.generations: dict[str, tuple[TokenStream, str]] = {}
-        # Ids a web process may still wait for: live, or ended but the end not yet delivered.
-        self.known: set[str] = set()
+        # Ids a web process may still wait for: live, or ended but the end not yet delivered to
+        # the one that started it (id → its channel).
+        self.known: dict[str, str] = {}
         self.outboxes: dict[str, Outbox] = {}
         # When each web process we generate for was last heard of (its heartbeats, or work
         # it sent): silent for WORKER_TIMEOUT_S, it is gone and so are its readers.
@@ -83,6 +83,14 @@ class ModelWorkerConsumer(AsyncConsumer):
         self._spawn(self._heartbeats())
         own = functools.partial(self.channel_layer.receive, self.channel_name)
         await asyncio.gather(self._listen(receive), self._listen(own))
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """AsyncConsumer's dispatch without its database cleanup (a thread hop per message):
+        a model worker never touches the database."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def _listen(self, receive) -> None:
         while True:
@@ -115,18 +123,21 @@ class ModelWorkerConsumer(AsyncConsumer):
             stream = self.engine.generate(request)
         except StreamingError as error:
             self._outbox(reply_to).ends.append([request.id, None, error.code, 0, 0])
-            self.known.add(request.id)
+            self.known[request.id] = reply_to
             self._flush(reply_to)
             return
         self.generations[request.id] = (stream, reply_to)
-        self.known.add(request.id)
+        self.known[request.id] = reply_to
         log = message.get("log")
         self.audiences[request.id] = Audience(
             stream, reply_to, grace_s=log["grace_s"] if log else 0.0,
             background=bool(log and log.get("background")))
         if log is not None:
-            self.logs.start(request.id, {"request": message["request"], **log["meta"]},
-                            max_bytes=log["max_bytes"], retention_s=log["retention_s"])
+            # Kept whole here, up to its cap, for web processes that follow it later.
+            stream.max_log_bytes = log["max_bytes"]
+            self.logs.start(request.id, {"request": message["request"], **log["meta"],
+                                         "worker": self.channel_name},
+                            retention_s=log["retention_s"])
         self._spawn(self._pump(stream, reply_to))
 
     async def abort(self, message: dict[str, Any]) -> None:
@@ -135,6 +146,25 @@ class ModelWorkerConsumer(AsyncConsumer):
         if entry is not None:
             entry[0].count_unread(message.get("unread", 0))  # produced, never read: wasted
             await self.engine.abort(message["id"])
+
+    async def follow(self, message: dict[str, Any]) -> None:
+        """A web process reads a generation of ours from now on (a replica): send it every
+        chunk so far, then each new one as its home gets it, then the end."""
+        channel, generation_id = message["channel"], message["id"]
+        self.webs_heard[channel] = time.monotonic()
+        audience = self.audiences.get(generation_id)
+        outbox = self._outbox(channel)
+        if audience is None:
+            state = "logged"  # ended, and its log is in Redis: read it there
+        elif not audience.stream.complete:
+            state = "gone"  # past its cap: no longer whole
+        else:
+            state = "live"
+            for chunk in audience.stream.logged(audience.sent):
+                outbox.add(generation_id, chunk.index, chunk.text, chunk.tokens, chunk.kind)
+            audience.follow(channel)
+        outbox.followed.append([generation_id, state])
+        self._flush(channel)
 
     async def attach(self, message: dict[str, Any]) -> None:
         """A web process has a reader of a generation again (or a first one), if it is ours."""
@@ -191,17 +221,20 @@ class ModelWorkerConsumer(AsyncConsumer):
     async def _pump(self, stream: TokenStream, reply_to: str) -> None:
         error_code, finish_reason = None, None
         logged = stream.id in self.logs.open
+        audience = self.audiences[stream.id]
+        reader = stream.join()
         try:
-            async for batch in stream.batches(settings.STREAM_HEARTBEAT_S):
-                outbox = self._outbox(reply_to)
-                for chunk in batch:
-                    outbox.add(stream.id, chunk.index, chunk.text, chunk.tokens, chunk.kind)
-                if batch:
-                    self._flush(reply_to)
-                    if logged:
-                        self.logs.chunks(stream.id, [
-                            [c.index, c.text, c.tokens, c.kind] if c.kind else
-                            [c.index, c.text, c.tokens] for c in batch])
+            async for batch in stream.batches(settings.STREAM_HEARTBEAT_S, reader=reader):
+                if not batch:
+                    continue
+                for channel in audience.fed:  # its home, and any web process following it
+                    outbox = self._outbox(channel)
+                    for chunk in batch:
+                        outbox.add(stream.id, chunk.index, chunk.text, chunk.tokens, chunk.kind)
+                    self._flush(channel)
+                audience.sent = reader.position
+                if logged and not stream.complete:
+                    self.logs.spoil(stream.id)  # past its cap: no longer whole
             finish_reason = stream.finish_reason
         except GenerationError as error:
             error_code = error.code
@@ -210,29 +243,33 @@ class ModelWorkerConsumer(AsyncConsumer):
         finally:
             self.generations.pop(stream.id, None)
             self.engine.release(stream.id)
-            audience = self.audiences.pop(stream.id, None)
-            if audience is not None:
-                audience.close()
+            audience.close()
         ending = [stream.id, finish_reason, error_code, stream.tokens_generated,
                   stream.tokens_after_abort]
 
-        def tell_the_reader() -> None:
-            self._outbox(reply_to).ends.append(ending)
-            self._flush(reply_to)
+        def tell_the_readers(*logged_end: dict[str, Any]) -> None:
+            self.audiences.pop(stream.id, None)
+            for channel in audience.fed:
+                self._outbox(channel).ends.append([*ending, *logged_end])
+                self._flush(channel)
 
         if not logged:
-            tell_the_reader()
-        else:
-            # The reader hears of the end once the log has it: any reader after it, in any
-            # web process, finds the whole answer in Redis.
-            self.logs.end(stream.id, {
-                "finish_reason": finish_reason, "error_code": error_code,
-                "tokens_generated": stream.tokens_generated,
-                "tokens_after_abort": stream.tokens_after_abort,
-                # The web process that started it is gone: a reader elsewhere writes its row.
-                "orphan": not self._alive(reply_to),
-                "figures": summarize(stream.created_at, stream.token_times, time.monotonic()),
-            }, then=tell_the_reader)
+            tell_the_readers()
+            return
+        # The web process that started it is gone: a reader elsewhere writes its row, with
+        # the latencies measured here.
+        orphan = not self._alive(reply_to)
+        end = {
+            "finish_reason": finish_reason, "error_code": error_code,
+            "tokens_generated": stream.tokens_generated,
+            "tokens_after_abort": stream.tokens_after_abort, "orphan": orphan,
+            "figures": summarize(stream.created_at, stream.token_times, time.monotonic())
+            if orphan else {},
+        }
+        # Its readers hear of the end once the log has it, with the log's last entry (for a
+        # replica): any reader after it, in any web process, finds the whole answer in Redis.
+        self.logs.end(stream.id, stream.logged(stream.end) if stream.complete else [], end,
+                      then=lambda: tell_the_readers(end))
 
     def _outbox(self, reply_to: str) -> Outbox:
         outbox = self.outboxes.get(reply_to)
@@ -253,8 +290,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                 try:
                     await self.channel_layer.send(reply_to, message)
                     outbox.full_since = None
-                    for end in message["ends"]:
-                        self.known.discard(end[0])
+                    self._delivered(reply_to, message["ends"])
                 except ChannelFull:
                     outbox.put_back(message)
                     outbox.full_since = outbox.full_since or loop.time()
@@ -273,12 +309,16 @@ class ModelWorkerConsumer(AsyncConsumer):
             elif not any(r == reply_to for _, r in self.generations.values()):
                 self.outboxes.pop(reply_to, None)
 
+    def _delivered(self, web: str, ends: list[list[Any]]) -> None:
+        for end in ends:
+            if self.known.get(end[0]) == web:
+                del self.known[end[0]]
+
     async def _abandon(self, reply_to: str, outbox: Outbox) -> None:
         logger.warning("%s has not read for %ss: aborting its generations", reply_to,
                        GIVE_UP_FULL_S)
         self.outboxes.pop(reply_to, None)
-        for end in outbox.ends:
-            self.known.discard(end[0])
+        self._delivered(reply_to, outbox.ends)
         for generation_id, (_, owner) in list(self.generations.items()):
             if owner == reply_to:
                 await self.engine.abort(generation_id)
@@ -326,6 +366,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                 continue
             for web in [w for w in audience.channels if not self._alive(w)]:
                 logger.warning("%s is silent: it reads %s no more", web, generation_id)
+                audience.fed.discard(web)
                 if audience.detach(web):
                     # Its readers left at the latest when it was last heard of.
                     heard = self.webs_heard.get(web, silent_since)
@@ -335,32 +376,5 @@ class ModelWorkerConsumer(AsyncConsumer):
         for web in [w for w, heard in self.webs_heard.items() if heard < silent_since]:
             if web not in in_use:
                 del self.webs_heard[web]
+                self.leaving.discard(web)  # it has left: its channel name is never reused
 
-
-class ModelWorker(Worker):
-    """Channels' worker, except that it starts the consumer before the first message.
-
-    Channels creates an application instance when a message first arrives on its channel; a
-    model worker must load its model and announce itself before anyone knows it exists.
-    """
-
-    async def handle(self):
-        """Create the consumers now, then listen."""
-        for channel in self.channels:
-            self.get_or_create_application_instance(channel, {"type": "channel",
-                                                              "channel": channel})
-        await super().handle()
-
-    async def listener(self, channel):
-        """Channels' listener, but a Redis outage is waited out instead of ending the worker."""
-        while True:
-            try:
-                message = await self.channel_layer.receive(channel)
-            except Exception as error:
-                logger.warning("receiving on %s failed (%s); retrying", channel, error)
-                await asyncio.sleep(RETRY_FULL_S * 10)
-                continue
-            if message.get("type"):
-                queue = self.get_or_create_application_instance(
-                    channel, {"type": "channel", "channel": channel})
-                await queue.put(message)

@@ -43,3 +43,17 @@ def test_a_failed_send_merges_only_chunks_of_the_same_kind_in_order():
     outbox.add("g", 3, "d", 1, 0)
     outbox.put_back(message)
     assert outbox.items == [["g", 0, "ab", 2, REASONING], ["g", 2, "cd", 2], ["h", 0, "x", 1]]
+
+
+def test_an_answer_to_follow_comes_after_the_chunks_it_hands_over_and_survives_a_failed_send():
+    outbox = Outbox()
+    outbox.add("g", 0, "a", 1, 0)
+    outbox.followed.append(["g", "live"])
+    message = outbox.take()
+    assert (message["items"], message["followed"]) == ([["g", 0, "a", 1]], [["g", "live"]])
+    outbox.add("g", 1, "b", 1, 0)
+    outbox.put_back(message)
+    again = outbox.take()
+    assert (again["items"], again["followed"]) == ([["g", 0, "ab", 2]], [["g", "live"]])
+    outbox.add("g", 2, "c", 1, 0)
+    assert "followed" not in outbox.take()  # only in answer to `follow`

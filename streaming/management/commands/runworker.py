@@ -2,9 +2,44 @@
 
 from __future__ import annotations
 
-from channels.management.commands.runworker import Command as ChannelsRunworker
+import asyncio
+import logging
 
-from streaming.fleet.worker import ModelWorker
+from channels.management.commands.runworker import Command as ChannelsRunworker
+from channels.worker import Worker
+
+from streaming.fleet.worker import RETRY_FULL_S
+
+logger = logging.getLogger(__name__)
+
+
+class ModelWorker(Worker):
+    """Channels' worker, except that it starts the consumer before the first message.
+
+    Channels creates an application instance when a message first arrives on its channel; a
+    model worker must load its model and announce itself before anyone knows it exists.
+    """
+
+    async def handle(self):
+        """Create the consumers now, then listen."""
+        for channel in self.channels:
+            self.get_or_create_application_instance(channel, {"type": "channel",
+                                                              "channel": channel})
+        await super().handle()
+
+    async def listener(self, channel):
+        """Channels' listener, but a Redis outage is waited out instead of ending the worker."""
+        while True:
+            try:
+                message = await self.channel_layer.receive(channel)
+            except Exception as error:
+                logger.warning("receiving on %s failed (%s); retrying", channel, error)
+                await asyncio.sleep(RETRY_FULL_S * 10)
+                continue
+            if message.get("type"):
+                queue = self.get_or_create_application_instance(
+                    channel, {"type": "channel", "channel": channel})
+                await queue.put(message)
 
 
 class Command(ChannelsRunworker):
