@@ -43,8 +43,7 @@ class Counters:
 
 COUNTERS = Counters()
 # A kept log compacts what its readers have read this many chunks at a time (at once when none
-# is left): a compaction per token cost a model worker, which keeps every durable answer, 1% of
-# its CPU.
+# is left): once per token is dear for a model worker, which keeps every durable answer.
 COMPACT_AFTER = 16
 
 

@@ -13,7 +13,7 @@ import logging
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -33,6 +33,16 @@ logger = logging.getLogger(__name__)
 
 ABORT_ACK_S = 2.0  # how long an abort waits for the worker's final counters
 QUERY_S = 0.5  # how long a cross-process lookup waits for the owning worker to answer
+
+
+class Follower(Protocol):
+    """Who gets a followed stream's end and the worker's answer to `follow` (fleet/replica.py)."""
+
+    def followed(self, generation_id: str, state: str) -> None:
+        """The worker's answer: `live`, `logged` or `gone` (fleet/protocol.py)."""
+
+    def ended(self, generation_id: str, end: dict[str, Any]) -> None:
+        """The worker ended it; `end`: its log's last entry."""
 
 
 @dataclass
@@ -64,9 +74,8 @@ class ChannelLayerEngine(Engine):
         self.sent_at: dict[str, float] = {}
         self.logs: dict[str, dict[str, Any]] = {}  # keep_answer's options, until sent
         # Replicas' streams, fed by their worker like ours (fleet/replica.py): id → (stream,
-        # worker channel); `followers` gets their ends and the worker's answers to `follow`.
-        self.followed: dict[str, tuple[TokenStream, str]] = {}
-        self.followers: Any = None
+        # worker channel, who gets its end and the worker's answer to `follow`).
+        self.followed: dict[str, tuple[TokenStream, str, Follower]] = {}
         self.layer_error: str | None = None
         self._acks: dict[str, asyncio.Future[None]] = {}
         self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -194,12 +203,16 @@ class ChannelLayerEngine(Engine):
         """Tell the workers, soon (a reader joins synchronously)."""
         self._spawn(self._tell_workers("attach", request_id))
 
-    async def follow(self, stream: TokenStream, worker: str) -> None:
+    async def follow(self, stream: TokenStream, worker: str, follower: Follower) -> None:
         """Have `worker` feed `stream`, a replica of its generation `stream.id`, from its first
-        chunk on; its answer comes to `followers.followed`."""
-        self.followed[stream.id] = (stream, worker)
+        chunk on, until `unfollow`."""
+        self.followed[stream.id] = (stream, worker, follower)
         await self.layer.send(worker, {"type": "follow", "id": stream.id,
                                        "channel": self.reply_channel})
+
+    def unfollow(self, generation_id: str) -> None:
+        """Feed that stream no more."""
+        self.followed.pop(generation_id, None)
 
     async def _tell_workers(self, kind: str, request_id: str, **fields: Any) -> None:
         try:
@@ -312,8 +325,9 @@ class ChannelLayerEngine(Engine):
                 message["ends"]:
             stream = streams.get(generation_id)
             if stream is None:
-                if generation_id in followed and logged:
-                    self.followers.ended(generation_id, logged[0])  # its log's last entry
+                entry = followed.get(generation_id)
+                if entry is not None and logged:
+                    entry[2].ended(generation_id, logged[0])  # its log's last entry
                 continue
             # The worker's counters are the truth: it saw every token, read or not. (Only
             # tokens this side found unread may be missing there, if it ended before our abort.)
@@ -325,8 +339,9 @@ class ChannelLayerEngine(Engine):
             elif not stream.finished:
                 end_as_the_worker_did(stream, finish_reason, error_code)
         for generation_id, state in message.get("followed", ()):
-            if self.followers is not None:
-                self.followers.followed(generation_id, state)
+            entry = followed.get(generation_id)
+            if entry is not None:
+                entry[2].followed(generation_id, state)
 
     def _on_heartbeat(self, message: dict[str, Any]) -> None:
         self.layer_error = None
@@ -375,7 +390,7 @@ class ChannelLayerEngine(Engine):
                         stream = self.streams.get(generation_id)
                         if owner == worker and stream is not None:
                             self._fail(stream, f"{worker} stopped answering")
-                    for stream, owner in list(self.followed.values()):
+                    for stream, owner, _ in list(self.followed.values()):
                         if owner == worker:
                             self._fail(stream, f"{worker} stopped answering")
             await asyncio.sleep(interval / 2)

@@ -50,7 +50,6 @@ class Replicas(Engine):
         super().__init__()
         self.fleet = fleet
         self.ready = True
-        fleet.followers = self  # it hands us our streams' ends and the worker's answers
         self._following: dict[str, Generation] = {}  # replicas fed by their worker, until the end
         self._answers: dict[str, asyncio.Future[str]] = {}  # `follow` sent, its answer awaited
 
@@ -148,7 +147,7 @@ class Replicas(Engine):
         try:
             if worker is None:
                 raise LookupError("its log names no worker")
-            await self.fleet.follow(stream, worker)
+            await self.fleet.follow(stream, worker, self)
             state = await asyncio.wait_for(answer, CATCH_UP_S)
             if state == "logged":  # it ended meanwhile: its log in Redis has all of it
                 self._unfollow(stream.id)
@@ -172,16 +171,16 @@ class Replicas(Engine):
         if answer is not None and not answer.done():
             answer.set_result(state)
 
-    def ended(self, generation_id: str, value: dict[str, Any]) -> None:
-        """The worker ended a replica's generation; `value`: its log's last entry."""
+    def ended(self, generation_id: str, end: dict[str, Any]) -> None:
+        """The worker ended a replica's generation; `end`: its log's last entry."""
         generation = self._following.get(generation_id)
         self._unfollow(generation_id)
         if generation is not None and generation.stream is not None:
-            self._apply(generation, generation.stream, "e", value)
+            self._apply(generation, generation.stream, "e", end)
 
     def _unfollow(self, generation_id: str) -> None:
         self._following.pop(generation_id, None)
-        self.fleet.followed.pop(generation_id, None)
+        self.fleet.unfollow(generation_id)
 
     def _read_log(self, generation: Generation, stream: TokenStream,
                   entries: list[tuple[str, Any]]) -> None:
