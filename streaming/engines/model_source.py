@@ -98,11 +98,9 @@ def load(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if source.random_shape is not None:
-        model, tokenizer = random_model.load(source.random_shape, cache_root=cache_root,
-                                             device=device, dtype=dtype,
-                                             attention=_attention(device),
-                                             packaged=packaged_gguf)
-        return model, tokenizer
+        return random_model.load(source.random_shape, cache_root=cache_root, device=device,
+                                 dtype=dtype, attention=_attention(device),
+                                 packaged=packaged_gguf)
 
     cached = cache_root / source.cache_key if cache_root and source.gguf_file else None
     if cached is not None and _cache_is_complete(cached):

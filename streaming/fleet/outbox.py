@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from streaming.core.chunk_log import Chunk
+
 
 class Outbox:
     """Chunks waiting to go to one web process; at most one send in flight.
@@ -21,10 +23,10 @@ class Outbox:
         self.sending = False
         self.full_since: float | None = None
 
-    def add(self, generation_id: str, index: int, text: str, tokens: int, kind: int) -> None:
-        """Queue one chunk."""
-        self.items.append([generation_id, index, text, tokens, kind] if kind else
-                          [generation_id, index, text, tokens])
+    def add(self, generation_id: str, chunks: list[Chunk]) -> None:
+        """Queue a generation's chunks, in order."""
+        self.items += [[generation_id, c.index, c.text, c.tokens, c.kind] if c.kind else
+                       [generation_id, c.index, c.text, c.tokens] for c in chunks]
 
     def take(self) -> dict[str, Any] | None:
         """The next message, or None when empty."""

@@ -160,8 +160,7 @@ class ModelWorkerConsumer(AsyncConsumer):
             state = "gone"  # past its cap: no longer whole
         else:
             state = "live"
-            for chunk in audience.stream.logged(audience.sent):
-                outbox.add(generation_id, chunk.index, chunk.text, chunk.tokens, chunk.kind)
+            outbox.add(generation_id, audience.stream.logged(audience.sent))
             audience.follow(channel)
         outbox.followed.append([generation_id, state])
         self._flush(channel)
@@ -228,9 +227,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                 if not batch:
                     continue
                 for channel in audience.fed:  # its home, and any web process following it
-                    outbox = self._outbox(channel)
-                    for chunk in batch:
-                        outbox.add(stream.id, chunk.index, chunk.text, chunk.tokens, chunk.kind)
+                    self._outbox(channel).add(stream.id, batch)
                     self._flush(channel)
                 audience.sent = reader.position
                 if logged and not stream.complete:

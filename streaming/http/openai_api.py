@@ -26,7 +26,12 @@ from streaming.engines.startup import ready_engine
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.errors import openai_error_response
 from streaming.http.responses import event_stream, open_event_stream
-from streaming.http.upstream_options import take_upstream_options, upstream_messages, why_not
+from streaming.http.upstream_options import (
+    take_upstream_options,
+    text_of_parts,
+    upstream_messages,
+    why_not,
+)
 from streaming.http.validation import build_request, decode_json_object, parse_messages
 from streaming.wire import openai_format, sse
 from streaming.wire.openai_format import ChunkWriter
@@ -179,22 +184,12 @@ def _native_messages(raw: Any) -> Any:
         if role == "developer":  # OpenAI's newer name for the system turn
             role = "system"
         if isinstance(content, list):
-            content = _text_of(content, position)
+            content = text_of_parts(content)
+            if content is None:
+                raise UnsupportedParameter(f"messages[{position}].content",
+                                           "Only text content parts are supported.")
         messages.append({"role": role, "content": content})
     return messages
-
-
-def _text_of(parts: list[Any], position: int) -> str:
-    texts = []
-    for part in parts:
-        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(
-            part.get("text"), str
-        ):
-            raise UnsupportedParameter(
-                f"messages[{position}].content", "Only text content parts are supported."
-            )
-        texts.append(part["text"])
-    return "".join(texts)
 
 
 class ChunkFramer:

@@ -180,12 +180,12 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
     after = _starting_after(request)
     stream = generation.stream
     if generation.engine.shares_answers:
-        # A reader of another process may be ahead of this one's copy of the log (its writes
-        # are coalesced): wait a little for it to catch up.
+        # A reader of another process may be ahead of this one's copy of the answer (by a
+        # message from its worker): wait a little for it to catch up.
         needed = after - wire.PREAMBLE_EVENTS + 1
         await stream.until(lambda: stream.end >= needed, CATCH_UP_S)
     position, after = _position(stream, after)
-    framer = ResponseFramer(spec, generation.stream, position, after)
+    framer = ResponseFramer(spec, stream, position, after)
     return await open_event_stream(
         generation, framer, preamble=wire.preamble(spec, Outcome("in_progress"), after),
         position=position)

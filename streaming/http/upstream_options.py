@@ -54,6 +54,14 @@ def upstream_messages(raw: Any) -> tuple[Message, ...]:
     return tuple(_turn(item, f"messages[{position}]") for position, item in enumerate(raw))
 
 
+def text_of_parts(parts: list[Any]) -> str | None:
+    """The text of OpenAI content parts; None when one is not a text part."""
+    if not all(isinstance(part, dict) and part.get("type") == "text"
+               and isinstance(part.get("text"), str) for part in parts):
+        return None
+    return "".join(part["text"] for part in parts)
+
+
 def _turn(item: Any, where: str) -> Message:
     if not isinstance(item, dict) or not set(item) <= {"role", "content"} | TURN_FIELDS:
         raise BadRequest(f"{where} must be an object with `role`, `content` and at most "
@@ -63,10 +71,9 @@ def _turn(item: Any, where: str) -> Message:
         raise BadRequest(f"{where}.role must be one of {', '.join(ROLES)}.")
     content = item.get("content")
     if isinstance(content, list):
-        if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(
-                p.get("text"), str) for p in content):
+        content = text_of_parts(content)
+        if content is None:
             raise BadRequest(f"{where}.content: only text content parts are supported.")
-        content = "".join(part["text"] for part in content)
     if content is None and "tool_calls" in item:
         content = ""  # an assistant turn that only called tools
     if not isinstance(content, str):

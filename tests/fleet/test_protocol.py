@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from streaming.core.chunk_log import REASONING
+from streaming.core.chunk_log import REASONING, Chunk
 from streaming.core.request import Fault, GenerationRequest, Message
 from streaming.fleet.outbox import Outbox
 from streaming.fleet.protocol import request_from_message, request_message
@@ -35,25 +35,25 @@ def test_tool_turns_and_upstream_options_travel_with_the_request():
 
 def test_a_failed_send_merges_only_chunks_of_the_same_kind_in_order():
     outbox = Outbox()
-    outbox.add("g", 0, "a", 1, REASONING)
-    outbox.add("g", 1, "b", 1, REASONING)
+    outbox.add("g", [Chunk(0, "a", 1, REASONING)])
+    outbox.add("g", [Chunk(1, "b", 1, REASONING)])
     message = outbox.take()
-    outbox.add("g", 2, "c", 1, 0)
-    outbox.add("h", 0, "x", 1, 0)
-    outbox.add("g", 3, "d", 1, 0)
+    outbox.add("g", [Chunk(2, "c", 1, 0)])
+    outbox.add("h", [Chunk(0, "x", 1, 0)])
+    outbox.add("g", [Chunk(3, "d", 1, 0)])
     outbox.put_back(message)
     assert outbox.items == [["g", 0, "ab", 2, REASONING], ["g", 2, "cd", 2], ["h", 0, "x", 1]]
 
 
 def test_an_answer_to_follow_comes_after_the_chunks_it_hands_over_and_survives_a_failed_send():
     outbox = Outbox()
-    outbox.add("g", 0, "a", 1, 0)
+    outbox.add("g", [Chunk(0, "a", 1, 0)])
     outbox.followed.append(["g", "live"])
     message = outbox.take()
     assert (message["items"], message["followed"]) == ([["g", 0, "a", 1]], [["g", "live"]])
-    outbox.add("g", 1, "b", 1, 0)
+    outbox.add("g", [Chunk(1, "b", 1, 0)])
     outbox.put_back(message)
     again = outbox.take()
     assert (again["items"], again["followed"]) == ([["g", 0, "ab", 2]], [["g", "live"]])
-    outbox.add("g", 2, "c", 1, 0)
+    outbox.add("g", [Chunk(2, "c", 1, 0)])
     assert "followed" not in outbox.take()  # only in answer to `follow`
