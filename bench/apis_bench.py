@@ -28,7 +28,8 @@ from streaming.tools.liveserver import start_server
 
 PROMPT = "Why does streaming change how an answer feels?"
 UNPACED = {"DETERMINISTIC_TPS": "0", "DETERMINISTIC_TTFT_MS": "0", "STREAM_RATE_PER_MIN": "0",
-           "STREAM_MAX_STREAMS_PER_CLIENT": "0", "DETERMINISTIC_ANSWER_TOKENS": "100000"}
+           "STREAM_MAX_STREAMS_PER_CLIENT": "0", "STREAM_MAX_PENDING_PER_CLIENT": "0",
+           "DETERMINISTIC_ANSWER_TOKENS": "100000"}
 # path, body, the ending every stream must have
 APIS = {
     "native (POST /api/stream)": (

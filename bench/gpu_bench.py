@@ -171,7 +171,7 @@ def served(shape: str, device: str, cache: Path, streams: int, tokens: int) -> d
     env = {"STREAMING_ENGINE": "transformers", "STREAMING_MODEL": f"random:{shape}",
            "STREAMING_MODEL_CACHE": str(cache), "STREAMING_MAX_BATCH": str(streams),
            "STREAMING_MAX_QUEUE": str(streams), "STREAM_RATE_PER_MIN": "0",
-           "STREAM_MAX_STREAMS_PER_CLIENT": "0",
+           "STREAM_MAX_STREAMS_PER_CLIENT": "0", "STREAM_MAX_PENDING_PER_CLIENT": "0",
            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")
            if device.startswith("cuda") else ""}
     server = start_server(Path(tempfile.mkdtemp(prefix="gpu-served-")), env=env,

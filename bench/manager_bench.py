@@ -35,7 +35,8 @@ from streaming.core.request import GenerationRequest, Message
 from streaming.engines.transformers import TransformersEngine
 
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
-SAMPLING = {"temperature": 1.0, "top_p": 1.0}  # the engine's defaults, sent per request as it does
+# Sent by all three, so that they sample alike whatever the engine's defaults for the model.
+SAMPLING = {"temperature": 1.0, "top_p": 1.0}
 
 
 def manager_run(engine: TransformersEngine, streams: int, tokens: int) -> float:
@@ -65,7 +66,7 @@ async def engine_run(engine: TransformersEngine, streams: int, tokens: int) -> f
     async def one(index: int) -> int:
         stream = engine.generate(GenerationRequest(
             id=f"{index:08x}{time.monotonic_ns():024x}"[:32],
-            messages=(Message("user", PROMPT),), max_tokens=tokens))
+            messages=(Message("user", PROMPT),), max_tokens=tokens, **SAMPLING))
         async for _ in stream.batches(60.0):
             pass
         return stream.tokens_generated
@@ -80,7 +81,8 @@ def served_run(model: str, streams: int, tokens: int) -> float:
     from streaming.tools.liveserver import start_server
 
     env = {"STREAMING_ENGINE": "transformers", "STREAMING_MAX_BATCH": str(max(streams, 1)),
-           "STREAM_RATE_PER_MIN": "0", "STREAM_MAX_STREAMS_PER_CLIENT": "0"}
+           "STREAM_RATE_PER_MIN": "0", "STREAM_MAX_STREAMS_PER_CLIENT": "0",
+           "STREAM_MAX_PENDING_PER_CLIENT": "0"}
     if model:
         env["STREAMING_MODEL"] = model
     server = start_server(Path(tempfile.mkdtemp(prefix="manager-bench-")), env=env,
@@ -88,7 +90,8 @@ def served_run(model: str, streams: int, tokens: int) -> float:
 
     async def one(client: httpx.AsyncClient, max_tokens: int) -> int:
         async with client.stream("POST", "/api/stream",
-                                 json={"prompt": PROMPT, "max_tokens": max_tokens}) as response:
+                                 json={"prompt": PROMPT, "max_tokens": max_tokens,
+                                       **SAMPLING}) as response:
             summary = None
             async for line in response.aiter_lines():
                 if line.startswith("data: {\"finish_reason\""):

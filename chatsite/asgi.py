@@ -24,7 +24,7 @@ except ImproperlyConfigured as error:
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-from streaming.asgi import BodySizeLimit, Lifespan, SendTimeout, ServeOnFirstRequest
+from streaming.asgi import BodyLimits, Lifespan, SendTimeout, ServeOnFirstRequest
 from streaming.fleet.protocol import WORKER_CHANNEL
 from streaming.fleet.worker import ModelWorkerConsumer
 
@@ -33,9 +33,10 @@ application = ProtocolTypeRouter(
         # Static files are served here, in front of the middleware: WhiteNoise's middleware is
         # sync-only and would put a thread hop in front of every stream. The same handler works
         # with DEBUG off, so the page is the same under uvicorn, daphne and runserver.
-        # SendTimeout: a client that stopped reading counts as gone (docs/security.md).
+        # SendTimeout: a client that stopped reading counts as gone; BodyLimits: a body too
+        # large or too slow to arrive is refused (docs/security.md).
         "http": ServeOnFirstRequest(
-            SendTimeout(BodySizeLimit(ASGIStaticFilesHandler(django_asgi_app)))),
+            SendTimeout(BodyLimits(ASGIStaticFilesHandler(django_asgi_app)))),
         "lifespan": Lifespan(),
         # `manage.py runworker model-worker`: generations handed over by web processes.
         "channel": ChannelNameRouter({WORKER_CHANNEL: ModelWorkerConsumer.as_asgi()}),

@@ -17,8 +17,10 @@ SECRET_KEY = env_str("DJANGO_SECRET_KEY", "insecure-dev-key-set-DJANGO_SECRET_KE
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 
 INSTALLED_APPS = [
-    "daphne",  # first, so that `manage.py runserver` serves ASGI
-    "streaming",  # before channels: our `runworker` starts the model worker at once
+    # First: our `runserver` (daphne's, draining on Ctrl-C) and `runworker` (which starts the
+    # model worker at once) win over daphne's, staticfiles' and channels' commands.
+    "streaming",
+    "daphne",  # before staticfiles, whose runserver would serve WSGI
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -197,6 +199,9 @@ if STREAM_DEFAULT_MAX_TOKENS > STREAM_MAX_TOKENS_LIMIT:
 # A generation created by POST /api/generations but never streamed is forgotten after this.
 STREAM_UNCLAIMED_TTL_S = env_float("STREAM_UNCLAIMED_TTL_S", 300.0, minimum=1.0)
 STREAM_MAX_PENDING = env_int("STREAM_MAX_PENDING", 10_000, minimum=1)
+# A client's share of them while created and not streamed yet (429 past it; 0: none): one client
+# creating answers it never reads cannot fill the process for everyone.
+STREAM_MAX_PENDING_PER_CLIENT = env_int("STREAM_MAX_PENDING_PER_CLIENT", 64, minimum=0)
 
 # --- Metrics (docs/metrics.md) -----------------------------------------------------------
 # Several server processes: a shared, emptied-at-start directory where each process writes its
@@ -219,6 +224,10 @@ STREAM_LEASE_TTL_S = env_float("STREAM_LEASE_TTL_S", 30.0, minimum=0.3)
 # frozen tab) is treated as disconnected and its generation aborted
 # (streaming/http/stalled_readers.py).
 STREAM_SEND_TIMEOUT_S = env_float("STREAM_SEND_TIMEOUT_S", 30.0, minimum=0.0, exclusive=True)
+# How long a request may take to arrive (0 = no bound): a connection that owes its request's
+# head this long (sent nothing, or a byte at a time) is closed, and a body still arriving this
+# long after its head is refused with 408 (streaming/http/arrivals.py, streaming/asgi.py).
+STREAM_REQUEST_TIMEOUT_S = env_float("STREAM_REQUEST_TIMEOUT_S", 20.0)
 # On SIGTERM: open streams end with `server_shutdown`, then this long at most for their last
 # frames and log rows before the server closes its connections.
 STREAM_SHUTDOWN_GRACE_S = env_float("STREAM_SHUTDOWN_GRACE_S", 5.0)

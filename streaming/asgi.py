@@ -1,4 +1,4 @@
-"""ASGI pieces in front of Django: the body-size limit, the send timeout, start-up, lifespan."""
+"""ASGI pieces in front of Django: the body limits, the send timeout, start-up, lifespan."""
 
 from __future__ import annotations
 
@@ -9,43 +9,59 @@ import logging
 from django.conf import settings
 
 from streaming import lifecycle
-from streaming.http import stalled_readers
+from streaming.core.exceptions import RequestTimeout
+from streaming.http import arrivals, stalled_readers
 
 logger = logging.getLogger(__name__)
 
 
-class BodySizeLimit:
-    """Refuse an oversized body with 413 before it is read whole.
+class BodyLimits:
+    """Refuse a body too large (413) or too slow to arrive (408) before it is read whole.
 
-    Django's ASGI handler spools the entire body before any view runs, so a size check in a view
+    Django's ASGI handler spools the entire body before any view runs, so a check in a view
     comes too late to save memory or time. A declared Content-Length is checked at once; a
-    chunked body is counted as it arrives and refused at the first byte past the limit.
+    chunked body is counted as it arrives and refused at the first byte past the limit. Either
+    must be whole within STREAM_REQUEST_TIMEOUT_S of the head: no server bounds a body sent a
+    byte at a time. A request without a body (every stream's GET) passes straight through.
     """
 
-    def __init__(self, app, max_bytes: int | None = None) -> None:
+    def __init__(self, app, max_bytes: int | None = None, timeout_s: float | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope, receive, send):
-        """Pass through, unless the body is over the limit."""
+        """Pass through, unless the body is over the limit or late."""
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         limit = self.max_bytes or settings.STREAM_MAX_BODY_BYTES
         try:
-            declared = _content_length(scope)
+            declared, chunked = _body_framing(scope)
         except _BadLength:
             return await _refuse(send, 400, "invalid_request", "Content-Length is not a number.")
         if declared is not None and declared > limit:
             return await _too_large(send, limit)
-        if declared is not None or scope["method"] in ("GET", "HEAD"):
+        if declared == 0 or (declared is None and not chunked and scope["method"] in _BODILESS):
             return await self.app(scope, receive, send)
-        # Chunked upload: read it here, bounded, then replay it to Django.
+        timeout = settings.STREAM_REQUEST_TIMEOUT_S if self.timeout_s is None else self.timeout_s
+        arriving = _ArrivingBody(receive, timeout)
+        try:
+            if declared is None:
+                return await self._chunked(scope, arriving, send, limit)
+            await self.app(scope, arriving.receive, send)  # Django reads it through `arriving`
+        finally:
+            arriving.stop()
+        if arriving.gave_up:
+            await _late(send, timeout)
+
+    async def _chunked(self, scope, arriving: _ArrivingBody, send, limit: int) -> None:
+        """A chunked upload: read it here, bounded in size and time, then replay it to Django."""
         body, more = [], True
         size = 0
         while more:
-            message = await receive()
+            message = await arriving.receive()
             if message["type"] == "http.disconnect":
-                return None
+                return await _late(send, arriving.timeout_s) if arriving.gave_up else None
             size += len(message.get("body", b""))
             if size > limit:
                 return await _too_large(send, limit)
@@ -58,28 +74,92 @@ class BodySizeLimit:
             if not replayed:
                 replayed = True
                 return {"type": "http.request", "body": b"".join(body), "more_body": False}
-            return await receive()
+            return await arriving.receive()
 
         return await self.app(scope, replay, send)
+
+
+_BODILESS = ("GET", "HEAD")  # without Content-Length or Transfer-Encoding: no body follows
+
+
+class _ArrivingBody:
+    """A request's `receive`, bounded by one deadline until the body is whole.
+
+    Once the deadline passes, a `receive` says `http.disconnect`, so Django drops the request as
+    when a client leaves (it answers nothing before the whole body is in), and the 408 is ours
+    to send. One timer for the whole body: cheaper than a timeout around every call.
+    """
+
+    def __init__(self, receive, timeout_s: float) -> None:
+        self._receive = receive
+        self.timeout_s = timeout_s
+        self.whole = timeout_s <= 0  # 0: no bound, so nothing to wait for
+        self.gave_up = False  # the app was told the client left
+        self._expired = False
+        self._receiving: asyncio.Task | None = None  # the task waiting in `receive`, if one is
+        self._timer = None if self.whole else asyncio.get_running_loop().call_later(
+            timeout_s, self._expire)
+
+    def _expire(self) -> None:
+        self._expired = True
+        if self._receiving is not None:
+            self._receiving.cancel()
+
+    async def receive(self):
+        """The next message, or `http.disconnect` once the deadline has passed."""
+        if self.whole:
+            return await self._receive()
+        if not self._expired:
+            self._receiving = task = asyncio.current_task()
+            try:
+                message = await self._receive()
+            except asyncio.CancelledError:
+                if not self._expired or task.uncancel() > 0:
+                    raise  # cancelled by someone else too (a disconnect, a shutdown)
+            else:
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    self.stop()
+                return message
+            finally:
+                self._receiving = None
+        self.whole = self.gave_up = True
+        return {"type": "http.disconnect"}
+
+    def stop(self) -> None:
+        """The body is whole, or the request over: no deadline any more."""
+        self.whole = True
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 class _BadLength(ValueError):
     """A Content-Length that is not one decimal number."""
 
 
-def _content_length(scope) -> int | None:
-    values = [value for name, value in scope.get("headers", ()) if name == b"content-length"]
-    if not values:
-        return None
+def _body_framing(scope) -> tuple[int | None, bool]:
+    """The declared Content-Length (None: none), and whether Transfer-Encoding is set."""
+    lengths, chunked = [], False
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            lengths.append(value)
+        elif name == b"transfer-encoding":
+            chunked = True
+    if not lengths:
+        return None, chunked
     # RFC 9112 §6.3: a length that is not one plain number (or several that differ) is an
     # unrecoverable framing error; Django would fail on it with a 500 in `request.body`.
-    if len(set(values)) != 1 or not values[0].isdigit():
-        raise _BadLength(values)
-    return int(values[0])
+    if len(set(lengths)) != 1 or not lengths[0].isdigit():
+        raise _BadLength(lengths)
+    return int(lengths[0]), chunked
 
 
 async def _too_large(send, limit: int) -> None:
     await _refuse(send, 413, "body_too_large", f"The body is over {limit} bytes.")
+
+
+async def _late(send, timeout_s: float) -> None:
+    await _refuse(send, RequestTimeout.http_status, RequestTimeout.code,
+                  f"The body did not arrive within {timeout_s:g} s.")
 
 
 async def _refuse(send, status: int, code: str, message: str) -> None:
@@ -102,7 +182,9 @@ class SendTimeout:
     cancels it on a disconnect: the stream's generator is closed, `event_stream` aborts the
     generation and logs `client_disconnected`. (daphne's `send()` never waits: Twisted buffers
     whatever is written, so there only the kernel's counters can tell.) At a response's first
-    send it also hands the watch the proxy's client connection the request names, if any.
+    send it also hands the watch the proxy's client connection the request names, if any, and
+    while the request runs the watch knows its connection is in a request (arrivals.py): one
+    that is not, and owes its request too long, is closed.
     """
 
     def __init__(self, app, timeout_s: float | None = None) -> None:
@@ -144,9 +226,11 @@ class SendTimeout:
             pending = False
             completed += 1
 
+        peer = arrivals.began(scope)
         try:
             return await self.app(scope, receive, send_or_give_up)
         finally:
+            arrivals.ended(peer)
             if watchdog is not None:
                 watchdog.cancel()
             if proxied is not None:
@@ -173,7 +257,9 @@ class ServeOnFirstRequest:
         if self.first:
             self.first = False
             if lifecycle.under_daphne():
-                lifecycle.serving()
+                # In the main thread it gets the signals; under `runserver`'s autoreloader
+                # the main thread is the reloader's, and our runserver drains from there.
+                lifecycle.serving(signals=lifecycle.in_main_thread())
         return await self.app(scope, receive, send)
 
 

@@ -1,4 +1,4 @@
-"""A server process's life: serving (start-up), draining on SIGTERM, shutdown.
+"""A server process's life: serving (start-up), draining on SIGINT or SIGTERM, shutdown.
 
 The app root: it may import every layer, and it is what ties them together at start-up.
 """
@@ -11,62 +11,88 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 from django.conf import settings
 
-from streaming.engines import startup
+from streaming.engines import get_engine, startup
 from streaming.generations.registry import registry
-from streaming.http import admission, stalled_readers
+from streaming.http import admission, responses, stalled_readers
 from streaming.http.limits import limits
-from streaming.models import GenerationStatus
 from streaming.ops import log_writer, metrics
 
 logger = logging.getLogger(__name__)
 
 _serving = False
+_loop: asyncio.AbstractEventLoop | None = None  # the serving event loop, for a signal's drain
 _drain_task: asyncio.Task[None] | None = None
+# Ctrl-C (SIGINT) and `kill`/systemd (SIGTERM) take the same drain.
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The same signal again this soon is the same Ctrl-C delivered twice (runserver's watcher
+# process passes it on to the server process, which had it from the terminal already); later,
+# it is a second press: stop waiting.
+REPEAT_S = 0.5
 
 
-def serving() -> None:
+def serving(*, signals: bool = True) -> None:
     """A server process starts serving (lifespan start-up, or daphne's first request); once.
 
-    The engine starts loading in the background (`/readyz` tells when it is done), SIGTERM
-    drains first, readers that stop reading are watched for (stalled_readers.py), and once the
-    engine is up what is loaded is frozen (`startup.freeze_loaded`).
+    The engine starts loading in the background (`/readyz` tells when it is done), SIGINT and
+    SIGTERM drain first (`signals`: this thread gets them), readers that stop reading and
+    requests slow to arrive are watched for (stalled_readers.py), and once the engine is up
+    what is loaded is frozen (`startup.freeze_loaded`).
     """
-    global _serving
+    global _serving, _loop
     if _serving:
         return
     _serving = True
+    _loop = asyncio.get_running_loop()
     startup.freeze_after_start()
     startup.begin_start()
-    drain_on_sigterm()
-    stalled_readers.watch(settings.STREAM_SEND_TIMEOUT_S)
+    if signals:
+        drain_on_signals()
+    stalled_readers.watch(settings.STREAM_SEND_TIMEOUT_S, settings.STREAM_REQUEST_TIMEOUT_S)
+
+
+def serving_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop this process serves on, once it serves."""
+    return _loop
 
 
 def under_daphne() -> bool:
-    """Served by a Twisted reactor (daphne) running in the main thread, where signals go.
+    """Served by a Twisted reactor (daphne), in any thread.
 
     daphne has no lifespan, so its first request starts serving (streaming/asgi.py). Under
-    `runserver`'s autoreloader daphne runs in another thread and leaves signals to the
-    reloader; in-process tests run no reactor at all.
+    `runserver`'s autoreloader daphne runs in another thread, and our `runserver` drains on
+    the signals its main thread gets; in-process tests run no reactor at all.
     """
     reactor = sys.modules.get("twisted.internet.reactor")
-    return (reactor is not None and getattr(reactor, "running", False)
-            and threading.current_thread() is threading.main_thread())
+    return reactor is not None and getattr(reactor, "running", False)
+
+
+def in_main_thread() -> bool:
+    """Signals reach this thread (Python delivers them to the main thread only)."""
+    return threading.current_thread() is threading.main_thread()
 
 
 async def shutdown() -> None:
-    """Abort what is still running and write every pending log row."""
-    for generation in registry.live():
-        if generation.stream is not None:
-            await generation.engine.abort(generation.id)
+    """The server is exiting: whatever is still open ends as in a drain (`server_shutdown`,
+    never a Stop), every pending log row is written, and the engine's threads stop."""
+    await asyncio.gather(*(generation.shut_down() for generation in registry.live()),
+                         return_exceptions=True)
     await log_writer.flush()
     metrics.process_exiting()
+    await close_engine()
 
 
-def drain_on_sigterm() -> None:
-    """At start-up: make SIGTERM drain this process first, then hand over to the server.
+async def close_engine() -> None:
+    """Stop the engine's threads: a decode loop left running would keep the process alive."""
+    await asyncio.to_thread(get_engine().close)
+
+
+def drain_on_signals() -> None:
+    """At start-up: make SIGINT and SIGTERM drain this process first, then hand over to the
+    server.
 
     uvicorn's own handling closes the listening socket and then waits for open streams to end
     by themselves, which for a long generation means the full `--timeout-graceful-shutdown`
@@ -75,49 +101,54 @@ def drain_on_sigterm() -> None:
     `server_shutdown`, aborts its generation and writes its log row, all in bounded time; the
     server's own handler (restored and re-raised) then finds nothing left to wait for.
     """
-    previous = signal.getsignal(signal.SIGTERM)
-    loop = asyncio.get_running_loop()
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
 
-    def hand_over() -> None:
-        signal.signal(signal.SIGTERM, previous)
-        signal.raise_signal(signal.SIGTERM)
+    def hand_over(signum: int) -> None:
+        signal.signal(signum, previous[signum])
+        signal.raise_signal(signum)
 
-    def on_sigterm(signum, frame) -> None:
-        global _drain_task
-        if _drain_task is not None:  # a second SIGTERM: stop waiting
-            loop.call_soon_threadsafe(hand_over)
+    on_signals(asyncio.get_running_loop(), hand_over)
+
+
+def on_signals(loop: asyncio.AbstractEventLoop, then: Callable[[int], None]) -> None:
+    """Install the drain on SIGINT and SIGTERM: the first drains `loop` and then calls
+    `then(signum)` on it; a second (not a repeat of the first) calls `then` at once."""
+    first: list[tuple[int, float]] = []  # the signal that began the drain, and when
+
+    def on_signal(signum, frame) -> None:
+        now = time.monotonic()
+        if first:
+            signalled, at = first[0]
+            if signum != signalled or now - at > REPEAT_S:  # a second one: stop waiting
+                loop.call_soon_threadsafe(then, signum)
             return
+        first.append((signum, now))
 
         def begin() -> None:
             global _drain_task
             _drain_task = loop.create_task(drain())
-            _drain_task.add_done_callback(lambda _: hand_over())
+            _drain_task.add_done_callback(lambda _: then(signum))
 
         loop.call_soon_threadsafe(begin)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    for signum in SIGNALS:
+        signal.signal(signum, on_signal)
 
 
 async def drain(grace_s: float | None = None) -> None:
     """Refuse new requests, end every open stream with `server_shutdown` (or, a durable
-    answer in a fleet, hand it to the fleet), write the log rows."""
+    answer in a fleet, hand it to the fleet), write the log rows, stop the engine."""
     admission.stop_admitting()
     grace_s = settings.STREAM_SHUTDOWN_GRACE_S if grace_s is None else grace_s
     live = registry.live()
     logger.info("draining: ending %d open generation(s)", len(live))
-    aborts = []
-    for generation in live:
-        if generation.stream is None:  # created, never streamed: nobody to tell
-            registry.finish(generation, GenerationStatus.CANCELLED, "server_shutdown")
-        elif generation.rejoinable_elsewhere:
-            # Its log is in Redis: its readers reconnect to another process and read on.
-            aborts.append(generation.hand_over())
-        else:
-            aborts.append(generation.engine.abort(generation.id, code="server_shutdown"))
-    await asyncio.gather(*aborts, return_exceptions=True)
+    await asyncio.gather(*(generation.shut_down() for generation in live),
+                         return_exceptions=True)
     # Each reader now writes its error frame and finishes its generation (and log row).
     deadline = time.monotonic() + grace_s
-    while registry.live() and time.monotonic() < deadline:  # noqa: ASYNC110 - no event to wait on
+    while ((registry.live() or responses.open_streams())  # noqa: ASYNC110 - no event to wait on
+           and time.monotonic() < deadline):
         await asyncio.sleep(0.05)
     await log_writer.flush()
     await limits().flush()
+    await close_engine()

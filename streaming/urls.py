@@ -32,6 +32,7 @@ urlpatterns = [
     path("api/generations/<gid:generation_id>/cancel", native_api.cancel_generation, name="cancel"),
     path("api/stream", native_api.stream_direct, name="stream-direct"),
     path("api/stats", native_api.stats, name="stats"),
+    path("api/engine", native_api.engine_defaults, name="engine"),
     path("v1/chat/completions", openai_api.chat_completions, name="openai-chat-completions"),
     path("v1/responses", responses_api.create_response, name="openai-responses"),
     path("v1/responses/<str:response_id>", responses_api.response_detail,

@@ -9,7 +9,7 @@ import random
 import pytest
 import redis
 
-from bench import apis_bench, apps, model, redis_log_bench
+from bench import apis_bench, apps, model, quality_bench, redis_log_bench
 from bench.client import StreamProtocol
 from streaming.wire import sse
 from tests.support.live import RawStream, start_redis
@@ -159,3 +159,24 @@ def test_apis_bench_reads_every_api_whole(tmp_path):
     assert set(results) == set(apis_bench.APIS)
     # Every stream was read whole and its ending checked; the CPU clock may tick less than once.
     assert all(len(figures) == 1 and figures[0] >= 0 for figures in results.values())
+
+
+def test_the_quality_questions_are_enough_and_each_has_its_answers():
+    questions = quality_bench.load_questions()
+    langs = [q.lang for q in questions]
+    assert langs.count("en") >= 20 and langs.count("ja") >= 10
+    assert len({q.id for q in questions}) == len(questions)
+    assert all(q.question and q.answers for q in questions)
+
+
+@pytest.mark.parametrize(("text", "answers", "right"), [
+    ("The capital of France is Paris.", ("Paris",), True),
+    ("the CAPITAL is paris", ("Paris",), True),
+    ("Comparisons", ("Paris",), False),  # an ASCII spelling stands as a word
+    ("It is 40.", ("4", "four"), False),
+    ("2 + 2 = 4.", ("4", "four"), True),
+    ("首都は東京です。", ("東京", "Tokyo"), True),  # others may stand anywhere
+    ("H₂Oです", ("H2O", "H₂O"), True),
+])
+def test_an_answer_is_right_when_it_contains_an_accepted_spelling(text, answers, right):
+    assert quality_bench.is_right(text, answers) is right

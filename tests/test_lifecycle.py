@@ -13,7 +13,7 @@ async def test_serving_freezes_what_is_loaded_once_the_engine_is_up(engine, monk
     # What is loaded by then lives as long as the process: full collections skip it, which
     # keeps their pauses (and the TTFT tail with many streams open) short.
     drains = []
-    monkeypatch.setattr(lifecycle, "drain_on_sigterm", lambda: drains.append(True))
+    monkeypatch.setattr(lifecycle, "drain_on_signals", lambda: drains.append(True))
     monkeypatch.setattr(lifecycle, "_serving", False)  # whatever an earlier test did
     gc.unfreeze()
     try:

@@ -1,4 +1,5 @@
-"""SIGTERM: open streams end with `server_shutdown`, their rows are written, the process exits."""
+"""SIGTERM and Ctrl-C: open streams end with `server_shutdown`, their rows are written, the
+process exits, whatever the server and the engine."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ async def test_while_draining_new_requests_get_503(engine, monkeypatch):
 
 
 @pytest.mark.live
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 @pytest.mark.parametrize("server_name", ["uvicorn", "daphne"])
-def test_sigterm_ends_open_streams_with_server_shutdown_and_logs_them(server_factory, server_name):
+def test_a_signal_ends_open_streams_with_server_shutdown_and_logs_them(server_factory,
+                                                                       server_name, signum):
     # daphne has no lifespan: its first request sets the drain up (ServeOnFirstRequest).
     server = server_factory(server=server_name,
                             env={"DETERMINISTIC_TPS": "20", "STREAM_SHUTDOWN_GRACE_S": "5"})
@@ -36,17 +39,41 @@ def test_sigterm_ends_open_streams_with_server_shutdown_and_logs_them(server_fac
         stream = RawStream(server.port, created["stream_url"])
         assert stream.next_event() is not None  # streaming for real
         streams.append(stream)
-    server.process.send_signal(signal.SIGTERM)
+    server.process.send_signal(signum)
     for stream in streams:
         events = stream.read_all()
         last = events[-1]
         assert last.event == "error" and json.loads(last.data)["code"] == "server_shutdown"
         assert all(e.data != "[DONE]" for e in events)
     server.process.wait(15)  # bounded: nothing is left for uvicorn to wait on
-    with sqlite3.connect(server.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
-        rows = {row[0]: row[1:] for row in db.execute(
-            "SELECT generation_id, error_code, tokens_after_abort FROM streaming_generationlog"
-        )}
+    rows = logged(server)
     assert {rows[i][0] for i in ids} == {"server_shutdown"}
     assert all(rows[i][1] <= 1 for i in ids)  # aborted at once, not left to run
     assert "draining: ending 2 open generation(s)" in server.log()
+
+
+def logged(server) -> dict[str, tuple[str, int]]:
+    """Every log row the server wrote: id → (error_code, tokens_after_abort)."""
+    with sqlite3.connect(server.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
+        return {row[0]: row[1:] for row in db.execute(
+            "SELECT generation_id, error_code, tokens_after_abort FROM streaming_generationlog"
+        )}
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("server_name", ["make", "runserver"])
+def test_ctrl_c_ends_make_run_and_runserver_with_the_model(server_factory, server_name):
+    """Ctrl-C at the terminal (SIGINT to the whole process group: make and uvicorn, or
+    runserver's watcher and server process) with the transformers engine, whose decode loop
+    runs on a thread of its own: the stream ends with `server_shutdown`, its row is written,
+    and everything exits instead of waiting for ever on that thread."""
+    server = server_factory(server=server_name, ready_path="/readyz", timeout=120, env={
+        "STREAMING_ENGINE": "transformers", "STREAMING_MODEL": "random:tiny"})
+    created = server.post("/api/generations", json={"prompt": "hi", "max_tokens": 2000}).json()
+    stream = RawStream(server.port, created["stream_url"])
+    assert stream.next_event() is not None
+    server.interrupt()
+    last = stream.read_all()[-1]
+    assert last.event == "error" and json.loads(last.data)["code"] == "server_shutdown"
+    server.process.wait(30)  # hung for ever before, on the decode loop's thread
+    assert logged(server)[created["id"]][0] == "server_shutdown"

@@ -54,6 +54,14 @@ class MethodNotAllowed(StreamingError):
     default_message = "Method not allowed."
 
 
+class RequestTimeout(StreamingError):
+    """The body did not arrive whole within STREAM_REQUEST_TIMEOUT_S of its head."""
+
+    code = "request_timeout"
+    http_status = 408
+    default_message = "The request did not arrive in time."
+
+
 class AlreadyStreaming(StreamingError):
     """A second reader for a stream that already has one (or has finished)."""
 
@@ -134,6 +142,17 @@ class TooManyBackground(StreamingError):
     def __init__(self, limit: int):
         super().__init__(f"At most {limit} background responses at once per client; wait for "
                          "one to end or cancel it.", headers=_retry_after(1))
+
+
+class TooManyPending(StreamingError):
+    """The client has as many generations created and not streamed yet as it may."""
+
+    code = "too_many_pending"
+    http_status = 429
+
+    def __init__(self, limit: int):
+        super().__init__(f"At most {limit} generations created and not streamed yet per client; "
+                         "stream or cancel one first.", headers=_retry_after(1))
 
 
 class ShuttingDown(StreamingError):

@@ -35,8 +35,8 @@ class GenerationRequest:
     id: str
     messages: tuple[Message, ...]
     max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
+    temperature: float | None = None  # None: the engine's default (Sampling, below)
+    top_p: float | None = None
     seed: int | None = None
     fault: Fault | None = None
     stop: tuple[str, ...] = ()  # the answer ends where one of these first appears, without it
@@ -48,3 +48,22 @@ class GenerationRequest:
     def prompt_chars(self) -> int:
         """Characters across all messages (the log's prompt size)."""
         return sum(len(m.content) for m in self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """How an engine samples: temperature 0 is greedy, top_p 1 and top_k None cut nothing."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int | None = None
+
+    def for_request(self, request: GenerationRequest) -> Sampling:
+        """The request's temperature and top_p where it sets them, these defaults elsewhere."""
+        return Sampling(
+            self.temperature if request.temperature is None else request.temperature,
+            self.top_p if request.top_p is None else request.top_p, self.top_k)
+
+    def as_json(self) -> dict[str, float | int | None]:
+        """As `GET /api/engine` and a worker's heartbeat show it."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}

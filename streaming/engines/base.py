@@ -7,12 +7,16 @@ it pushes tokens into on its own schedule; `abort()` stops the producer.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 from abc import ABC, abstractmethod
 from typing import Any
 
 from streaming.core.exceptions import BadRequest, GenerationError
-from streaming.core.request import GenerationRequest
+from streaming.core.request import GenerationRequest, Sampling
 from streaming.core.stream import COUNTERS, TokenStream
+
+logger = logging.getLogger(__name__)
 
 
 class Engine(ABC):
@@ -27,6 +31,10 @@ class Engine(ABC):
     # OpenAI parameters only an upstream acts on (tools, tool_choice, …) reach it: the openai
     # engine's; the local engines refuse them, naming themselves.
     passes_upstream_options = False
+    # What a request that leaves temperature or top_p unset gets; None: nothing is decided
+    # here (the openai engine sends neither, and its upstream applies its own).
+    sampling_defaults: Sampling | None = Sampling()
+    context_tokens: int | None = None  # prompt + answer per sequence, where the engine has one
 
     def __init__(self) -> None:
         self.streams: dict[str, TokenStream] = {}
@@ -45,6 +53,14 @@ class Engine(ABC):
     def queue_depth(self) -> int:
         """Requests accepted but waiting for a batch slot (the metrics' queue gauge)."""
         return 0
+
+    def describe(self) -> dict[str, Any]:
+        """The model and what an unset sampling parameter means here (`GET /api/engine`)."""
+        defaults = self.sampling_defaults
+        return {"engine": self.name, "model": self.model,
+                "defaults": defaults.as_json() if defaults else
+                dict.fromkeys(("temperature", "top_p", "top_k")),
+                "context_tokens": self.context_tokens}
 
     def preflight(self) -> None:  # noqa: B027 - optional hook
         """Before the server serves anything: raise ImproperlyConfigured for a configuration
@@ -91,6 +107,9 @@ class Engine(ABC):
 
     async def check_health(self) -> None:  # noqa: B027 - optional hook
         """Raise EngineUnavailable when the engine cannot serve."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """The process is exiting: stop the threads the engine runs (blocking; idempotent)."""
 
     @property
     def free_slots(self) -> int | None:
@@ -142,7 +161,8 @@ class TaskEngine(Engine):
     def _start(self, stream: TokenStream, producer) -> TokenStream:
         """Register `stream` and run `producer` (a coroutine) as its task."""
         self.streams[stream.id] = stream
-        self._tasks[stream.id] = asyncio.create_task(producer)
+        task = self._tasks[stream.id] = asyncio.create_task(producer)
+        task.add_done_callback(functools.partial(_producer_ended, stream))
         return stream
 
     async def _stop(self, stream: TokenStream) -> None:
@@ -155,3 +175,15 @@ class TaskEngine(Engine):
         """Forget the stream and its task."""
         super().release(request_id)
         self._tasks.pop(request_id, None)
+
+
+def _producer_ended(stream: TokenStream, task: asyncio.Task[None]) -> None:
+    """A producer that died (a bug, input the edge let through) or returned without ending its
+    stream ends it with `engine_error`: its readers are told, its slot freed, its row written,
+    instead of a stream that pings for ever."""
+    if task.cancelled() or stream.finished:
+        return
+    error = task.exception()
+    logger.error("the producer of %s %s", stream.id, "failed" if error else "returned early",
+                 exc_info=error)
+    stream.finish(error=GenerationError("engine_error"))

@@ -41,18 +41,19 @@ def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> froze
 
 def new_manager(
     model: PreTrainedModel, *, eos_ids: frozenset[int], max_batch: int, page_tokens: int,
-    cpu_kv_tokens: int, cpu_prefill_tokens: int,
+    cpu_kv_tokens: int, cpu_prefill_tokens: int, top_k: int | None = None,
 ) -> ContinuousBatchingManager:
     """A started manager: sampling per request, `max_batch` sequences a step, KV pages of
     `page_tokens`; on a CPU a cache of `cpu_kv_tokens` and prompts fed `cpu_prefill_tokens`
-    at a time."""
+    at a time; `top_k`, the model's own, for every request (None: no top-k step)."""
     from transformers import GenerationConfig
     from transformers.generation import ContinuousBatchingConfig
 
     # Temperature and top-p must differ from their neutral values here, or transformers builds
-    # no processor for them and per-request values are refused.
+    # no processor for them and per-request values are refused. Top-k is a sort per sequence
+    # per step: only for a model whose generation config asks for it.
     generation_config = GenerationConfig(
-        do_sample=True, temperature=0.7, top_p=0.9, top_k=None,
+        do_sample=True, temperature=0.7, top_p=0.9, top_k=top_k,
         eos_token_id=sorted(eos_ids), pad_token_id=min(eos_ids, default=0),
     )
     options: dict[str, Any] = {

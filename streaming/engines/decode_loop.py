@@ -38,13 +38,19 @@ class DecodeLoop:
         self._stop = threading.Event()
 
     def start(self, manager: ContinuousBatchingManager) -> None:
-        """Serve with `manager` (started and warmed up), and watch it."""
+        """Serve with `manager` (started and warmed up), and watch it; or stop it at once if
+        the process began to exit while it loaded (its thread would keep the process alive)."""
+        if self._stop.is_set():
+            manager.stop(block=True, timeout=10)
+            return
         self.manager = manager
         threading.Thread(target=self._watch, name="transformers-engine-watchdog",
                          daemon=True).start()
 
     def close(self) -> None:
-        """Stop the manager and the watchdog (tests, shutdown)."""
+        """Stop the manager and the watchdog (tests, shutdown); idempotent."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         if self.manager is not None:
             self.manager.stop(block=True, timeout=10)

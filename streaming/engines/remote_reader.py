@@ -12,6 +12,7 @@ import asyncio
 import json
 from typing import Any
 
+from streaming.core import text
 from streaming.core.chunk_log import LOGPROBS, REASONING, TOOL_CALLS
 from streaming.core.exceptions import GenerationError, StreamingError
 from streaming.core.stream import TokenStream
@@ -66,6 +67,8 @@ class UpstreamReader:
         except ValueError:
             raise GenerationError("engine_error", "The upstream sent a frame that is not "
                                                   "JSON.") from None
+        if text.may_hold_surrogates(data):  # not text: replaced (core/text.py)
+            payload = text.replace_lone_surrogates(payload)
         error = payload.get("error")
         if error:
             message = error.get("message") if isinstance(error, dict) else str(error)

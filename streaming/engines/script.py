@@ -11,7 +11,7 @@ import hashlib
 import json
 import random
 
-from streaming.core.request import GenerationRequest
+from streaming.core.request import GenerationRequest, Sampling
 
 # Words by the script of the prompt, so a Korean question gets a Korean-looking answer. Every
 # list holds multi-byte text, so that no answer is pure ASCII.
@@ -26,6 +26,9 @@ VOCABULARY = {
 }
 MIN_NATURAL_TOKENS = 48  # so a test asking for <= 48 tokens always gets exactly that many
 MAX_NATURAL_TOKENS = 400
+# What unset temperature and top_p mean here: the 1.0 the seed was always drawn with, so the
+# same request gives the same words whether it sends them or not.
+SAMPLING = Sampling()
 
 
 def _script(text: str) -> str:
@@ -38,9 +41,10 @@ def _script(text: str) -> str:
 
 
 def _rng(request: GenerationRequest) -> random.Random:
+    sampling = SAMPLING.for_request(request)
     key = json.dumps(
-        [request.seed, request.temperature, request.top_p, [(m.role, m.content) for m in
-                                                           request.messages]],
+        [request.seed, sampling.temperature, sampling.top_p, [(m.role, m.content) for m in
+                                                             request.messages]],
         ensure_ascii=False,
     )
     return random.Random(hashlib.sha256(key.encode()).digest())

@@ -34,9 +34,10 @@ from streaming.core.exceptions import (
     GenerationError,
     PromptTooLong,
 )
-from streaming.core.request import GenerationRequest
+from streaming.core.request import GenerationRequest, Sampling
 from streaming.core.stream import FinishReason, TokenStream
 from streaming.engines import batching, model_source
+from streaming.engines.background import in_daemon_thread
 from streaming.engines.base import Engine
 from streaming.engines.decode_loop import DecodeLoop
 from streaming.engines.detokenizer import IncrementalDetokenizer
@@ -102,6 +103,7 @@ class TransformersEngine(Engine):
         self.context_setting = context_tokens
         self.device = device
         self.context_tokens = 0  # known once loaded
+        self.sampling_defaults: Sampling = Sampling()  # the model's, once loaded (model_source)
         self.source: model_source.ModelSource | None = None
         self._model: PreTrainedModel | None = None
         self._tokenizer: PreTrainedTokenizerBase | None = None
@@ -131,8 +133,9 @@ class TransformersEngine(Engine):
         return self._loaded.is_set() and self.decode_loop.failure is None
 
     async def start(self) -> None:
-        """Load and warm up in a thread, so the event loop keeps answering meanwhile."""
-        await asyncio.to_thread(self.load)
+        """Load and warm up in a thread, so the event loop keeps answering meanwhile (a daemon
+        one: Ctrl-C during a first start's conversion need not wait for it)."""
+        await in_daemon_thread(self.load, "transformers-engine-load")
 
     def load(self) -> None:
         """Load the model, start the decode loop and warm it up; once per process, blocking."""
@@ -149,6 +152,7 @@ class TransformersEngine(Engine):
             self._model, self._tokenizer = model_source.load(
                 self.source, cache_root=self.cache_dir, device=device, dtype=dtype
             )
+            self.sampling_defaults = model_source.sampling_defaults(self.source)
             window = int(getattr(self._model.config, "max_position_embeddings", 0) or 2048)
             default = window if device.startswith("cuda") else min(window, self.CPU_CONTEXT_TOKENS)
             self.context_tokens = min(self.context_setting or default, window)
@@ -156,8 +160,9 @@ class TransformersEngine(Engine):
             manager = self._new_manager()
             self.load_seconds = time.perf_counter() - started
             logger.info(
-                "Model %s loaded in %.1f s; batch %d, queue %d, window %d tokens",
-                self.model, self.load_seconds, self.max_batch, self.max_queue, self.context_tokens,
+                "Model %s loaded in %.1f s; batch %d, queue %d, window %d tokens; unset "
+                "sampling: %s", self.model, self.load_seconds, self.max_batch, self.max_queue,
+                self.context_tokens, self.sampling_defaults,
             )
             started = time.perf_counter()
             self._warm_up(manager)
@@ -177,7 +182,7 @@ class TransformersEngine(Engine):
         return batching.new_manager(
             self._model, eos_ids=self._eos_ids, max_batch=self.max_batch,
             page_tokens=self.PAGE_TOKENS, cpu_kv_tokens=kv_tokens,
-            cpu_prefill_tokens=self.PREFILL_CHUNK_TOKENS)
+            cpu_prefill_tokens=self.PREFILL_CHUNK_TOKENS, top_k=self.sampling_defaults.top_k)
 
     def _fresh_manager(self) -> ContinuousBatchingManager:
         """A replacement for a dead decode loop's manager, warmed up."""
@@ -238,6 +243,7 @@ class TransformersEngine(Engine):
         self.check_request(request)
         prompt_ids = self._encode(request)
         room = self.context_tokens - len(prompt_ids)
+        sampling = self.sampling_defaults.for_request(request)  # what the request leaves unset
         stream = TokenStream(request)
         assert self._tokenizer is not None
         tokenizer = self._tokenizer
@@ -251,10 +257,8 @@ class TransformersEngine(Engine):
                 lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
             ),
             gate=StopGate(request.stop, stream.push),
-            sampling={
-                "temperature": max(float(request.temperature), self.MIN_TEMPERATURE),
-                "top_p": float(request.top_p),
-            },
+            sampling={"temperature": max(float(sampling.temperature), self.MIN_TEMPERATURE),
+                      "top_p": float(sampling.top_p)},
         )
         self.streams[request.id] = stream
         self._jobs[request.id] = job

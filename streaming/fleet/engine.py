@@ -57,6 +57,7 @@ class WorkerInfo:
     model: str
     totals: dict[str, int]
     ids: frozenset[str] = field(default_factory=frozenset)
+    description: dict[str, Any] = field(default_factory=dict)  # its engine's describe()
 
 
 class ChannelLayerEngine(Engine):
@@ -109,6 +110,12 @@ class ChannelLayerEngine(Engine):
         worker = self._any_worker()
         return worker.model if worker else "unknown"
 
+    def describe(self) -> dict[str, Any]:
+        """What a live worker announced of its engine (every worker runs the same one)."""
+        if not (described := [w.description for w in self._live() if w.description]):
+            raise WorkerUnavailable(self._why_unavailable())
+        return described[0]
+
     # --- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -147,10 +154,7 @@ class ChannelLayerEngine(Engine):
         return None if any(s is None for s in slots) else sum(slots)  # type: ignore[misc]
 
     def totals(self) -> dict[str, Any]:
-        """The fleet's counters: the sum of every live worker's last heartbeat, and each one's.
-
-        As fresh as the last heartbeat (WORKER_HEARTBEAT_S).
-        """
+        """The fleet's counters as of each worker's last heartbeat: their sum, and each one's."""
         keys = ("tokens_generated_total", "tokens_after_abort_total", "generations_in_flight",
                 "generations_total")
         fleet: dict[str, Any] = {
@@ -349,7 +353,7 @@ class ChannelLayerEngine(Engine):
             channel=message["worker"], seen_at=time.monotonic(), free=message["free"],
             ready=message["ready"], engine=message["engine"], model=message["model"],
             totals=message["totals"], ids=frozenset(message.get("ids", ())),
-        )
+            description=message.get("description") or {})
         self._check_lost(message["worker"])
 
     def _check_lost(self, worker: str) -> None:

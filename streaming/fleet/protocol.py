@@ -23,7 +23,9 @@ Messages, all over the channel layer (Redis):
                                                     (followed: only in answer to `follow`,
                                                     after the chunks it hands over)
                                     state {id, tokens_generated, tokens_after_abort, finished}
-    worker → group "model-worker-heartbeats"   worker.heartbeat {worker, free, ready, ...}
+    worker → group "model-worker-heartbeats"   worker.heartbeat {worker, free, ready, ...,
+                                                    description}  (its engine's defaults:
+                                                    Engine.describe(), for GET /api/engine)
 
 One `chunks` message carries every new token for one web process: the message rate follows
 decode steps and web processes, not streams (a Redis round trip per token would cap a fleet at
@@ -59,7 +61,7 @@ def request_message(request: GenerationRequest) -> dict[str, Any]:
         "messages": [[m.role, m.content, m.extra] if m.extra else [m.role, m.content]
                      for m in request.messages],
         "max_tokens": request.max_tokens,
-        "temperature": request.temperature,
+        "temperature": request.temperature,  # None (and top_p's): the worker's engine decides
         "top_p": request.top_p,
         "seed": request.seed,
         "fault": None if fault is None else [fault.at, fault.code, fault.kind],

@@ -9,22 +9,23 @@ answer's log is in Redis too (fleet/answer_log.py).
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 
-from streaming.core.exceptions import EngineUnavailable
+from streaming.core.exceptions import EngineUnavailable, TooManyPending
 from streaming.core.request import GenerationRequest
 from streaming.fleet.protocol import request_from_message, request_message
 
-_clients: dict[bool, Any] = {}
+_client: Any = None
 PREFIX = "llm-streaming:generation:"
+PENDING_PREFIX = "llm-streaming:pending-of:"  # + an asker: their created, unclaimed ids
 TIMEOUT_S = 2  # to connect, and for a reply: past it, Redis is unreachable (503)
 # Commands in flight at once; more wait (TIMEOUT_S) for a free connection. redis-py's own pool
 # refuses the 101st ("Too many connections"): a burst of 200 streams got 503s (docs/bench.md).
 MAX_CONNECTIONS = 512
-BLOCKING_CONNECTIONS = 10_000  # XREAD BLOCK holds its connection while it waits: one a reader
 
 
 def enabled() -> bool:
@@ -32,43 +33,78 @@ def enabled() -> bool:
     return bool(settings.REDIS_URL)
 
 
-def redis(*, blocking: bool = False):
-    """The process's Redis client (created on first use); `blocking`: the one for commands
-    that wait on the server (fleet/replica.py's XREAD BLOCK), so that they never take all of
-    the connections the others need."""
-    client = _clients.get(blocking)
-    if client is None:
+def redis():
+    """The process's Redis client (created on first use)."""
+    global _client
+    if _client is None:
         import redis.asyncio
 
         pool = redis.asyncio.BlockingConnectionPool.from_url(
-            settings.REDIS_URL, max_connections=BLOCKING_CONNECTIONS if blocking
-            else MAX_CONNECTIONS, timeout=TIMEOUT_S, socket_timeout=TIMEOUT_S,
-            socket_connect_timeout=TIMEOUT_S)
-        client = _clients[blocking] = redis.asyncio.Redis(connection_pool=pool)
-    return client
+            settings.REDIS_URL, max_connections=MAX_CONNECTIONS, timeout=TIMEOUT_S,
+            socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S)
+        _client = redis.asyncio.Redis(connection_pool=pool)
+    return _client
 
 
-async def call(method: str, *args: Any, blocking: bool = False, **kwargs: Any) -> Any:
+async def call(method: str, *args: Any, **kwargs: Any) -> Any:
     """A Redis command; EngineUnavailable (503) when Redis cannot be reached."""
     try:
-        return await getattr(redis(blocking=blocking), method)(*args, **kwargs)
+        return await getattr(redis(), method)(*args, **kwargs)
     except Exception as error:
         raise EngineUnavailable(f"Redis is unreachable: {error}") from None
 
 
+# The asker's created generations not claimed yet (a sorted set scored by expiry) are checked
+# against their share, then the record is written and counted, in one step for the fleet.
+_PUT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
+local share = tonumber(ARGV[4])
+if share > 0 and redis.call('ZCARD', KEYS[2]) >= share then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[5])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
+# Take the created generation and, if there was one, note that it was taken and give its
+# asker's share back, in one step: a reader on another process that comes a moment later
+# learns to wait for its log.
+_CLAIM = """
+local record = redis.call('GETDEL', KEYS[1])
+if record then
+  redis.call('SET', KEYS[2], '1', 'EX', ARGV[1])
+  local asker = cjson.decode(record)['asker']
+  if asker then redis.call('ZREM', ARGV[2] .. asker, ARGV[3]) end
+end
+return record
+"""
+
+
 async def put_pending(request: GenerationRequest, *, api: str, client: str,
-                      created_at: datetime, owner: str = "") -> None:
-    """Publish a created generation so that any web process may stream it."""
+                      created_at: datetime, owner: str = "", asker: str = "") -> None:
+    """Publish a created generation so that any web process may stream it; TooManyPending
+    when `asker` has STREAM_MAX_PENDING_PER_CLIENT of them waiting already."""
     record = {"request": request_message(request), "api": api, "client": client,
-              "created_at": created_at.isoformat(), "owner": owner}
-    await call("set", PREFIX + request.id, json.dumps(record),
-                ex=int(settings.STREAM_UNCLAIMED_TTL_S))
+              "created_at": created_at.isoformat(), "owner": owner, "asker": asker}
+    ttl = int(settings.STREAM_UNCLAIMED_TTL_S)
+    share = settings.STREAM_MAX_PENDING_PER_CLIENT
+    put = await call("eval", _PUT, 2, PREFIX + request.id, PENDING_PREFIX + asker,
+                     json.dumps(record), ttl, time.time(), share, request.id)
+    if not put:
+        raise TooManyPending(share)
 
 
 async def claim_pending(generation_id: str) -> dict[str, Any] | None:
     """Take a created generation for this process; None if unknown or already taken."""
-    raw = await call("getdel", PREFIX + generation_id)
+    key = PREFIX + generation_id
+    raw = await call("eval", _CLAIM, 2, key, key + ":claimed",
+                     int(settings.STREAM_UNCLAIMED_TTL_S), PENDING_PREFIX, generation_id)
     return None if raw is None else _decode(raw)
+
+
+async def was_claimed(generation_id: str) -> bool:
+    """Whether a web process has claimed a created generation (its log may not be in Redis
+    yet: its worker writes it once the claimer's request reaches it)."""
+    return bool(await call("exists", PREFIX + generation_id + ":claimed"))
 
 
 async def peek_pending(generation_id: str) -> dict[str, Any] | None:

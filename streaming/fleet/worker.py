@@ -22,13 +22,13 @@ from channels.exceptions import ChannelFull
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from streaming.core.exceptions import GenerationError, StreamCut, StreamingError
+from streaming.core.exceptions import GenerationError, ShuttingDown, StreamCut, StreamingError
 from streaming.core.latency import summarize
 from streaming.core.stream import TokenStream
 from streaming.engines import build_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
-from streaming.fleet import answer_log, store
+from streaming.fleet import answer_log, stopping, store
 from streaming.fleet.audience import Audience
 from streaming.fleet.outbox import Outbox
 from streaming.fleet.protocol import HEARTBEATS_GROUP, WORKERS_GROUP, request_from_message
@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 RETRY_FULL_S = 0.05  # a web process' channel is full: wait this long, then send the merged text
 GIVE_UP_FULL_S = 10.0  # full this long: its reader is gone; abort what we generate for it
+STOP_S = 5.0  # stopping: how long the last ends may take to reach the web processes
 
 
 class ModelWorkerConsumer(AsyncConsumer):
@@ -65,10 +66,11 @@ class ModelWorkerConsumer(AsyncConsumer):
         # it is aborted (fleet/protocol.py, attach/detach).
         self.audiences: dict[str, Audience] = {}
         self.leaving: set[str] = set()  # web processes that said they are shutting down
-        self.logs = answer_log.Writer(store.redis(),
-                                      retained_max=settings.STREAM_RETAINED_MAX)
+        self.logs = answer_log.Writer(store.redis(), retained_max=settings.STREAM_RETAINED_MAX)
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.shutting_down = False
         self.engine = build_engine(local=True)
+        stopping.on_signals(self.stop)  # before the engine's start, which may take minutes
         try:
             self.engine.preflight()
             await self.engine.start()
@@ -83,6 +85,19 @@ class ModelWorkerConsumer(AsyncConsumer):
         self._spawn(self._heartbeats())
         own = functools.partial(self.channel_layer.receive, self.channel_name)
         await asyncio.gather(self._listen(receive), self._listen(own))
+
+    async def stop(self) -> None:
+        """Ctrl-C or SIGTERM: every answer ends with `server_shutdown` for its readers (their
+        web processes write the rows); once those ends are delivered, the engine stops."""
+        self.shutting_down = True  # heartbeats say "not ready": no new work comes
+        logger.info("model worker stopping: ending %d generation(s)", len(self.generations))
+        await asyncio.gather(*(self.engine.abort(generation_id, "server_shutdown")
+                               for generation_id in list(self.generations)),
+                             return_exceptions=True)
+        await stopping.until(lambda: not self.audiences and not any(
+            outbox.sending or outbox.items or outbox.ends for outbox in self.outboxes.values()),
+            STOP_S)
+        await asyncio.to_thread(self.engine.close)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """AsyncConsumer's dispatch without its database cleanup (a thread hop per message):
@@ -119,6 +134,8 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.webs_heard[reply_to] = time.monotonic()
         request = request_from_message(message["request"])
         try:
+            if self.shutting_down:
+                raise ShuttingDown()
             self.engine.check_request(request)
             stream = self.engine.generate(request)
         except StreamingError as error:
@@ -182,12 +199,17 @@ class ModelWorkerConsumer(AsyncConsumer):
         if message.get("leaving"):
             entry = self.generations.get(message["id"])
             if entry is not None:
-                audience.after_grace(self._spawn, self._nobody_reads, entry[0].tokens_generated)
+                # With no grace period its last readers were ended by a shutdown, and say so.
+                code = "client_disconnected" if audience.grace_s > 0 else "server_shutdown"
+                audience.after_grace(self._spawn, functools.partial(self._nobody_reads,
+                                                                    code=code),
+                                     entry[0].tokens_generated)
         else:
             # The last to leave says how much came, unread, since its last reader left.
             await self._nobody_reads(message["id"], message["unread"])
 
-    async def _nobody_reads(self, generation_id: str, unread: int) -> None:
+    async def _nobody_reads(self, generation_id: str, unread: int,
+                            code: str = "client_disconnected") -> None:
         """No web process reads it any more: abort, counting the `unread` tokens made since
         the last reader left as wasted."""
         entry, audience = self.generations.get(generation_id), self.audiences.get(generation_id)
@@ -195,7 +217,7 @@ class ModelWorkerConsumer(AsyncConsumer):
             return
         stream = entry[0]
         stream.count_unread(unread)
-        await self.engine.abort(generation_id, "client_disconnected")
+        await self.engine.abort(generation_id, code)
 
     async def web_heartbeat(self, message: dict[str, Any]) -> None:
         """A web process is alive."""
@@ -338,10 +360,11 @@ class ModelWorkerConsumer(AsyncConsumer):
                                               {"type": "worker.ping", "seq": seq})
                 await self.channel_layer.group_send(HEARTBEATS_GROUP, {
                     "type": "worker.heartbeat", "worker": self.channel_name,
-                    "free": self.engine.free_slots, "ready": self.engine.ready and receiving,
-                    "engine": self.engine.name, "model": self.engine.model,
+                    "free": self.engine.free_slots, "engine": self.engine.name,
+                    "ready": self.engine.ready and receiving and not self.shutting_down,
+                    "model": self.engine.model,
                     "in_flight": len(self.generations), "totals": self.engine.totals(),
-                    "ids": sorted(self.known),
+                    "ids": sorted(self.known), "description": self.engine.describe(),
                 })
             except Exception as error:
                 logger.warning("heartbeat failed: %s", error)

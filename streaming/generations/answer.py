@@ -26,9 +26,13 @@ MAX_RETRY_MS = 1000
 MIN_RETRY_MS = 50
 
 
+MAX_EVENT_ID_DIGITS = 18  # more is no event of ours (and past 4,300 int() refuses it)
+
+
 def event_id(last_event_id: str | None) -> int | None:
     """`Last-Event-ID` (or `?last_event_id=`) as an event id; None when absent or not one."""
-    if last_event_id is not None and last_event_id.isascii() and last_event_id.isdigit():
+    if (last_event_id is not None and len(last_event_id) <= MAX_EVENT_ID_DIGITS
+            and last_event_id.isascii() and last_event_id.isdigit()):
         return int(last_event_id)
     return None
 
@@ -66,6 +70,11 @@ class Answer:
         self.ended_at: float | None = None  # monotonic; set once the generation is finished
         self.freed = False
         self._grace: asyncio.Task[None] | None = None
+
+    @property
+    def durable(self) -> bool:
+        """Read through its stream URL: readers may join it later, here or elsewhere."""
+        return self.grace_s > 0 or self.retention_s > 0 or self.background
 
     @property
     def rejoinable(self) -> bool:

@@ -14,7 +14,7 @@ generation, never per token.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -28,6 +28,7 @@ from streaming.core.exceptions import (
     GenerationError,
     StreamCut,
     StreamingError,
+    TooManyPending,
 )
 from streaming.core.latency import summarize
 from streaming.core.request import GenerationRequest
@@ -37,6 +38,9 @@ from streaming.generations.answer import Answer
 from streaming.models import GenerationStatus
 
 PENDING, STREAMING = "pending", "streaming"
+# A process shutting down waits this long to hear whether its worker aborted an answer nobody
+# else reads (a round trip) before it leaves the answer to readers elsewhere.
+LEAVE_WAIT_S = 1.0
 
 # Sent with `generation=`: it began streaming / it ended (its status says how).
 generation_started = Signal()
@@ -111,6 +115,7 @@ class Generation:
             })
         stream.on_finish(self._ended)
         self.status = STREAMING
+        registry.claimed(self)
         generation_started.send(Generation, generation=self)
         return stream
 
@@ -153,6 +158,25 @@ class Generation:
         return (self.engine.shares_answers and self.answer is not None
                 and self.answer.rejoinable)
 
+    @property
+    def readable_elsewhere(self) -> bool:
+        """Other web processes may be reading it too (a fleet's answer, read through its
+        stream URL: its log is in Redis)."""
+        return (self.engine.shares_answers and self.answer is not None
+                and self.answer.durable)
+
+    async def shut_down(self) -> None:
+        """This process is exiting: its readers here end with `server_shutdown`, and an answer
+        that readers elsewhere may be reading goes on for them (never a Stop for everyone)."""
+        if self.stream is None:  # created, never streamed: nobody to tell
+            registry.finish(self, GenerationStatus.CANCELLED, "server_shutdown")
+        elif self.rejoinable_elsewhere:
+            await self.hand_over()
+        elif self.readable_elsewhere:
+            await self._leave_the_fleet()
+        else:
+            await self.engine.abort(self.id, code="server_shutdown")
+
     async def hand_over(self) -> None:
         """This process is shutting down, and other web processes can read the answer (its log
         is in Redis): end its readers here like a dropped connection, so that they reconnect
@@ -162,6 +186,18 @@ class Generation:
         self.writes_row = False  # where it ends, as the fleet's log says
         await self.engine.readers_left(self.id, 0, leaving=True)
         stream.finish(error=StreamCut())
+
+    async def _leave_the_fleet(self) -> None:
+        """Shutting down, no grace period: the worker aborts the answer if no other process
+        reads it (its end comes back here, `server_shutdown`, and this process writes the
+        row); if one does, the answer goes on there, and that one writes the row."""
+        stream = self.stream
+        assert stream is not None
+        await self.engine.readers_left(self.id, 0, leaving=True)
+        await stream.until(lambda: False, LEAVE_WAIT_S)  # returns early at its end
+        if not stream.finished:
+            self.writes_row = False
+            stream.finish(error=GenerationError("server_shutdown"))
 
     def figures(self) -> dict[str, Any]:
         """Counters and latencies, live or final."""
@@ -220,14 +256,37 @@ class Registry:
         self._live: OrderedDict[str, Generation] = OrderedDict()
         self._recent: OrderedDict[str, Generation] = OrderedDict()
         self._retained: deque[Answer] = deque()  # finished answers still kept, oldest first
+        # Created and not streamed yet, per asker (STREAM_MAX_PENDING_PER_CLIENT): id → asker.
+        self._unclaimed: dict[str, str] = {}
+        self._unclaimed_by: Counter[str] = Counter()
 
-    def add(self, generation: Generation) -> Generation:
-        """Register a new generation; unclaimed ones past their TTL are dropped first."""
+    def add(self, generation: Generation, *, asker: str = "") -> Generation:
+        """Register a new generation; unclaimed ones past their TTL are dropped first.
+
+        `asker`: whom the limits count it against (http/auth.py's principal); until it starts it
+        takes one of their STREAM_MAX_PENDING_PER_CLIENT (TooManyPending past it), so that one
+        client's answers created and never read cannot fill STREAM_MAX_PENDING for everyone.
+        """
         self._expire_unclaimed()
         if len(self._live) >= settings.STREAM_MAX_PENDING:
             raise EngineBusy("Too many generations are open; try again shortly.")
+        if asker:
+            share = settings.STREAM_MAX_PENDING_PER_CLIENT
+            if share and self._unclaimed_by[asker] >= share:
+                raise TooManyPending(share)
+            self._unclaimed[generation.id] = asker
+            self._unclaimed_by[asker] += 1
         self._live[generation.id] = generation
         return generation
+
+    def claimed(self, generation: Generation) -> None:
+        """It is no longer waiting to be streamed (started, finished or discarded): its asker's
+        share is back (idempotent)."""
+        asker = self._unclaimed.pop(generation.id, None)
+        if asker is not None:
+            self._unclaimed_by[asker] -= 1
+            if self._unclaimed_by[asker] <= 0:
+                del self._unclaimed_by[asker]
 
     def get(self, generation_id: str) -> Generation | None:
         """A live or recently finished generation."""
@@ -237,6 +296,7 @@ class Registry:
         """Record how it ended, move it to the recent memory, and schedule its log row."""
         if not generation.live:
             return
+        self.claimed(generation)
         generation.status = status
         generation.error_code = error_code
         generation.ended_mono = time.monotonic()
@@ -260,6 +320,7 @@ class Registry:
 
     def discard(self, generation: Generation) -> None:
         """Forget a generation that never started (refused before its stream)."""
+        self.claimed(generation)
         self._live.pop(generation.id, None)
         _release(generation)
 

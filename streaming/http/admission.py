@@ -83,10 +83,10 @@ async def admit(
     engine = await ready_engine()
     generation_request, options = parse(request.body, engine)
     engine.check_request(generation_request)
+    asker = principal(request)
     generation = registry.add(
         Generation(generation_request, engine, api=api, client=client_address(request),
-                   owner=principal(request) if owner_required(request) else "")
-    )
+                   owner=asker if owner_required(request) else ""), asker=asker)
     if store.enabled() and generation.owner:
         # With REDIS_URL: any web process can tell who may see and cancel it.
         await store.remember_owner(generation.id, generation.owner)

@@ -64,7 +64,10 @@ async def authenticate(request: HttpRequest) -> None:
         scheme, _, key = header.partition(" ")
         row = await _key_row(key.strip()) if scheme.lower() == "bearer" else None
         if row is not None:
-            request.stream_principal = f"key:{row.pk}"
+            # A key issued for a user acts as that user: what it creates is theirs, seen from
+            # their session and their other keys, and counted in their limits.
+            request.stream_principal = (f"user:{row.user_id}" if row.user_id is not None
+                                        else f"key:{row.pk}")
             request.stream_owner_required = True
             return
         # Open mode ignores a key it does not know: OpenAI's client always sends one.

@@ -7,13 +7,20 @@ lookup checks that the asker may see what it finds.
 
 from __future__ import annotations
 
+import asyncio
+
 from django.http import HttpRequest
 
 from streaming.engines.startup import ready_engine
 from streaming.fleet import store
+from streaming.fleet.replica import replicas
 from streaming.generations.registry import Generation, registry
 from streaming.http.auth import may_see, owner_required
 from streaming.models import GenerationLog
+
+# A claimed answer's log reaches Redis one hop after the claim (the claimer's worker writes it).
+CLAIMED_WAIT_S = 2.0
+CLAIMED_POLL_S = 0.02
 
 
 async def may_see_elsewhere(request: HttpRequest, generation_id: str) -> bool:
@@ -34,6 +41,24 @@ async def claim(generation_id: str) -> Generation | None:
     return registry.add(Generation(record["request"], engine, api=record["api"],
                                    client=record["client"], created_at=record["created_at"],
                                    owner=record.get("owner", "")))
+
+
+async def replica_once_started(generation_id: str) -> Generation | None:
+    """With REDIS_URL: a replica of an answer another web process streams (None if none).
+
+    If that process has only just claimed it, its log is not in Redis until the request has
+    reached its worker: a reader that comes at the same moment (a second tab, two tabs
+    reconnecting together behind a round-robin balancer) waits for it, bounded, and joins.
+    """
+    replicas_here = replicas(await ready_engine())
+    generation = await replicas_here.replicate(generation_id)
+    if generation is None and await store.was_claimed(generation_id):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLAIMED_WAIT_S
+        while generation is None and loop.time() < deadline:
+            await asyncio.sleep(CLAIMED_POLL_S)  # no event to wait on: its worker writes Redis
+            generation = await replicas_here.replicate(generation_id)
+    return generation
 
 
 async def streamed_elsewhere(generation_id: str) -> dict | None:

@@ -1,4 +1,5 @@
-"""The native streaming API (docs/api.md): create, stream, cancel, inspect; health and stats.
+"""The native streaming API (docs/api.md): create, stream, cancel, inspect; health, stats and
+the engine's defaults.
 
 Views are thin: admission.py admits, responses.py frames and handles cancellation (in
 `event_stream`), elsewhere.py finds what this process does not hold.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.core.exceptions import AlreadyStreaming, BadRequest, Gone, NotFound
@@ -27,7 +29,14 @@ from streaming.generations.registry import (
     state_json,
 )
 from streaming.http.admission import admit, api_view, owned, start_admitted, start_new
-from streaming.http.elsewhere import claim, logged, may_see_elsewhere, streamed_elsewhere
+from streaming.http.auth import principal
+from streaming.http.elsewhere import (
+    claim,
+    logged,
+    may_see_elsewhere,
+    replica_once_started,
+    streamed_elsewhere,
+)
 from streaming.http.responses import cancelled_stream, open_event_stream
 from streaming.http.validation import parse_generation_body
 from streaming.models import GenerationStatus
@@ -53,7 +62,7 @@ async def create_generation(request: HttpRequest) -> HttpResponse:
         registry.discard(generation)
         await store.put_pending(generation.request, api=generation.api,
                                  client=generation.client, created_at=generation.created_at,
-                                 owner=generation.owner)
+                                 owner=generation.owner, asker=principal(request))
     base = f"/api/generations/{generation.id}"
     return JsonResponse(
         {"id": generation.id, "stream_url": f"{base}/stream", "cancel_url": f"{base}/cancel"},
@@ -94,14 +103,18 @@ async def _open(request: HttpRequest, generation: Generation,
     if generation.status == PENDING:
         if last_event_id is not None:
             raise BadRequest(NOT_STARTED)
-        await start_admitted(request, generation, durable=True)
-        position = 0
+        try:
+            await start_admitted(request, generation, durable=True)
+        except AlreadyStreaming:
+            if generation.answer is None:
+                raise
+            # Started by a reader that came at the same moment: this one joins it too.
     else:
         named = event_id(last_event_id)
         if named is not None:
             await generation.engine.catch_up(generation.id, named)
-        # Another reader, or the same one back: 400 for a stray id, 410 once it is not kept.
-        position = _answer(generation).position(last_event_id)
+    # Another reader, or the same one back: 400 for a stray id, 410 once it is not kept.
+    position = _answer(generation).position(last_event_id)
     return await open_event_stream(generation, preamble=_resume_preamble(generation),
                                    position=position)
 
@@ -120,8 +133,9 @@ async def _stream_elsewhere(request: HttpRequest, generation_id: str,
     if last_event_id is None:
         generation = await claim(generation_id)
         if generation is None:
-            # Started by another web process (alive or not): read here from its log in Redis.
-            generation = await replicas(await ready_engine()).replicate(generation_id)
+            # Started by another web process (alive or not, or claimed a moment ago): read
+            # here from its log in Redis.
+            generation = await replica_once_started(generation_id)
     else:
         # A reconnect: the answer has started, so its log comes first (one round trip).
         generation = await replicas(await ready_engine()).replicate(generation_id)
@@ -219,3 +233,13 @@ async def readyz(request: HttpRequest) -> HttpResponse:
     engine = await ready_engine()
     await engine.check_health()
     return JsonResponse({"status": "ready", "engine": engine.name, "model": engine.model})
+
+
+@api_view("GET")
+async def engine_defaults(request: HttpRequest) -> HttpResponse:
+    """`GET /api/engine`: the model, and what a request gets for what it leaves unset (with
+    workers: what they announced)."""
+    described = (await ready_engine()).describe()
+    defaults = {**described["defaults"], "max_tokens": settings.STREAM_DEFAULT_MAX_TOKENS}
+    return JsonResponse({**described, "defaults": defaults,
+                         "max_tokens_limit": settings.STREAM_MAX_TOKENS_LIMIT})

@@ -28,6 +28,9 @@ EVENT_STREAM_HEADERS = {
 }
 
 
+_open = 0  # event streams running now (open_streams)
+
+
 class Framer(Protocol):
     """How one API writes a stream's frames; `event_stream` decides when, the framer how."""
 
@@ -166,10 +169,12 @@ async def event_stream(
     ended is the answer's to record (registry.py), once, however many read it. Nothing is
     yielded from `finally`.
     """
+    global _open
     stream, answer = generation.stream, generation.answer
     assert stream is not None and answer is not None
     # Joined now, before any await: what this reader has not read yet stays in the log for it.
     reader = answer.join(position)
+    _open += 1
     try:
         await stream.accepted()
         yield b""
@@ -187,7 +192,13 @@ async def event_stream(
     except StreamCut:
         pass  # end the response without [DONE]: the client sees a cut stream
     finally:
+        _open -= 1
         await answer.leave(reader)  # before the end, it decides: abort now, later, or never
+
+
+def open_streams() -> int:
+    """Readers whose last frame has not been handed to the server yet (a drain waits)."""
+    return _open
 
 
 def cancelled_stream() -> StreamingHttpResponse:

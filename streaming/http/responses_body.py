@@ -80,6 +80,7 @@ class ResponseBody:
                                                   for m in turns]}),
             max_tokens=data.get("max_output_tokens"), temperature=data.get("temperature"),
             top_p=data.get("top_p"), seed=data.get("seed"), fault=data.get("fault"),
+            max_tokens_field="max_output_tokens",
         )
         spec = ResponseSpec(
             generation_id=request.id, model=model, created_at=int(time.time()),

@@ -19,6 +19,8 @@ the proxy names its client's connection in a header (deploy/nginx.conf: `X-Clien
 the stream registers it here, and the watch reads that connection's counters too: stalled, the
 stream's response task is cancelled, as for a disconnect. A header naming some other connection
 can only end the request that sent it.
+
+The same look finds the connections whose request is slow to arrive (arrivals.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import socket
 import struct
 import time
 
+from streaming.http.arrivals import LateArrivals
 from streaming.wire import sock_diag
 from streaming.wire.sock_diag import (
     TCP_CLOSE_WAIT,
@@ -48,14 +51,17 @@ PROXIED_HEADER = b"x-client-connection"
 
 
 class StalledReaderWatch:
-    """Finds this process's connections whose reader took no bytes for `timeout_s`."""
+    """Finds this process's connections whose reader took no bytes for `timeout_s`, and, with
+    `request_timeout_s`, those that owed a request that long (arrivals.py)."""
 
-    LOOK_EVERY_S = 2.0  # at most; a quarter of the timeout when that is shorter
+    LOOK_EVERY_S = 2.0  # at most; a quarter of the shorter timeout when that is shorter
     BATCH = 200  # connections read between two turns of the event loop (~1 ms of work)
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, request_timeout_s: float = 0.0) -> None:
         self.timeout_s = timeout_s
-        self.interval_s = min(self.LOOK_EVERY_S, timeout_s / 4)
+        self.arrivals = LateArrivals(request_timeout_s) if request_timeout_s > 0 else None
+        shortest = min(timeout_s, request_timeout_s) if self.arrivals else timeout_s
+        self.interval_s = min(self.LOOK_EVERY_S, shortest / 4)
         self.ports: dict[int, set[int]] = {}  # family -> the ports this process listens on
         # inode -> (bytes acknowledged when last looked, since when bytes wait and none are taken)
         self.waiting: dict[int, tuple[int, float]] = {}
@@ -69,12 +75,14 @@ class StalledReaderWatch:
             try:
                 await self.look(time.monotonic())
             except (OSError, ValueError) as error:
-                logger.warning("stalled readers are found only once a send blocks: the "
-                               "kernel's connection counters cannot be read (%s)", error)
+                logger.warning("stalled readers are found only once a send blocks, and requests "
+                               "slow to arrive not at all: the kernel's connection counters "
+                               "cannot be read (%s)", error)
                 return
 
     async def look(self, now: float) -> list[TcpSocket]:
-        """One look: disconnect the stalled readers of this process; return them.
+        """One look: disconnect the stalled readers and late requests of this process; return
+        them.
 
         The streams go on meanwhile: the loop gets a turn every BATCH connections.
         """
@@ -83,7 +91,7 @@ class StalledReaderWatch:
         watched = {family: set(ports) for family, ports in self.ports.items()}
         for family, _, proxy_port, _, _ in self.proxied:
             watched.setdefault(family, set()).add(proxy_port)
-        stalled, waiting = [], {}
+        stalled, waiting, served = [], {}, []
         for family, ports in watched.items():
             ours = self.ports.get(family, set())
             for count, connection in enumerate(sock_diag.dump(family, SERVED, ports), 1):
@@ -93,6 +101,8 @@ class StalledReaderWatch:
                         connection.local_port not in ours
                         and connection.endpoints not in self.proxied):
                     continue  # a proxy's client that reads none of our streams
+                if connection.local_port in ours:
+                    served.append(connection)
                 since = self._waiting_since(connection, now)
                 if since is None:
                     continue
@@ -100,10 +110,12 @@ class StalledReaderWatch:
                 if now - since >= self.timeout_s:
                     stalled.append(connection)
         self.waiting = waiting
-        if not stalled:
+        late = self.arrivals.look(served, now) if self.arrivals is not None else []
+        if not stalled and not late:
             return []
         own = own_sockets()  # another process may share the port: only ours are ours to cut
-        return [c for c in stalled if self._end(c, own)]
+        return [c for c in stalled if self._end(c, own)] + [c for c in late
+                                                            if self._close_late(c, own)]
 
     def _end(self, connection: TcpSocket, own: dict[int, int]) -> bool:
         """End a stalled reader's stream: its connection if it is ours, else its task."""
@@ -116,6 +128,16 @@ class StalledReaderWatch:
         logger.info("%s:%d took no bytes for %gs%s; treating it as disconnected",
                     connection.remote, connection.remote_port, self.timeout_s,
                     " (through a proxy)" if task is not None else "")
+        return True
+
+    def _close_late(self, connection: TcpSocket, own: dict[int, int]) -> bool:
+        """Close a connection that owed its request for the timeout, if it is ours."""
+        if connection.inode not in own or not self._disconnect(connection, own[connection.inode]):
+            return False
+        self.arrivals.forget(connection)
+        logger.info("%s:%d %s for %gs; closing it", connection.remote, connection.remote_port,
+                    "sent nothing" if connection.bytes_received == 0 else "sent no whole request",
+                    self.arrivals.timeout_s)
         return True
 
     def _waiting_since(self, connection: TcpSocket, now: float) -> float | None:
@@ -186,11 +208,11 @@ _watch: StalledReaderWatch | None = None
 _watching: asyncio.Task[None] | None = None
 
 
-def watch(timeout_s: float) -> None:
+def watch(timeout_s: float, request_timeout_s: float = 0.0) -> None:
     """Start this process's watch on the running loop (once; a server process calls it)."""
     global _watch, _watching
     if _watching is None or _watching.done() or _watching.get_loop().is_closed():
-        _watch = StalledReaderWatch(timeout_s)
+        _watch = StalledReaderWatch(timeout_s, request_timeout_s)
         _watching = asyncio.get_running_loop().create_task(_watch.run())
 
 

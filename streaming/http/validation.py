@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
+from streaming.core import text
 from streaming.core.exceptions import STREAM_ERROR_MESSAGES, BadRequest
 from streaming.core.request import Fault, GenerationRequest, Message
 from streaming.http.upstream_options import UPSTREAM_FIELDS, take_upstream_options
@@ -33,15 +34,18 @@ def new_generation_id() -> str:
 def decode_json_object(body: bytes) -> dict[str, Any]:
     """The body as a JSON object, or BadRequest."""
     try:
-        text = body.decode("utf-8")
+        decoded = body.decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequest("The body is not valid UTF-8.") from None
     try:
-        value = json.loads(text)
+        value = json.loads(decoded)
     except (ValueError, RecursionError):
         raise BadRequest("The body is not valid JSON.") from None
     if not isinstance(value, dict):
         raise BadRequest("The body must be a JSON object.")
+    if text.may_hold_surrogates(decoded) and text.holds_lone_surrogate(value):
+        raise BadRequest("The body holds an unpaired surrogate (a `\\ud800`-`\\udfff` escape "
+                         "without its pair): that is not text. Send the character itself.")
     return value
 
 
@@ -80,8 +84,10 @@ def build_request(
     fault: Any = None,
     stop: Any = None,
     upstream_options: str = "",
+    max_tokens_field: str = "max_tokens",
 ) -> GenerationRequest:
-    """Check the sampling parameters and limits shared by every API."""
+    """Check the sampling parameters and limits shared by every API; `max_tokens_field`: what
+    the asker's dialect calls `max_tokens`, for its errors."""
     chars = sum(len(m.content) for m in messages)
     if chars > settings.STREAM_MAX_PROMPT_CHARS:
         raise BadRequest(
@@ -91,11 +97,14 @@ def build_request(
         id=new_generation_id(),
         messages=messages,
         max_tokens=_integer(
-            "max_tokens", max_tokens, 1, settings.STREAM_MAX_TOKENS_LIMIT,
+            max_tokens_field, max_tokens, 1, settings.STREAM_MAX_TOKENS_LIMIT,
             default=settings.STREAM_DEFAULT_MAX_TOKENS,
         ),
-        temperature=_number("temperature", temperature, 0.0, 2.0, default=1.0),
-        top_p=_number("top_p", top_p, 0.0, 1.0, default=1.0, open_low=True),
+        # Unset stays None: each engine has its own default (the model's, or its upstream's).
+        temperature=None if temperature is None else _number("temperature", temperature,
+                                                              0.0, 2.0, default=1.0),
+        top_p=None if top_p is None else _number("top_p", top_p, 0.0, 1.0, default=1.0,
+                                                 open_low=True),
         seed=None if seed is None else _integer("seed", seed, 0, MAX_SEED),
         fault=None if fault is None else parse_fault(fault),
         stop=parse_stop(stop),
@@ -185,7 +194,7 @@ def _integer(name: str, value: Any, low: int, high: int, default: int | None = N
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadRequest(f"`{name}` must be an integer.")
     if not low <= value <= high:
-        raise BadRequest(f"`{name}` must be between {low} and {high}; got {value}.")
+        raise BadRequest(f"`{name}` must be between {low} and {high}; got {_shown(value)}.")
     return value
 
 
@@ -196,9 +205,20 @@ def _number(
         return default
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise BadRequest(f"`{name}` must be a number.")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float: out of range, like any other
+        number = math.inf
     too_low = number <= low if open_low else number < low
     if not math.isfinite(number) or too_low or number > high:
         bracket = "(" if open_low else "["
-        raise BadRequest(f"`{name}` must be in {bracket}{low:g}, {high:g}]; got {value}.")
+        raise BadRequest(f"`{name}` must be in {bracket}{low:g}, {high:g}]; got "
+                         f"{_shown(value)}.")
     return number
+
+
+def _shown(value: int | float) -> str:
+    """A number as an error message quotes it: a huge one by its size, not its digits."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    return str(value)

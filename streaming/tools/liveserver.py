@@ -6,6 +6,7 @@ No fixed ports (the OS picks one) and no bare sleeps (readiness is polled with a
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -90,6 +91,11 @@ class LiveServer:
         """What the server printed so far."""
         return self.log_path.read_text(errors="replace")
 
+    def interrupt(self) -> None:
+        """Ctrl-C at its terminal: SIGINT to every process of its group (make and uvicorn,
+        runserver's watcher and server process)."""
+        os.killpg(self.process.pid, signal.SIGINT)
+
     def stop(self) -> None:
         """Terminate the process (SIGTERM, then SIGKILL)."""
         for client in self.clients:
@@ -102,6 +108,7 @@ class LiveServer:
 UNLIMITED = {
     "STREAM_RATE_PER_MIN": "0",
     "STREAM_MAX_STREAMS_PER_CLIENT": "0",
+    "STREAM_MAX_PENDING_PER_CLIENT": "0",
     "STREAM_MAX_IN_FLIGHT": "0",
 }
 
@@ -113,7 +120,10 @@ def stop_process(process: subprocess.Popen, grace_s: float = 10.0) -> None:
         try:
             process.wait(grace_s)
         except subprocess.TimeoutExpired:
-            process.kill()
+            if os.getpgid(process.pid) == process.pid:  # a server's session: all of it
+                os.killpg(process.pid, signal.SIGKILL)
+            else:
+                process.kill()
             process.wait(5)
 
 
@@ -139,12 +149,17 @@ def start_server(
                    "--no-access-log"]
     elif server == "daphne":
         command = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), app]
+    elif server == "runserver":  # with its autoreloader: a watcher and a server process
+        command = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}"]
+    elif server == "make":  # the README's `make run` (its engine from STREAMING_ENGINE)
+        command = ["make", "--no-print-directory", "run", f"PORT={port}", "HOST=127.0.0.1"]
     else:
         raise ValueError(server)
     log_path = tmp_dir / f"{server}-{port}.log"
     with log_path.open("wb") as log:
+        # A session of its own, as a terminal gives it: `interrupt` is Ctrl-C to all of it.
         process = subprocess.Popen(command, cwd=root, env=full_env, stdout=log,
-                                   stderr=subprocess.STDOUT)
+                                   stderr=subprocess.STDOUT, start_new_session=True)
     live = LiveServer(f"http://127.0.0.1:{port}", port, process, full_env, log_path)
 
     def ready() -> bool:
@@ -219,6 +234,14 @@ class WorkerProcess:
         """SIGTERM, then SIGKILL."""
         stop_process(self.process)
 
+    def interrupt(self) -> None:
+        """Ctrl-C at its terminal (its process group)."""
+        os.killpg(self.process.pid, signal.SIGINT)
+
+    def log(self) -> str:
+        """What the worker printed so far."""
+        return self.log_path.read_text(errors="replace")
+
 
 def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
     """A model worker with the deterministic engine (readiness: poll a web process' /readyz)."""
@@ -227,6 +250,6 @@ def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "manage.py", "runworker", "model-worker"], cwd=ROOT, env=full_env,
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     return WorkerProcess(process, log_path)

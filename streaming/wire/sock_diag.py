@@ -1,9 +1,10 @@
 """What the kernel knows of this host's TCP connections, read over netlink (Linux's sock_diag).
 
 One dump answers, for every connection at once and without touching the servers' sockets, how
-many bytes the peer has acknowledged and how many still wait to be taken: what `ss -ti`
-prints. The request and the answer are plain bytes, built and parsed by pure functions here
-(tested byte for byte); `dump()` is the only I/O.
+many bytes the peer has acknowledged and how many still wait to be taken, how many it has sent,
+and how long ago each side last sent data: what `ss -ti` prints. The request and the answer
+are plain bytes, built and parsed by pure functions here (tested byte for byte); `dump()` is
+the only I/O.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ _PORTS = struct.Struct(">HH")  # inet_diag_msg's socket id starts with them, in 
 _U32 = struct.Struct("=I")
 _MESSAGE_SIZE = 72  # sizeof(struct inet_diag_msg): idiag_wqueue at 60, idiag_inode at 68
 _ATTRIBUTE = struct.Struct("=HH")  # struct rtattr
-BYTES_ACKED_AT = 120  # offset of tcpi_bytes_acked (u64, Linux 4.1+) in struct tcp_info
+# Offsets in struct tcp_info: milliseconds since data was last sent and received (u32), and
+# bytes acknowledged by the peer and received from it (u64, both Linux 4.1+).
+LAST_DATA_SENT_AT, LAST_DATA_RECEIVED_AT = 44, 52
+BYTES_ACKED_AT, BYTES_RECEIVED_AT = 120, 128
+_TCP_INFO_NEEDED = BYTES_RECEIVED_AT + 8
+_TIMES = struct.Struct("=I4xI")  # tcpi_last_data_sent, (tcpi_last_ack_sent), tcpi_last_data_recv
+_BYTES = struct.Struct("=QQ")  # tcpi_bytes_acked, tcpi_bytes_received
 
 
 # family, local address, local port, remote address, remote port (addresses packed)
@@ -46,6 +53,10 @@ class TcpSocket:
     inode: int  # the socket's inode, as /proc/<pid>/fd/* names it: "socket:[inode]"
     unacked_bytes: int  # written by the server, not yet acknowledged by the peer (sent or not)
     bytes_acked: int | None  # acknowledged by the peer since the connection opened
+    # The rest of tcp_info, None where the kernel gives none (as bytes_acked):
+    bytes_received: int | None = None  # received from the peer since the connection opened
+    last_sent_ms: int | None = None  # since the server last sent data (or the connection opened)
+    last_received_ms: int | None = None  # since the peer last sent data (or the connection opened)
 
     @property
     def remote(self) -> str:
@@ -97,18 +108,22 @@ def _connection(data: bytes, start: int, end: int) -> TcpSocket:
     (unacked,) = _U32.unpack_from(data, start + 60)
     (inode,) = _U32.unpack_from(data, start + 68)
     return TcpSocket(family, local, local_port, remote, remote_port, state, inode, unacked,
-                      _bytes_acked(data, start + _MESSAGE_SIZE, end))
+                     *_tcp_info(data, start + _MESSAGE_SIZE, end))
 
 
-def _bytes_acked(data: bytes, offset: int, end: int) -> int | None:
+def _tcp_info(data: bytes, offset: int, end: int) -> tuple[int | None, ...]:
+    """bytes_acked, bytes_received, last_sent_ms, last_received_ms from the tcp_info attribute."""
     while offset + _ATTRIBUTE.size <= end:
         length, kind = _ATTRIBUTE.unpack_from(data, offset)
         if length < _ATTRIBUTE.size:
             break
-        if kind == INET_DIAG_INFO and length >= _ATTRIBUTE.size + BYTES_ACKED_AT + 8:
-            return struct.unpack_from("=Q", data, offset + _ATTRIBUTE.size + BYTES_ACKED_AT)[0]
+        if kind == INET_DIAG_INFO and length >= _ATTRIBUTE.size + _TCP_INFO_NEEDED:
+            info = offset + _ATTRIBUTE.size
+            acked, received = _BYTES.unpack_from(data, info + BYTES_ACKED_AT)
+            sent_ms, received_ms = _TIMES.unpack_from(data, info + LAST_DATA_SENT_AT)
+            return acked, received, sent_ms, received_ms
         offset += (length + 3) & ~3
-    return None
+    return None, None, None, None
 
 
 def dump(family: int, states: int, local_ports: set[int] | None = None

@@ -234,8 +234,9 @@ def test_chunks_finish_reason_and_usage_are_relayed():
     assert result.stream.finish_reason == "length"
     # Three chunks with text, but the upstream counted four tokens: its count wins.
     assert (result.stream.tokens_generated, result.stream.prompt_tokens) == (4, 7)
+    # No temperature or top_p: the request set none, and the upstream has its own defaults.
     assert sent == [{"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                     "max_tokens": 9, "temperature": 1.0, "top_p": 1.0, "stream": True,
+                     "max_tokens": 9, "stream": True,
                      "stream_options": {"include_usage": True}, "seed": 1}]
 
 

@@ -7,6 +7,7 @@ that overflowing it costs a short prompt. Assertions are about order and counts,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 
@@ -85,6 +86,24 @@ def test_a_real_answer_streams(engine):
     assert len(texts) > 1 and "".join(texts).strip()
     assert stream.tokens_generated > 1 and stream.tokens_after_abort == 0
     assert engine.model == "SmolLM2-135M-Instruct"
+
+
+def test_a_request_without_sampling_gets_the_packaged_models_recommended_values(engine,
+                                                                               monkeypatch):
+    from streaming.http.validation import parse_generation_body
+
+    unset = parse_generation_body(b'{"prompt": "What is the capital of France?"}')
+    assert (unset.temperature, unset.top_p) == (None, None)
+    sent: list[dict] = []
+    add_request = engine.decode_loop.manager.add_request
+    monkeypatch.setattr(engine.decode_loop.manager, "add_request",
+                        lambda *args, **kwargs: sent.append(kwargs) or add_request(*args, **kwargs))
+    _stream, _texts, error = asyncio.run(generate(engine, dataclasses.replace(unset,
+                                                                             max_tokens=2)))
+    assert error is None
+    # The SmolLM2 model card's values (docs/model.md): 1.0 / 1.0 makes this model ramble.
+    assert (sent[0]["temperature"], sent[0]["top_p"]) == pytest.approx((0.2, 0.9))
+    assert engine.describe()["defaults"] == {"temperature": 0.2, "top_p": 0.9, "top_k": None}
 
 
 def test_japanese_streams_as_clean_utf8(engine):

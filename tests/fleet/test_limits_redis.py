@@ -16,6 +16,7 @@ pytestmark = pytest.mark.live
 def two_webs(tmp_path_factory):
     """Redis, one worker, two web processes allowing 2 streams per client between them."""
     env = {"STREAM_MAX_STREAMS_PER_CLIENT": "2", "STREAM_RATE_PER_MIN": "0",
+           "STREAM_MAX_PENDING_PER_CLIENT": "2",
            "STREAM_LEASE_TTL_S": "1.5",
            "DETERMINISTIC_TPS": "5"}  # slow: every stream here lasts 10 s at least
     with running_fleet(tmp_path_factory.mktemp("limits"), env) as fleet:
@@ -46,6 +47,22 @@ def admitted(server) -> RawStream:
         return None
 
     return wait_until(attempt, 10)
+
+
+def test_the_pending_share_holds_across_processes(two_webs):
+    """Created and not streamed yet, a client's answers count wherever they were created (in
+    Redis); another client (another loopback address here) is not held, and streaming one
+    gives the share back."""
+    web_a, web_b = two_webs["webs"]
+    other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=10)
+    created = [web.post("/api/generations", json={"prompt": "later"}) for web in (web_a, web_b)]
+    assert [c.status_code for c in created] == [201, 201]
+    third = web_a.post("/api/generations", json={"prompt": "later"})
+    assert third.status_code == 429 and third.json()["error"]["code"] == "too_many_pending"
+    assert other.post(web_b.url + "/api/generations", json={"prompt": "mine"}).status_code == 201
+    RawStream(web_b.port, created[0].json()["stream_url"]).read_all()
+    assert web_a.post("/api/generations", json={"prompt": "later"}).status_code == 201
+    other.close()
 
 
 def test_the_per_client_limit_holds_across_processes_and_a_killed_ones_slot_lapses(two_webs):

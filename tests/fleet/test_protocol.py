@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from streaming.core.chunk_log import REASONING, Chunk
@@ -17,6 +18,15 @@ REQUEST = GenerationRequest(
 
 def test_a_request_survives_the_message_as_json_would_carry_it():
     assert request_from_message(json.loads(json.dumps(request_message(REQUEST)))) == REQUEST
+
+
+def test_unset_sampling_stays_unset_for_the_workers_engine_to_decide():
+    import msgpack  # what the Redis channel layer carries messages in
+
+    unset = dataclasses.replace(REQUEST, temperature=None, top_p=None)
+    for carried in (json.loads(json.dumps(request_message(unset))),
+                    msgpack.unpackb(msgpack.packb(request_message(unset)))):
+        assert request_from_message(carried) == unset
 
 
 def test_a_message_from_before_stop_strings_has_none():

@@ -52,6 +52,9 @@ def test_two_web_processes_two_workers_stream_concurrently(fleet):
     workers = wait_until(lambda: (w := fleet.webs[0].stats()["workers"]) and
                          all(x["generations_total"] > 0 for x in w) and w)
     assert sum(x["generations_total"] for x in workers) >= 8
+    # A web process has no engine of its own: it tells what the workers announced.
+    described = fleet.webs[1].get("/api/engine").json()
+    assert (described["engine"], described["defaults"]["temperature"]) == ("deterministic", 1.0)
 
 
 def test_stop_strings_reach_the_worker_through_redis(fleet):

@@ -168,6 +168,16 @@ async def test_chunked_body_over_the_limit_is_refused_while_arriving(engine):
     assert start["status"] == 413
 
 
+async def test_the_engine_says_what_an_unset_setting_means(engine, settings):
+    exchange = await (await Exchange("GET", "/api/engine").start()).read_all()
+    assert exchange.status == 200
+    assert json.loads(exchange.payload) == {
+        "engine": "deterministic", "model": engine.model,
+        "defaults": {"temperature": 1.0, "top_p": 1.0, "top_k": None,
+                     "max_tokens": settings.STREAM_DEFAULT_MAX_TOKENS},
+        "max_tokens_limit": settings.STREAM_MAX_TOKENS_LIMIT, "context_tokens": None}
+
+
 async def test_stats_shape(engine):
     exchange = await (await Exchange("GET", "/api/stats").start()).read_all()
     stats = json.loads(exchange.payload)

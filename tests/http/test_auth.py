@@ -88,6 +88,25 @@ async def test_a_generation_is_its_owners_alone(engine):
                         headers=bearer(alice))).status == 200
 
 
+async def test_a_key_issued_for_a_user_acts_as_that_user(engine):
+    """`create_api_key --user`: what the key creates is the user's, seen from another of their
+    keys; a key of nobody's keeps its own."""
+    user = await sync_to_async(get_user_model().objects.create_user)("erin", password="pw")
+    _, first = await sync_to_async(ApiKey.issue)("laptop", user)
+    _, second = await sync_to_async(ApiKey.issue)("phone", user)
+    _, stranger = await sync_to_async(ApiKey.issue)("nobody's")
+    created = json.loads((await reply("POST", "/api/generations", body(prompt="hi", max_tokens=2),
+                                      bearer(first))).payload)
+    state = f"/api/generations/{created['id']}"
+    assert (await reply("GET", state, headers=bearer(second))).status == 200
+    assert (await reply("GET", state, headers=bearer(stranger))).status == 404
+    streamed = await reply("GET", created["stream_url"], headers=bearer(second))
+    assert streamed.events[-1].data == "[DONE]"
+    await log_writer.flush()
+    assert (await GenerationLog.objects.aget(generation_id=created["id"])).owner == \
+        f"user:{user.pk}"
+
+
 def session_cookies() -> tuple[str, str]:
     user = get_user_model().objects.create_user("carol", password="pw")
     client = Client()

@@ -108,3 +108,83 @@ def test_prompt_logging(engine, settings, mode, kept):
                             json.dumps({"prompt": "q" * 300, "max_tokens": 1}).encode())
     async_to_sync(log_writer.flush)()
     assert GenerationLog.objects.get().prompt == kept
+
+
+# --- what a probe found, each case once (the fuzzing above may miss them) ----------------------
+
+LONE = "hi \ud800 there"  # valid JSON once escaped, but no text: UTF-8 cannot carry it
+
+
+def bodies_with(value, model: str) -> list[tuple[str, dict]]:
+    """`value` in every text field of every API that takes a body."""
+    turns = [{"role": "user", "content": value}]
+    return [("/api/stream", {"prompt": value}), ("/api/generations", {"messages": turns}),
+            ("/v1/chat/completions", {"model": model, "messages": turns}),
+            ("/v1/responses", {"model": model, "input": value}),
+            ("/v1/responses", {"model": model, "input": "hi", "instructions": value}),
+            ("/v1/responses", {"model": model, "input": "hi", "metadata": {"note": value}})]
+
+
+async def test_a_lone_surrogate_is_refused_at_the_edge_with_a_400(engine):
+    for path, fields in bodies_with(LONE, engine.model):
+        sent = await exchange("POST", path, json.dumps(fields).encode())
+        assert sent.status == 400, (path, fields, sent.payload)
+        assert "surrogate" in json.loads(sent.payload)["error"]["message"]
+    # A pair is a character like any other.
+    emoji = json.dumps({"prompt": "\U0001f600", "max_tokens": 2}).encode()
+    assert b"\\ud83d\\ude00" in emoji
+    assert (await exchange("POST", "/api/stream", emoji)).status == 200
+
+
+async def test_a_failing_producer_ends_its_stream_frees_its_slot_and_writes_its_row(engine,
+                                                                                    monkeypatch):
+    async def broken(stream):
+        stream.push("half")
+        raise RuntimeError("a bug in the producer")
+
+    monkeypatch.setattr(engine, "_produce", broken)
+    sent = await (await Exchange("POST", "/api/stream", json.dumps(
+        {"prompt": "hi", "max_tokens": 5}).encode()).start()).read_all()
+    assert sent.status == 200
+    assert [e.event for e in sent.events] == ["message", "error"]
+    assert json.loads(sent.events[-1].data)["code"] == "engine_error"
+    stats = await (await Exchange("GET", "/api/stats").start()).read_all()
+    assert json.loads(stats.payload)["generations_in_flight"] == 0
+    await log_writer.flush()
+    row = await GenerationLog.objects.aget()
+    assert (row.status, row.error_code) == ("error", "engine_error")
+
+
+@pytest.mark.parametrize("name", ["temperature", "top_p"])
+async def test_an_integer_too_large_for_a_float_is_out_of_range_not_a_500(engine, name):
+    huge = "1" + "0" * 400  # json.loads takes it; float() overflows
+    for path, fields in bodies_with("hi", engine.model)[:4]:
+        raw = json.dumps(fields)[:-1] + f', "{name}": {huge}}}'
+        sent = await exchange("POST", path, raw.encode())
+        assert sent.status == 400, (path, sent.payload)
+        message = json.loads(sent.payload)["error"]["message"]
+        assert name in message and "digits" in message and len(message) < 200
+
+
+async def test_an_event_id_of_thousands_of_digits_is_refused_not_a_500(engine):
+    created = await exchange("POST", "/api/generations", b'{"prompt": "hi", "max_tokens": 3}')
+    stream_url = json.loads(created.payload)["stream_url"]
+    first = Exchange("GET", stream_url)
+    await first.start()
+    await first.read_all()
+    digits = "9" * 4400  # past int()'s 4,300-digit limit
+    again = await exchange("GET", stream_url, b"", [(b"last-event-id", digits.encode())])
+    assert again.status == 400
+    response = await exchange("POST", "/v1/responses", json.dumps(
+        {"model": engine.model, "input": "hi", "max_output_tokens": 3}).encode())
+    response_id = json.loads(response.payload)["id"]
+    reread = Exchange("GET", f"/v1/responses/{response_id}")
+    reread.app.scope["query_string"] = f"stream=true&starting_after={digits}".encode()
+    assert (await reread.start()).status == 400
+
+
+async def test_max_output_tokens_is_named_in_its_own_error(engine):
+    sent = await exchange("POST", "/v1/responses", json.dumps(
+        {"model": engine.model, "input": "hi", "max_output_tokens": 0}).encode())
+    assert sent.status == 400
+    assert "`max_output_tokens`" in json.loads(sent.payload)["error"]["message"]

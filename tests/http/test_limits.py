@@ -101,3 +101,33 @@ async def test_a_refused_stream_takes_no_slot(engine, fresh_limits):
     assert again.payload == done.payload
     await log_writer.flush()
     assert limits.limits().in_flight["streams"] == 0
+
+
+async def create_from(address: str, **fields) -> Exchange:
+    exchange = Exchange("POST", "/api/generations", body(**fields))
+    exchange.app.scope["client"] = (address, 4000)
+    return await (await exchange.start()).read_all()
+
+
+async def test_one_client_cannot_fill_the_pending_cap_for_everyone(engine, fresh_limits):
+    """Answers created and never read count against their creator's share: past it that
+    client gets 429, and others, who created none, still get theirs."""
+    from streaming.generations.registry import registry
+
+    # Room for four more than earlier tests left open in this process's registry.
+    fresh_limits.STREAM_MAX_PENDING = len(registry.live()) + 4
+    fresh_limits.STREAM_MAX_PENDING_PER_CLIENT = 2
+    created = [await create_from("10.0.0.1", prompt="a") for _ in range(2)]
+    assert [c.status for c in created] == [201, 201]
+    third = await create_from("10.0.0.1", prompt="a")
+    assert third.status == 429 and third.headers["retry-after"] == "1"
+    assert json.loads(third.payload)["error"]["code"] == "too_many_pending"
+    other = await stream_from("10.0.0.2", prompt="d", max_tokens=3)
+    assert other.status == 200
+    await other.read_all()
+    assert (await create_from("10.0.0.3", prompt="e")).status == 201
+    # Streaming one gives its creator's share back.
+    url = json.loads(created[0].payload)["stream_url"]
+    await (await Exchange("GET", url).start()).read_all()
+    assert (await create_from("10.0.0.1", prompt="a")).status == 201
+

@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
 
-from tests.support.live import BIN, ROOT, LiveServer, RawStream, tokens_of
+from tests.support.live import BIN, ROOT, LiveServer, RawStream, tokens_of, wait_until
 from tests.support.nginx import HTTP11_UPSTREAM, SETUPS, nginx_binary
+from tests.support.slow_client import SlowClient
 from tests.support.stalled import FLOOD, stalled_reader
 
 pytestmark = [
@@ -177,6 +179,26 @@ def test_the_deploy_example_streams_aborts_and_compresses_pages(paced_server, ng
     stream.next_event()
     stream.close()
     assert paced_server.wait_final(generation_id)["status"] == "client_disconnected"
+
+
+def test_the_deploy_example_closes_requests_slow_to_arrive(asgi_server, nginx_factory):
+    # deploy/nginx.conf's client_header_timeout and client_body_timeout, patched down to 1 s.
+    site, patched = re.subn(r"client_(header|body)_timeout \d+s;", r"client_\1_timeout 1s;",
+                            deploy_site())
+    assert patched == 2, "deploy/nginx.conf lost its request timeouts"
+    proxy = nginx_factory(asgi_server, site=site)
+    trickling = SlowClient(proxy.port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+    # A body that stops: client_body_timeout is between two reads, not for the whole body.
+    stopped = SlowClient(proxy.port, b"POST /api/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                     b"Content-Length: 100\r\n\r\n{")
+    started = time.monotonic()
+    try:
+        wait_until(lambda: trickling.trickle() and stopped.closed(), 15, interval=0.05)
+    finally:
+        trickling.close()
+        stopped.close()
+    assert time.monotonic() - started > 1
+    assert b"HTTP/1.1 200" not in trickling.received + stopped.received  # never reached the app
 
 
 @pytest.mark.parametrize("tokens_per_s", ["1000", "20"])

@@ -26,7 +26,8 @@ from tests.support.stalled import FLOOD, stalled_reader
 
 
 def diag_message(*, local_port: int, remote_port: int, inode: int, unacked: int,
-                 bytes_acked: int | None, sequence: int = 1) -> bytes:
+                 bytes_acked: int | None, bytes_received: int = 0, last_sent_ms: int = 0,
+                 last_received_ms: int = 0, sequence: int = 1) -> bytes:
     """One SOCK_DIAG_BY_FAMILY answer for an IPv4 socket, as the kernel writes it."""
     message = struct.pack("=BBBB", socket.AF_INET, TCP_ESTABLISHED, 0, 0)
     message += struct.pack(">HH", local_port, remote_port)
@@ -37,6 +38,9 @@ def diag_message(*, local_port: int, remote_port: int, inode: int, unacked: int,
     if bytes_acked is not None:
         info = bytearray(232)
         struct.pack_into("=Q", info, sock_diag.BYTES_ACKED_AT, bytes_acked)
+        struct.pack_into("=Q", info, sock_diag.BYTES_RECEIVED_AT, bytes_received)
+        struct.pack_into("=I", info, sock_diag.LAST_DATA_SENT_AT, last_sent_ms)
+        struct.pack_into("=I", info, sock_diag.LAST_DATA_RECEIVED_AT, last_received_ms)
         message += struct.pack("=HH", 4 + len(info), sock_diag.INET_DIAG_INFO) + info
     return struct.pack("=IHHII", 16 + len(message), sock_diag.SOCK_DIAG_BY_FAMILY, 2,
                        sequence, 0) + message
@@ -47,14 +51,16 @@ DONE = struct.pack("=IHHII", 20, sock_diag.NLMSG_DONE, 2, 1, 0) + b"\0\0\0\0"
 
 def test_the_answer_is_parsed_field_by_field():
     data = (diag_message(local_port=8000, remote_port=51234, inode=777, unacked=9000,
-                         bytes_acked=123_456)
+                         bytes_acked=123_456, bytes_received=789, last_sent_ms=40,
+                         last_received_ms=2_500)
             + diag_message(local_port=8000, remote_port=51235, inode=778, unacked=0,
                            bytes_acked=None))
     connections, done = sock_diag.parse(data)
     assert not done
     here, peer = socket.inet_aton("127.0.0.1"), socket.inet_aton("10.1.2.3")
     assert connections == [
-        TcpSocket(socket.AF_INET, here, 8000, peer, 51234, TCP_ESTABLISHED, 777, 9000, 123_456),
+        TcpSocket(socket.AF_INET, here, 8000, peer, 51234, TCP_ESTABLISHED, 777, 9000, 123_456,
+                  bytes_received=789, last_sent_ms=40, last_received_ms=2_500),
         TcpSocket(socket.AF_INET, here, 8000, peer, 51235, TCP_ESTABLISHED, 778, 0, None),
     ]
     assert connections[0].endpoints == (socket.AF_INET, here, 8000, peer, 51234)

@@ -1,0 +1,52 @@
+"""A model worker stopping on Ctrl-C or SIGTERM: it finishes what it owes its readers first.
+
+Without this, Ctrl-C ended the worker's event loop and then the process waited for ever on the
+transformers decode loop's thread, and SIGTERM killed it at once: its readers learned of it
+only once it had been silent for WORKER_TIMEOUT_S (`worker_unavailable`). Now its answers end
+with `server_shutdown`, their ends reach the web processes (which write the rows), the engine's
+threads stop, and the process exits as the signal would have made it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def on_signals(stop: Callable[[], Awaitable[None]]) -> None:
+    """On the first signal await `stop()`, then exit by that signal; on a second, at once.
+
+    For the event loop of the main thread only (where signals arrive); elsewhere (an
+    in-process test) nothing is installed.
+    """
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task[None]] = []
+
+    def exit_by(signum: int) -> None:
+        for each in SIGNALS:
+            loop.remove_signal_handler(each)  # the default again: SIGINT raises, SIGTERM ends
+        signal.raise_signal(signum)
+
+    def on_signal(signum: int) -> None:
+        if stopping:
+            exit_by(signum)
+            return
+        task = loop.create_task(stop())
+        stopping.append(task)
+        task.add_done_callback(lambda _: exit_by(signum))
+
+    for signum in SIGNALS:
+        try:
+            loop.add_signal_handler(signum, on_signal, signum)
+        except (RuntimeError, ValueError):
+            return
+
+
+async def until(done: Callable[[], bool], within_s: float) -> None:
+    """Return once `done()`, or after `within_s` (checked every 50 ms: there is no event)."""
+    deadline = asyncio.get_running_loop().time() + within_s
+    while not done() and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
