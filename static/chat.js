@@ -1,8 +1,10 @@
 // The chat page: conversations, the composer, and one answer streaming at a time.
 
 import { Generation, pendingAnswer } from "./generation.js";
-import { t, translatePage } from "./i18n.js";
+import { errorText, t, translatePage } from "./i18n.js";
+import { markdownWarmUps } from "./markdown-stream.js";
 import { MessageView } from "./message-view.js";
+import { prepareToRead } from "./stream-thread.js";
 import {
   STORAGE_KEY, loadConversations, loadCurrentId, newConversation, saveConversations, saveCurrentId,
 } from "./store.js";
@@ -34,6 +36,13 @@ let current = conversations.find((c) => c.id === loadCurrentId()) ?? newConversa
 let views = new Map(); // message → MessageView, for the conversation on screen
 let active = null; // {generation, conversation, view, timer}
 let lastSaveAt = 0;
+// Whether the reader is at the bottom, so that the answer is followed as it grows. Kept by scroll
+// events, not measured on each update: that would force a layout every frame.
+let pinnedToBottom = true;
+// Scrolls after layout, when the sizes are known anyway: no layout forced to follow the answer.
+const growth = new ResizeObserver(() => {
+  if (pinnedToBottom) els.messages.scrollTop = els.messages.scrollHeight;
+});
 
 function save() {
   lastSaveAt = performance.now();
@@ -110,13 +119,14 @@ function startNewChat() {
 // --- messages ---------------------------------------------------------------------------------
 
 function renderConversation() {
+  growth.disconnect();
   views = new Map();
   const nodes = current.messages.map((message) => viewFor(message).el);
   els.empty.hidden = nodes.length > 0;
   els.messages.replaceChildren(els.empty, ...nodes);
   updateControls();
   renderConversationList();
-  els.messages.scrollTop = els.messages.scrollHeight;
+  scrollToBottom();
 }
 
 function viewFor(message) {
@@ -124,6 +134,7 @@ function viewFor(message) {
   if (!view) {
     view = new MessageView(message, { onCopy: copyAnswer, onRegenerate: regenerate });
     views.set(message, view);
+    growth.observe(view.el);
   }
   return view;
 }
@@ -140,8 +151,9 @@ function nearBottom() {
   return m.scrollHeight - m.scrollTop - m.clientHeight < STICK_TO_BOTTOM_PX;
 }
 
-function keepScrolled(wasNearBottom) {
-  if (wasNearBottom) els.messages.scrollTop = els.messages.scrollHeight;
+function scrollToBottom() {
+  pinnedToBottom = true;
+  els.messages.scrollTop = els.messages.scrollHeight;
 }
 
 function updateControls() {
@@ -173,7 +185,7 @@ function generate({ seed } = {}) {
   conversation.messages.push(answer);
   conversation.updatedAt = Date.now();
   const view = appendMessage(answer);
-  keepScrolled(true);
+  scrollToBottom();
   follow(answer, conversation, view).start(body);
 }
 
@@ -199,12 +211,12 @@ function rejoinLiveAnswer() {
 
 /** Make `answer` the one streaming: its view, the controls and the saved history follow it. */
 function follow(answer, conversation, view) {
+  // Tokens can arrive by the thousand in one frame: the view is brought up to date once a frame
+  // (view.refreshSoon), and an update costs what changed, so a token costs the same however
+  // long the answer.
   const generation = new Generation(answer, {
     onChange: () => {
-      const atBottom = nearBottom();
-      view.update(performance.now());
-      keepScrolled(atBottom);
-      updateControls();
+      view.refreshSoon();
       if (performance.now() - lastSaveAt > SAVE_EVERY_MS) save();
     },
     onEnd: ({ refined = false } = {}) => {
@@ -212,9 +224,7 @@ function follow(answer, conversation, view) {
         clearInterval(active.timer);
         active = null;
       }
-      const atBottom = nearBottom();
-      view.update(performance.now());
-      keepScrolled(atBottom);
+      view.refreshSoon(); // the end shows in the next frame, with the last of the text
       conversation.updatedAt = Date.now();
       save();
       updateControls();
@@ -223,11 +233,11 @@ function follow(answer, conversation, view) {
       const state = answer.meta.state;
       if (state === "done" || state === "length") announce(t("announce.done"));
       else if (state === "stopped") announce(t("announce.stopped"));
-      else if (state === "error") announce(t("state.error", { message: answer.meta.error?.message ?? "" }));
+      else if (state === "error") announce(t("state.error", { message: errorText(answer.meta.error?.code) }));
       else announce(t(`state.${state}`));
     },
   });
-  const timer = setInterval(() => view.update(performance.now()), TICK_MS);
+  const timer = setInterval(() => view.refreshSoon(), TICK_MS);
   active = { generation, conversation, view, timer };
   save();
   updateControls();
@@ -336,6 +346,7 @@ function bindEvents() {
     else openSidebar();
   });
   els.scrim.addEventListener("click", closeSidebar);
+  els.messages.addEventListener("scroll", () => { pinnedToBottom = nearBottom(); }, { passive: true });
   // Keep the partial answer if the tab goes away mid-stream: the next load rejoins it.
   window.addEventListener("pagehide", () => {
     if (!active) return;
@@ -355,9 +366,21 @@ function bindEvents() {
   });
 }
 
+/** What the first answer would otherwise pay in the keystroke that sends it or in its first
+ * frames (starting the stream worker, compiling the Markdown parser): paid while the page is
+ * idle, one step at a time. */
+function warmUp(steps = [prepareToRead, ...markdownWarmUps, ...markdownWarmUps]) {
+  const [step, ...rest] = steps;
+  (window.requestIdleCallback ?? setTimeout)(() => {
+    step();
+    if (rest.length) warmUp(rest);
+  });
+}
+
 translatePage();
 bindEvents();
 renderConversation();
 rejoinLiveAnswer();
 els.prompt.focus();
+warmUp();
 

@@ -2,7 +2,7 @@
 // The answer's message is updated in place, so the view and the saved history read one object.
 
 import { cancelGeneration, createGeneration, fetchGeneration } from "./api.js";
-import { readStream } from "./sse-client.js";
+import { prepareToRead, readStream } from "./stream-thread.js";
 
 const MAX_RECORDED_TIMES = 5000; // arrival ticks per answer; tokens past it still count
 
@@ -35,6 +35,7 @@ export class Generation {
   async start(body) {
     this.startedAt = performance.now();
     this.meta.startedAt = this.startedAt; // lets the view tick the clock while nothing arrives
+    prepareToRead(); // while the request is on its way
     let created;
     try {
       created = await createGeneration(body);
@@ -71,8 +72,9 @@ export class Generation {
 
   #read(url, { rejoined = false } = {}) {
     this.stream = readStream(url, {
-      onToken: (text, count, id) => this.#token(text, count, id),
-      onReasoning: (text, count, id) => this.#reasoning(text, count, id),
+      onToken: (text, count, id, atMs) => this.#token(text, count, id, atMs),
+      onTokens: (texts, counts, ids, atMs) => this.#tokens(texts, counts, ids, atMs),
+      onReasoning: (text, count, id, atMs) => this.#reasoning(text, count, id, atMs),
       onDone: () => this.#finish(this.meta.finishReason === "length" ? "length" : "done"),
       onError: (error) => {
         // `cancelled` is the server confirming a Stop (ours or another tab's), not a failure;
@@ -123,22 +125,30 @@ export class Generation {
     }
   }
 
-  #token(text, count, id) {
-    this.#arrived(count, id);
+  #token(text, count, id, atMs) {
+    this.#arrived(count, id, atMs);
     this.message.content += text;
     this.onChange();
   }
 
+  /** Tokens read together (a burst): one change for them all. */
+  #tokens(texts, counts, ids, atMs) {
+    for (let i = 0; i < texts.length; i += 1) this.#arrived(counts[i], ids[i], atMs[i]);
+    this.message.content += texts.join("");
+    this.onChange();
+  }
+
   /** The model's thinking: shown apart, above the answer, with its own token count. */
-  #reasoning(text, count, id) {
-    this.#arrived(count, id);
+  #reasoning(text, count, id, atMs) {
+    this.#arrived(count, id, atMs);
     this.message.reasoning = (this.message.reasoning ?? "") + text;
     this.meta.reasoningTokens = (this.meta.reasoningTokens ?? 0) + count;
     this.onChange();
   }
 
-  #arrived(count, id) {
-    const ms = this.elapsedMs();
+  /** `atMs`: when it arrived (performance.now()), if it was read elsewhere and handed on. */
+  #arrived(count, id, atMs = performance.now()) {
+    const ms = Math.round(atMs - this.startedAt);
     const meta = this.meta;
     if (meta.ttftMs == null) meta.ttftMs = ms;
     meta.lastMs = ms;

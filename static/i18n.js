@@ -44,6 +44,34 @@ const MESSAGES = {
     startFailed: "Could not start: {message}",
     "announce.done": "Answer finished.",
     "announce.stopped": "Answer stopped.",
+    // By error code (streaming/core/exceptions.py, and network_error from api.js); the server's
+    // own message is shown under it.
+    "error.unknown": "Something went wrong.",
+    "error.network_error": "Could not reach the server.",
+    "error.invalid_request": "The request was not accepted.",
+    "error.context_length": "The conversation is too long for the model.",
+    "error.body_too_large": "The message is too long to send.",
+    "error.unauthorized": "Sign in to use the chat.",
+    "error.forbidden": "This is not allowed.",
+    "error.not_found": "The server no longer has this answer.",
+    "error.conversation_limit": "This conversation, or your conversations, are at their limit.",
+    "error.gone": "The server no longer keeps this answer.",
+    "error.already_streaming": "This answer is already being read elsewhere.",
+    "error.method_not_allowed": "The server refused the request.",
+    "error.request_timeout": "The request did not reach the server in time. Try again.",
+    "error.rate_limited": "Too many requests. Wait a moment and try again.",
+    "error.too_many_streams": "Too many answers at once. Wait for one to end and try again.",
+    "error.too_many_background": "Too many answers at once. Wait for one to end and try again.",
+    "error.too_many_pending": "Too many answers waiting to start. Try again shortly.",
+    "error.no_capacity": "The model is busy. Try again shortly.",
+    "error.engine_unavailable": "The model is not available.",
+    "error.worker_unavailable": "The model stopped answering.",
+    "error.engine_error": "The model failed while writing the answer.",
+    "error.timeout": "The answer took too long.",
+    "error.server_shutdown": "The server is restarting. Try again.",
+    "error.internal_error": "The server failed.",
+    "error.cancelled": "The answer was cancelled.",
+    "error.client_disconnected": "Nobody was reading the answer, so it was stopped.",
   },
   ja: {
     appTitle: "チャット",
@@ -83,6 +111,32 @@ const MESSAGES = {
     startFailed: "開始できませんでした: {message}",
     "announce.done": "回答が完了しました。",
     "announce.stopped": "回答を停止しました。",
+    "error.unknown": "問題が発生しました。",
+    "error.network_error": "サーバーに接続できませんでした。",
+    "error.invalid_request": "リクエストが受け付けられませんでした。",
+    "error.context_length": "会話が長すぎてモデルが扱えません。",
+    "error.body_too_large": "メッセージが長すぎて送信できません。",
+    "error.unauthorized": "チャットを使うにはログインしてください。",
+    "error.forbidden": "この操作は許可されていません。",
+    "error.not_found": "この回答はサーバーにもうありません。",
+    "error.conversation_limit": "この会話、または会話の数が上限に達しています。",
+    "error.gone": "この回答はサーバーに保存されていません。",
+    "error.already_streaming": "この回答は別の画面で読み込み中です。",
+    "error.method_not_allowed": "サーバーがリクエストを拒否しました。",
+    "error.request_timeout": "リクエストが時間内にサーバーに届きませんでした。もう一度お試しください。",
+    "error.rate_limited": "リクエストが多すぎます。少し待ってからもう一度お試しください。",
+    "error.too_many_streams": "同時に生成している回答が多すぎます。終わるのを待ってからお試しください。",
+    "error.too_many_background": "同時に生成している回答が多すぎます。終わるのを待ってからお試しください。",
+    "error.too_many_pending": "開始待ちの回答が多すぎます。しばらくしてからお試しください。",
+    "error.no_capacity": "モデルが混み合っています。しばらくしてからお試しください。",
+    "error.engine_unavailable": "モデルを利用できません。",
+    "error.worker_unavailable": "モデルが応答しなくなりました。",
+    "error.engine_error": "回答の生成中にモデルでエラーが起きました。",
+    "error.timeout": "回答に時間がかかりすぎました。",
+    "error.server_shutdown": "サーバーが再起動中です。もう一度お試しください。",
+    "error.internal_error": "サーバーでエラーが起きました。",
+    "error.cancelled": "回答はキャンセルされました。",
+    "error.client_disconnected": "誰も読んでいなかったため、回答を停止しました。",
   },
 };
 
@@ -103,6 +157,13 @@ export function t(key, vars = {}) {
   return text.replace(/\{(\w+)\}/g, (_, name) => String(vars[name] ?? ""));
 }
 
+/** What an error `code` means, in the interface language; a code not in the table gets the
+ * generic text (the server's message still shows beside it). */
+export function errorText(code) {
+  const key = `error.${code}`;
+  return key in MESSAGES.en ? t(key) : t("error.unknown");
+}
+
 /** Fill the static page's labels (data-i18n and data-i18n-<attribute>) in the chosen language. */
 export function translatePage(root = document) {
   document.documentElement.lang = lang;
@@ -116,15 +177,15 @@ export function translatePage(root = document) {
   document.title = t("appTitle");
 }
 
-const numberFormats = new Map();
+// Digit grouping and decimal mark per language. Not Intl.NumberFormat: its first use loads the
+// locale's data, a main-thread pause longer than a frame in the middle of the first answer.
+const NUMBER_MARKS = { en: [",", "."], ja: [",", "."] };
 
 /** A number formatted for the interface language with a fixed number of decimals. */
 export function formatNumber(value, decimals = 0) {
-  if (!numberFormats.has(decimals)) {
-    numberFormats.set(decimals, new Intl.NumberFormat(lang, {
-      minimumFractionDigits: decimals,
-      maximumFractionDigits: decimals,
-    }));
-  }
-  return numberFormats.get(decimals).format(value);
+  const [group, point] = NUMBER_MARKS[lang];
+  const [whole, fraction] = Math.abs(value).toFixed(decimals).split(".");
+  const grouped = whole.replace(/\B(?=(\d{3})+$)/g, group);
+  const sign = value < 0 && Number(whole + (fraction ?? "")) !== 0 ? "-" : "";
+  return sign + grouped + (fraction === undefined ? "" : point + fraction);
 }

@@ -41,8 +41,79 @@ const PURIFY_CONFIG = {
   FORBID_ATTR: ["style", "id"],
   ADD_ATTR: ["target"],
 };
+// Set once, not passed to each call, which would parse it again each time: an answer streaming
+// in is sanitized in many small pieces.
+purifier.setConfig(PURIFY_CONFIG);
+
+function sanitize(html) {
+  return purifier.sanitize(html);
+}
 
 /** `text` rendered as a sanitized DocumentFragment, ready to insert. */
 export function renderMarkdown(text) {
-  return purifier.sanitize(marked.parse(text), PURIFY_CONFIG);
+  return sanitize(marked.parse(text));
+}
+
+// The pieces of renderMarkdown, for a text rendered a block at a time (markdown-stream.js):
+// the same parser, renderer and sanitizer, so the blocks put together are what it gives.
+
+function lexerKnowing(links) {
+  const lexer = new marked.Lexer(marked.defaults);
+  Object.assign(lexer.tokens.links, links); // reference definitions from earlier blocks
+  return lexer;
+}
+
+/** The top-level blocks of `text` (marked's tokens; `.links` holds the reference definitions,
+ * those given in `links` included). */
+export function lexBlocks(text, links = {}) {
+  return lexerKnowing(links).lex(text);
+}
+
+// Prose is most of an answer, and for plain text (no markup, no entity) the sanitizer has
+// nothing to remove: it is built as text nodes and <br>s, which cannot run anything, for a
+// fraction of the cost of writing HTML, parsing it and walking it again.
+function isPlain(inline) {
+  return inline.every((token) => token.type === "br"
+    || (token.type === "text" && !token.tokens && !token.raw.includes("&")));
+}
+
+function plainInline(inline) {
+  const fragment = document.createDocumentFragment();
+  for (const token of inline) {
+    fragment.append(token.type === "br" ? document.createElement("br") : token.raw);
+  }
+  return fragment;
+}
+
+/** Blocks from lexBlocks as a sanitized DocumentFragment: what renderMarkdown gives for them. */
+export function renderBlocks(tokens) {
+  const fragment = document.createDocumentFragment();
+  let pending = []; // blocks for the sanitizer, rendered together
+  const flush = () => {
+    if (pending.length) fragment.append(sanitize(marked.parser(pending)));
+    pending = [];
+  };
+  for (const token of tokens) {
+    if (token.type === "paragraph" && isPlain(token.tokens)) {
+      flush();
+      const paragraph = document.createElement("p");
+      paragraph.append(plainInline(token.tokens));
+      fragment.append(paragraph, "\n");
+    } else {
+      pending.push(token);
+    }
+  }
+  flush();
+  return fragment;
+}
+
+/** A paragraph's inline tokens (a paragraph token's `tokens`) as a sanitized fragment. */
+export function renderInlineTokens(tokens) {
+  if (isPlain(tokens)) return plainInline(tokens);
+  return sanitize(new marked.Parser(marked.defaults).parseInline(tokens));
+}
+
+/** Part of a paragraph's text, lexed on its own, as inline tokens. */
+export function lexInline(text, links = {}) {
+  return lexerKnowing(links).inlineTokens(text);
 }

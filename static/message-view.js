@@ -1,14 +1,19 @@
 // One message on screen: its text (Markdown for answers), and for answers a status line with
 // latency numbers, the token timeline, and Copy / Regenerate.
 
-import { formatNumber, t } from "./i18n.js";
-import { renderMarkdown } from "./markdown.js";
-import { answerStats } from "./stats.js";
-import { createTimeline, drawTimeline } from "./timeline.js";
+import { errorText, formatNumber, t } from "./i18n.js";
+import { MarkdownStream } from "./markdown-stream.js";
+import { ArrivalStats, answerStats } from "./stats.js";
+import { Timeline } from "./timeline.js";
 
 const STALL_AFTER_MS = 3000; // no token for this long mid-answer: say so
-const LONG_ANSWER_CHARS = 20000; // past this, re-render Markdown less often
-const LONG_ANSWER_RENDER_MS = 200;
+const BUSY_STATES = ["waiting", "streaming", "stopping"];
+// A burst can bring more text in a frame than a frame can render and lay out: then the text is
+// shown a frame's worth at a time, about this long in each.
+const RENDER_BUDGET_MS = 12;
+const MIN_STEP_CHARS = 500;
+const MAX_STEP_CHARS = 16000;
+const STEP_GROWTH = 2; // the most a step grows from one frame to the next
 
 function element(tag, className, text) {
   const el = document.createElement(tag);
@@ -20,9 +25,15 @@ function element(tag, className, text) {
 export class MessageView {
   constructor(message, { onCopy, onRegenerate } = {}) {
     this.message = message;
-    this.renderedContent = null;
-    this.renderScheduled = false;
-    this.lastRenderAt = 0;
+    this.times = null; // the arrival times fed to this.arrivals (meta.times, which only grows)
+    this.arrivals = new ArrivalStats();
+    this.shownReasoningLength = 0;
+    // Text rendered per frame while catching up, fitted to the budget as it goes; the first is
+    // small, as the first frames of an answer are the slowest (code and fonts not used yet). An
+    // answer that had ended before it came on screen (a reload) is shown whole at once.
+    this.stepChars = 1000;
+    this.streamedIn = false;
+    this.frame = 0; // the pending requestAnimationFrame of refreshSoon, if any
 
     const isAnswer = message.role === "assistant";
     this.el = element("article", `message message-${message.role}`);
@@ -44,10 +55,13 @@ export class MessageView {
       return;
     }
 
+    this.markdown = new MarkdownStream(this.body);
     const footer = element("div", "message-footer");
     this.status = element("p", "message-status");
+    // The server's own words about an error, under the status that says it in the page's language.
+    this.detail = element("p", "message-detail");
     this.stats = element("p", "message-stats");
-    this.timeline = createTimeline();
+    this.timeline = new Timeline();
     const actions = element("div", "message-actions");
     this.copyButton = element("button", "text-button copy-button", t("copy"));
     this.copyButton.type = "button";
@@ -57,39 +71,76 @@ export class MessageView {
     this.regenerateButton.hidden = true;
     this.regenerateButton.addEventListener("click", () => onRegenerate?.(this));
     actions.append(this.copyButton, this.regenerateButton);
-    footer.append(this.status, this.stats, this.timeline, actions);
+    footer.append(this.status, this.detail, this.stats, this.timeline.el, actions);
     this.el.append(footer);
     this.update(performance.now());
   }
 
-  /** Refresh status, numbers and timeline now; the Markdown body on the next frame. */
+  /** Update in the next frame (once however often this is called before it). */
+  refreshSoon() {
+    this.frame ||= requestAnimationFrame(() => {
+      this.frame = 0;
+      this.update(performance.now());
+    });
+  }
+
+  /** Bring everything up to date: the text, status, numbers and timeline. Costs what changed
+   * since the last call, not the length of the answer, so once a frame is affordable however
+   * many tokens arrived. Text that a burst brought faster than frames can show goes on in the
+   * next frames, on its own. */
   update(nowMs) {
     const meta = this.message.meta;
     if (!meta) return;
-    this.el.dataset.state = meta.state;
-    if (meta.generationId) this.el.dataset.generationId = meta.generationId;
+    this.streamedIn ||= BUSY_STATES.includes(meta.state);
+    const caughtUp = this.#renderText();
+    // An ended answer shows its final state together with its final text: until the text is all
+    // on screen, it still shows as streaming.
+    const state = caughtUp || BUSY_STATES.includes(meta.state) ? meta.state : "streaming";
+    setIfChanged(this.el.dataset, "state", state);
+    if (meta.generationId) setIfChanged(this.el.dataset, "generationId", meta.generationId);
     // Screen readers wait for the finished answer instead of hearing every token.
-    this.el.setAttribute("aria-busy", String(["waiting", "streaming", "stopping"].includes(meta.state)));
+    const busy = String(BUSY_STATES.includes(state));
+    if (this.el.getAttribute("aria-busy") !== busy) this.el.setAttribute("aria-busy", busy);
 
     const live = meta.state === "waiting" || meta.state === "streaming";
     const sinceStartMs = live && meta.startedAt != null ? nowMs - meta.startedAt : meta.endMs ?? meta.lastMs ?? 0;
-    const stalled = meta.state === "streaming" && meta.lastMs != null && sinceStartMs - meta.lastMs > STALL_AFTER_MS;
-    this.status.textContent = this.#statusText(meta, sinceStartMs, stalled);
-    this.status.className = `message-status status-${stalled ? "stalled" : meta.state}`;
-    this.stats.textContent = this.#statsText(meta);
-    drawTimeline(this.timeline, meta, sinceStartMs);
-    this.copyButton.disabled = this.message.content === "";
-    if (this.message.reasoning) {
+    const stalled = state === "streaming" && live && meta.lastMs != null && sinceStartMs - meta.lastMs > STALL_AFTER_MS;
+    this.#feedArrivals(meta.times ?? []);
+    setIfChanged(this.status, "textContent", this.#statusText(meta, state, sinceStartMs, stalled));
+    setIfChanged(this.status, "className", `message-status status-${stalled ? "stalled" : state}`);
+    setIfChanged(this.detail, "textContent", this.#detailText(meta, state));
+    setIfChanged(this.stats, "textContent", this.#statsText(meta));
+    this.timeline.draw(meta, this.arrivals, sinceStartMs);
+    setIfChanged(this.copyButton, "disabled", this.message.content === "");
+    const reasoning = this.message.reasoning ?? "";
+    if (reasoning.length !== this.shownReasoningLength) {
       this.thinking.hidden = false;
       this.thinkingLabel.textContent = t("thinking", { count: formatNumber(meta.reasoningTokens ?? 0) });
-      // Plain text: the thinking is read, not rendered.
-      if (this.thinkingBody.textContent !== this.message.reasoning) {
-        this.thinkingBody.textContent = this.message.reasoning;
-      }
+      // Plain text: the thinking is read, not rendered. It only grows: append what is new.
+      this.thinkingBody.append(reasoning.slice(this.shownReasoningLength));
+      this.shownReasoningLength = reasoning.length;
     }
-    // An ended answer shows its final text together with its final state, not a frame later.
-    if (live || meta.state === "stopping") this.scheduleBodyRender();
-    else this.#renderBody();
+    if (!caughtUp) this.refreshSoon();
+  }
+
+  /** Render the answer's text, or as much more of it as fits a frame; true once all is shown. */
+  #renderText() {
+    const text = this.message.content;
+    const before = this.markdown.text.length;
+    let end = this.streamedIn ? Math.min(text.length, before + this.stepChars) : text.length;
+    if (end < text.length && /[\ud800-\udbff]/.test(text[end - 1])) end -= 1; // not half a pair
+    const shown = end === text.length ? text : text.slice(0, end);
+    const startedAt = performance.now();
+    this.markdown.render(shown);
+    if (end - before >= this.stepChars) {
+      // A full step: the next one is larger if this one was under budget, smaller if over. The
+      // layout is timed with it (this frame would do it anyway: forcing it here costs nothing).
+      void this.body.offsetHeight;
+      const spentMs = Math.max(performance.now() - startedAt, 0.1);
+      const next = this.stepChars * Math.min(STEP_GROWTH, RENDER_BUDGET_MS / spentMs);
+      this.stepChars = Math.round(Math.min(MAX_STEP_CHARS, Math.max(MIN_STEP_CHARS, next)));
+    }
+    return shown === text;
   }
 
   /** Show or hide Regenerate (only the last answer, only while nothing streams). */
@@ -104,39 +155,39 @@ export class MessageView {
     this.copyTimer = setTimeout(() => { this.copyButton.textContent = t("copy"); }, 1500);
   }
 
-  scheduleBodyRender() {
-    if (this.renderScheduled || this.renderedContent === this.message.content) return;
-    this.renderScheduled = true;
-    // One parse per frame however many tokens arrived in it; long answers less often still.
-    const wait = this.message.content.length > LONG_ANSWER_CHARS
-      ? Math.max(0, LONG_ANSWER_RENDER_MS - (performance.now() - this.lastRenderAt)) : 0;
-    setTimeout(() => requestAnimationFrame(() => {
-      this.renderScheduled = false;
-      this.#renderBody();
-    }), wait);
+  /** Arrival times since the last call into the numbers and the timeline. */
+  #feedArrivals(times) {
+    if (times !== this.times || times.length < this.arrivals.count) {
+      this.times = times; // a new list (a rejoin reads it from storage): start over
+      this.arrivals = new ArrivalStats();
+      this.timeline.clearTicks();
+    }
+    if (times.length === this.arrivals.count) return;
+    const fresh = times.slice(this.arrivals.count);
+    for (const ms of fresh) this.arrivals.add(ms);
+    this.timeline.addTicks(fresh);
   }
 
-  #renderBody() {
-    if (this.renderedContent === this.message.content) return;
-    this.lastRenderAt = performance.now();
-    this.renderedContent = this.message.content;
-    this.body.replaceChildren(renderMarkdown(this.message.content));
-  }
-
-  #statusText(meta, sinceStartMs, stalled) {
-    switch (meta.state) {
+  #statusText(meta, state, sinceStartMs, stalled) {
+    switch (state) {
       case "streaming":
         if (stalled) return t("state.stalled", { seconds: formatNumber((sinceStartMs - meta.lastMs) / 1000, 0) });
         return t("state.streaming");
       case "error":
-        return t("state.error", { message: meta.error?.message || meta.error?.code || "?" });
+        return t("state.error", { message: errorText(meta.error?.code) });
       default:
-        return t(`state.${meta.state}`);
+        return t(`state.${state}`);
     }
   }
 
+  /** The server's message for an error, unless it says no more than the status already does. */
+  #detailText(meta, state) {
+    const message = state === "error" ? meta.error?.message ?? "" : "";
+    return message === errorText(meta.error?.code) ? "" : message;
+  }
+
   #statsText(meta) {
-    const stats = answerStats(meta);
+    const stats = answerStats(meta, this.arrivals);
     const parts = [];
     if (stats.ttftMs != null) parts.push(t("stat.ttft", { ms: formatNumber(stats.ttftMs) }));
     if (stats.tokensPerS != null) parts.push(t("stat.tps", { tps: formatNumber(stats.tokensPerS, 1) }));
@@ -145,4 +196,9 @@ export class MessageView {
     if (meta.finishReason && meta.state !== "length") parts.push(t("stat.finish", { reason: meta.finishReason }));
     return parts.join(" · ");
   }
+}
+
+/** Assign only a new value: an unchanged one would still dirty style and layout each frame. */
+function setIfChanged(target, key, value) {
+  if (target[key] !== value) target[key] = value;
 }

@@ -1,9 +1,63 @@
-// One generation's event stream through EventSource, closed on every ending: left open, the
-// browser would reconnect after a drop and the server would start the answer all over again.
-// The exception: a server that keeps a generation for a dropped reader says so at the start
-// (`event: resume` with its grace period, and `retry:`). Then a dropped connection is left to
-// EventSource, which reconnects by itself with `Last-Event-ID`, and the server continues after
-// the last token we got; the drop is reported only if that fails or the grace period runs out.
+// One generation's event stream, closed on every ending: a reader that reconnected after a drop
+// would have the server start the answer all over again. The exception: a server that keeps a
+// generation for a dropped reader says so at the start (`event: resume` with its grace period,
+// and `retry:`). Then a dropped connection is opened again after `retry` with `Last-Event-ID`,
+// and the server continues after the last token we got; the drop is reported only if that fails
+// or the grace period runs out. This is what EventSource does, read with fetch: EventSource
+// makes an event object per message (and tells DevTools of each), which a fast answer's
+// thousands of messages a second make the largest cost of reading it.
+
+const DEFAULT_RETRY_MS = 3000; // before the server says otherwise (`retry:`), as EventSource
+
+/** The text/event-stream format: lines in, events out (the HTML standard's parsing rules). */
+class EventStreamParser {
+  constructor(lastEventId, onEvent, onRetry) {
+    this.lastEventId = lastEventId; // the `id:` buffer, kept from event to event
+    this.dispatchedId = lastEventId; // as of the last event: what a reconnection sends
+    this.onEvent = onEvent;
+    this.onRetry = onRetry;
+    this.pending = ""; // a line not ended yet
+    this.data = [];
+    this.type = "";
+  }
+
+  feed(text) {
+    const buffer = this.pending + text;
+    const lineEnd = /\r\n|\r|\n/g;
+    let start = 0;
+    for (let end; (end = lineEnd.exec(buffer)) !== null;) {
+      // A "\r" last may be half of a "\r\n": wait for what follows.
+      if (end[0] === "\r" && end.index === buffer.length - 1) break;
+      this.#line(buffer.slice(start, end.index));
+      start = lineEnd.lastIndex;
+    }
+    this.pending = buffer.slice(start);
+  }
+
+  #line(line) {
+    if (line === "") {
+      this.#dispatch();
+      return;
+    }
+    if (line[0] === ":") return; // a comment (the server's pings)
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value[0] === " ") value = value.slice(1);
+    if (field === "data") this.data.push(value);
+    else if (field === "event") this.type = value;
+    else if (field === "id" && !value.includes("\0")) this.lastEventId = value;
+    else if (field === "retry" && /^\d+$/.test(value)) this.onRetry(Number(value));
+  }
+
+  #dispatch() {
+    this.dispatchedId = this.lastEventId;
+    const [data, type] = [this.data, this.type || "message"];
+    this.data = [];
+    this.type = "";
+    if (data.length) this.onEvent(type, data.join("\n"), this.lastEventId);
+  }
+}
 
 /**
  * Read `url` and call back:
@@ -15,81 +69,101 @@
  *   opened, e.g. a 4xx/5xx status, rather than breaking off mid-way);
  * - onReasoning(text, count, id) for each `event: reasoning` (the model's thinking, which an
  *   upstream behind the openai engine streams before the answer);
- * - onNamedEvent(name, payload) for known extra events such as `summary` and `resume`.
- * Unknown named events are ignored: EventSource only dispatches names we listen for.
+ * - onNamedEvent(name, payload) for the extra events `summary` and `resume`.
+ * Other named events are ignored.
  */
 export function readStream(url, { onToken, onReasoning, onDone, onError, onDrop, onNamedEvent }) {
-  const source = new EventSource(url);
   let ended = false;
-  let opened = false;
+  let opened = false; // a connection was answered with an event stream
   let graceMs = 0; // > 0 once the server said a dropped connection may resume
-  let resumeTimer = null; // pending while EventSource reconnects
+  let retryMs = DEFAULT_RETRY_MS;
+  let lastEventId = "";
+  let resumeTimer = null; // pending while reconnecting: when to give up
+  let controller = null; // aborts the connection in progress
 
   const end = (callback, arg) => {
     if (ended) return;
     ended = true;
     clearTimeout(resumeTimer);
-    source.close();
+    controller?.abort();
     callback?.(arg);
   };
 
-  source.addEventListener("open", () => {
-    opened = true;
-    clearTimeout(resumeTimer); // back within the grace period: the server replays what we missed
-    resumeTimer = null;
-  });
-
-  source.addEventListener("resume", (event) => {
-    const info = parseJson(event.data) ?? {};
-    graceMs = typeof info.grace_s === "number" && info.grace_s > 0 ? info.grace_s * 1000 : 0;
-    if (!ended) onNamedEvent?.("resume", info);
-  });
-
-  source.addEventListener("message", (event) => {
+  const dispatch = (type, data, id) => {
     if (ended) return;
-    if (event.data === "[DONE]") {
-      end(onDone);
-      return;
+    if (type === "message") {
+      if (data === "[DONE]") {
+        end(onDone);
+        return;
+      }
+      const chunk = chunkOf(data);
+      if (chunk) onToken(chunk.text, chunk.count, id);
+    } else if (type === "reasoning") {
+      const chunk = chunkOf(data);
+      if (chunk) onReasoning?.(chunk.text, chunk.count, id);
+    } else if (type === "error") {
+      const info = parseJson(data) ?? {};
+      end(onError, { code: String(info.code ?? "unknown"), message: String(info.message ?? data) });
+    } else if (type === "resume") {
+      const info = parseJson(data) ?? {};
+      graceMs = typeof info.grace_s === "number" && info.grace_s > 0 ? info.grace_s * 1000 : 0;
+      onNamedEvent?.("resume", info);
+    } else if (type === "summary") {
+      onNamedEvent?.("summary", parseJson(data) ?? {});
     }
-    const chunk = chunkOf(event);
-    if (chunk) onToken(chunk.text, chunk.count, event.lastEventId);
-  });
+  };
 
-  source.addEventListener("reasoning", (event) => {
-    const chunk = ended ? null : chunkOf(event);
-    if (chunk) onReasoning?.(chunk.text, chunk.count, event.lastEventId);
-  });
-
-  source.addEventListener("error", (event) => {
+  const dropped = () => {
     if (ended) return;
-    // Our `event: error` frame is a MessageEvent with data; a failed connection is a bare Event.
-    if (event instanceof MessageEvent && typeof event.data === "string") {
-      const info = parseJson(event.data) ?? {};
-      end(onError, {
-        code: String(info.code ?? "unknown"),
-        message: String(info.message ?? event.data),
-      });
+    if (graceMs <= 0) {
+      end(onDrop, { refused: !opened });
       return;
     }
-    if (graceMs > 0 && source.readyState === EventSource.CONNECTING) {
-      // EventSource is reconnecting with Last-Event-ID; a refusal (409, 400: the server let the
-      // generation go) closes it and lands here again. Give up when the server will have too.
-      resumeTimer ??= setTimeout(() => end(onDrop, { refused: false }), graceMs);
-      return;
+    // Try again after `retry`, and again, until the server will have let the answer go.
+    resumeTimer ??= setTimeout(() => end(onDrop, { refused: false }), graceMs);
+    setTimeout(connect, retryMs);
+  };
+
+  async function connect() {
+    if (ended) return;
+    controller = new AbortController();
+    const headers = { Accept: "text/event-stream" };
+    if (lastEventId) headers["Last-Event-ID"] = lastEventId;
+    try {
+      const response = await fetch(url, { headers, cache: "no-store", signal: controller.signal });
+      const type = response.headers.get("Content-Type") ?? "";
+      if (!response.ok || !type.startsWith("text/event-stream")) {
+        // A refusal (409, 400: the server let the generation go) is final, as for EventSource.
+        response.body?.cancel().catch(() => {});
+        end(onDrop, { refused: !opened });
+        return;
+      }
+      opened = true;
+      clearTimeout(resumeTimer); // back within the grace period: the server replays what we missed
+      resumeTimer = null;
+      const parser = new EventStreamParser(lastEventId, dispatch, (ms) => { retryMs = ms; });
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      try {
+        for (let read = await reader.read(); !read.done && !ended; read = await reader.read()) {
+          parser.feed(decoder.decode(read.value, { stream: true }));
+        }
+      } finally {
+        lastEventId = parser.dispatchedId;
+      }
+    } catch {
+      // The connection failed or broke (or was closed here: then `ended` is set).
     }
-    end(onDrop, { refused: !opened });
-  });
+    dropped();
+  }
 
-  source.addEventListener("summary", (event) => {
-    if (!ended) onNamedEvent?.("summary", parseJson(event.data) ?? {});
-  });
-
+  connect();
   return {
     /** Stop reading now (Stop button, leaving the page); no callback fires afterwards. */
     close() {
       ended = true;
       clearTimeout(resumeTimer);
-      source.close();
+      controller?.abort();
     },
     get ended() {
       return ended;
@@ -98,8 +172,8 @@ export function readStream(url, { onToken, onReasoning, onDone, onError, onDrop,
 }
 
 // `{"token", "tokens"?}`: a chunk may carry several tokens coalesced when the reader fell behind.
-function chunkOf(event) {
-  const payload = parseJson(event.data);
+function chunkOf(data) {
+  const payload = parseJson(data);
   if (!payload || typeof payload.token !== "string") return null;
   const count = Number.isInteger(payload.tokens) && payload.tokens > 0 ? payload.tokens : 1;
   return { text: payload.token, count };

@@ -37,13 +37,9 @@ export function loadConversations() {
 
 /** Save `conversations` (newest first), dropping the oldest when storage is full. */
 export function saveConversations(conversations) {
-  let kept = conversations.filter((c) => c.messages.length > 0).slice(0, MAX_CONVERSATIONS);
-  for (const conversation of kept) {
-    for (const message of conversation.messages) {
-      const times = message.meta?.times;
-      if (times && times.length > MAX_STORED_TIMES) message.meta.times = times.slice(0, MAX_STORED_TIMES);
-    }
-  }
+  // Copies where the ticks are cut: the answer on screen may still be streaming into its own.
+  let kept = conversations.filter((c) => c.messages.length > 0).slice(0, MAX_CONVERSATIONS)
+    .map((conversation) => ({ ...conversation, messages: conversation.messages.map(withStoredTimes) }));
   while (true) {
     try {
       localStorage.setItem(STORAGE_KEY, JSON.stringify(kept));
@@ -54,6 +50,12 @@ export function saveConversations(conversations) {
       kept = kept.slice(0, -1);
     }
   }
+}
+
+function withStoredTimes(message) {
+  const times = message.meta?.times;
+  if (!times || times.length <= MAX_STORED_TIMES) return message;
+  return { ...message, meta: { ...message.meta, times: times.slice(0, MAX_STORED_TIMES) } };
 }
 
 /** The id of the conversation open when the page was last used. */

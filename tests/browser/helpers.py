@@ -37,7 +37,7 @@ def amend_generation_requests(page: Any, extra: dict[str, Any], seen: list[dict]
 
 
 def serve_crafted_stream(page: Any, sse_body: str, generation_id: str = "crafted") -> list[str]:
-    """Answer the page's POST and its EventSource with a hand-written event stream.
+    """Answer the page's POST and its stream request with a hand-written event stream.
 
     Returns the list of stream URLs requested, so a test can count reconnects.
     """

@@ -34,22 +34,22 @@ def squeeze(text: str) -> str:
     return "".join(text.split())
 
 
+# The nth answer's ticks: one "M" per token arrival, over the timeline's paths.
+COUNT_TICKS = (
+    "n => [...(document.querySelectorAll('.message-assistant')[n]"
+    "?.querySelectorAll('.timeline-ticks path') ?? [])]"
+    ".map(p => p.getAttribute('d') ?? '').join('').split('M').length - 1"
+)
+
+
 def ticks(page: Any, nth: int = 0) -> int:
     """Token arrivals drawn on the nth answer's timeline."""
-    return page.evaluate(
-        "n => (document.querySelectorAll('.message-assistant .timeline-ticks')[n]"
-        "?.getAttribute('d') ?? '').split('M').length - 1",
-        nth,
-    )
+    return page.evaluate(COUNT_TICKS, nth)
 
 
 def wait_for_ticks(page: Any, count: int, nth: int = 0) -> None:
     """Wait until the nth answer has drawn at least `count` token arrivals."""
-    page.wait_for_function(
-        "([n, c]) => (document.querySelectorAll('.message-assistant .timeline-ticks')[n]"
-        "?.getAttribute('d') ?? '').split('M').length - 1 >= c",
-        arg=[nth, count],
-    )
+    page.wait_for_function(f"([n, c]) => ({COUNT_TICKS})(n) >= c", arg=[nth, count])
 
 
 def server_stream(server: LiveServer, body: dict[str, Any]) -> tuple[list[str], dict | None]:
@@ -112,6 +112,26 @@ WATCH_ENDINGS = """() => {
   }).observe(document.getElementById("messages"),
              {subtree: true, attributes: true, attributeFilter: ["data-state"]});
 }"""
+
+
+def test_where_no_worker_can_start_the_page_reads_the_stream_itself(open_page) -> None:
+    """The stream is read in a worker (static/stream-thread.js); one that fails to load (a policy,
+    an old browser) leaves the reading to the page, and the answer streams all the same."""
+    page = open_page()
+    page.route("**/static/sse-worker.js", lambda route: route.fulfill(status=404, body=""))
+    page.reload()
+    page.wait_for_selector("html[lang]")
+    amend_generation_requests(page, {"max_tokens": 20})
+    answer = send_prompt(page, "ワーカーなしで")
+    expect(answer).to_have_attribute("data-state", FINISHED, timeout=20_000)
+    assert "20 トークン" in answer.locator(".message-stats").inner_text()
+    assert squeeze(answer.locator(".message-body").inner_text())
+    # Read by the page itself: the stream is among its own requests, not a worker's.
+    assert page.evaluate(
+        "() => performance.getEntriesByType('resource')"
+        ".some((e) => /\\/api\\/generations\\/[^/]+\\/stream/.test(e.name))"
+    )
+    assert page.errors == []
 
 
 def test_the_final_text_is_on_screen_when_the_answer_ends(open_page) -> None:
@@ -196,30 +216,120 @@ def test_stream_cut_by_the_server_keeps_the_text_and_says_so(
     assert page.errors == []
 
 
-def test_error_event_shows_its_message(open_page, chat_server: LiveServer) -> None:
-    """`event: error` is told apart from a dropped connection and its message is shown."""
+# What a Japanese page says for some error codes (static/i18n.js); the server's English (or, for
+# context_length, Korean) message is only its detail.
+ERRORS_IN_JAPANESE = {
+    "context_length": "会話が長すぎてモデルが扱えません。",
+    "worker_unavailable": "モデルが応答しなくなりました。",
+}
+
+
+@pytest.mark.parametrize("code", list(ERRORS_IN_JAPANESE))
+def test_error_event_is_said_in_the_page_language(
+    open_page, chat_server: LiveServer, code: str
+) -> None:
+    """`event: error` is told apart from a dropped connection, and said in the page's language
+    by its code; the server's own message stays as the detail under it."""
     prompt = "長すぎる入力"
-    fault = {"fault": {"at": 3, "code": "context_length"}}
+    fault = {"fault": {"at": 3, "code": code}}
     page = open_page()
     amend_generation_requests(page, fault)
     answer = send_prompt(page, prompt)
     expect(answer).to_have_attribute("data-state", "error")
-    screenshot(page, "04-error-event")
+    screenshot(page, f"04-error-event-{code}")
 
     expected, error = server_stream(
         chat_server, {"messages": [{"role": "user", "content": prompt}], **fault}
     )
-    assert error is not None and error["code"] == "context_length"
-    assert answer.locator(".message-status").inner_text() == f"エラー: {error['message']}"
+    assert error is not None and error["code"] == code
+    status = answer.locator(".message-status").inner_text()
+    assert status == f"エラー: {ERRORS_IN_JAPANESE[code]}"
+    expect(answer.locator(".message-detail")).to_have_text(error["message"])
+    expect(page.locator("#announcer")).to_have_text(status)
     assert squeeze(answer.locator(".message-body").inner_text()) == squeeze("".join(expected))
     assert page.errors == []
 
 
-def test_dropped_connection_does_not_restart_the_answer(open_page) -> None:
-    """A stream that just ends is closed by the page: EventSource never reconnects.
+def test_an_unknown_error_code_gets_the_generic_words_and_keeps_the_message(open_page) -> None:
+    page = open_page()
+    body = token_event("途中", 0) + (
+        'event: error\ndata: {"code": "flux_capacitor", "message": "The flux capacitor broke."}\n\n'
+    )
+    serve_crafted_stream(page, body)
+    answer = send_prompt(page, "未知のエラー")
+    expect(answer).to_have_attribute("data-state", "error")
+    expect(answer.locator(".message-status")).to_have_text("エラー: 問題が発生しました。")
+    expect(answer.locator(".message-detail")).to_have_text("The flux capacitor broke.")
+    assert page.errors == []
 
-    The crafted stream asks for a 10 ms reconnection delay, so a page that left EventSource
-    open would request the stream again (and show the answer twice) well within the window.
+
+def test_a_refusal_before_the_stream_is_said_in_the_page_language(open_page) -> None:
+    """A 503 to the POST (a JSON error, before any stream) is translated by its code too."""
+    for locale, expected in [
+        ("ja-JP", "エラー: モデルが混み合っています。しばらくしてからお試しください。"),
+        ("en-US", "Error: The model is busy. Try again shortly."),
+    ]:
+        page = open_page(locale=locale)
+        page.route(
+            "**/api/generations",
+            lambda route: route.fulfill(
+                status=503,
+                content_type="application/json",
+                headers={"Retry-After": "1"},
+                body=json.dumps(
+                    {
+                        "error": {
+                            "code": "no_capacity",
+                            "message": "The model is at capacity; try again shortly.",
+                        }
+                    }
+                ),
+            ),
+        )
+        answer = send_prompt(page, "混雑")
+        expect(answer).to_have_attribute("data-state", "error")
+        expect(answer.locator(".message-status")).to_have_text(expected)
+        expect(answer.locator(".message-detail")).to_have_text(
+            "The model is at capacity; try again shortly."
+        )
+        assert page.errors == []
+
+
+def error_codes() -> set[str]:
+    """Every public error code: each StreamingError's, and those a stream may end with."""
+    from streaming.core import exceptions
+
+    def subclasses(cls: type) -> list[type]:
+        return [cls, *(sub for child in cls.__subclasses__() for sub in subclasses(child))]
+
+    codes = {cls.code for cls in subclasses(exceptions.StreamingError)}
+    codes.discard(exceptions.GenerationError.code)  # its code is per instance
+    return codes | set(exceptions.STREAM_ERROR_MESSAGES)
+
+
+@pytest.mark.parametrize("locale", ["ja-JP", "en-US"])
+def test_every_error_code_has_words_in_every_language(open_page, locale: str) -> None:
+    """A code the table lacks would show the generic words (or, on a Japanese page, English)."""
+    page = open_page(locale=locale)
+    missing = page.evaluate(
+        """async (codes) => {
+            const i18n = await import('/static/i18n.js');
+            const generic = i18n.errorText('no such code');
+            const japanese = /[\\u3040-\\u30ff\\u4e00-\\u9fff]/;
+            return codes.filter((code) => i18n.errorText(code) === generic
+                || (i18n.lang === 'ja' && !japanese.test(i18n.errorText(code))));
+        }""",
+        sorted(error_codes() | {"network_error"}),
+    )
+    assert missing == []
+
+
+def test_dropped_connection_does_not_restart_the_answer(open_page) -> None:
+    """A stream that just ends is closed by the page: it never reconnects on its own.
+
+    The crafted stream asks for a 10 ms reconnection delay, so a page that reconnected as an
+    EventSource left open does would request the stream again (and show the answer twice) well
+    within the window.
     """
     page = open_page()
     tokens = ["最初", "の", "三つ"]

@@ -215,7 +215,7 @@ def test_a_dropped_connection_resumes_without_missing_or_repeated_text(
     prompt = "ネットワークが一瞬切れても続く回答"
     answer = send_prompt(page, prompt)
     break_mid_answer(page, proxy, resume_server)
-    proxy.open.set()  # EventSource's own reconnect goes through now, with Last-Event-ID
+    proxy.open.set()  # the page's reconnect goes through now, with Last-Event-ID
 
     expect(answer).to_have_attribute("data-state", re.compile(r"^(done|length)$"))
     screenshot(page, "20-resumed-after-drop")
@@ -227,7 +227,7 @@ def test_a_dropped_connection_resumes_without_missing_or_repeated_text(
 def test_the_reconnect_may_land_on_another_web_process(
     browser: Any, resume_fleet: list[LiveServer]
 ) -> None:
-    """Behind a load balancer EventSource's reconnect reaches whichever process is next."""
+    """Behind a load balancer the page's reconnect reaches whichever process is next."""
     keeper, other = resume_fleet
     page, proxy = open_page(browser, keeper)
     try:
@@ -329,11 +329,13 @@ def test_the_same_conversation_in_two_tabs_streams_in_both_and_stops_in_both(
         expect(answer).to_have_attribute("data-state", "stopped")
         generation_id = first.evaluate(
             "JSON.parse(localStorage.getItem('chat.conversations.v1'))[0].messages.at(-1)"
-            ".meta.generationId")
+            ".meta.generationId"
+        )
         final = resume_server.wait_final(generation_id)
         assert final["status"] == "cancelled"
         assert squeeze(there.locator(".message-body").inner_text()).startswith(
-            squeeze(answer.locator(".message-body").inner_text())[:8])
+            squeeze(answer.locator(".message-body").inner_text())[:8]
+        )
     finally:
         context.close()
 
@@ -364,7 +366,8 @@ def test_with_a_grace_period_a_closed_tab_is_left_to_the_server(
     answer = send_prompt(page, "タブを閉じる")
     generation_id = streaming_id(proxy, answer)
     page.close(run_before_unload=True)
-    state = wait_until(lambda: (s := resume_server.state(generation_id))["answer"]["readers"] == 0
-                       and s)
+    state = wait_until(
+        lambda: (s := resume_server.state(generation_id))["answer"]["readers"] == 0 and s
+    )
     assert state["status"] == "streaming"  # kept for the grace period, not cancelled
     assert resume_server.post(f"/api/generations/{generation_id}/cancel").status_code == 202

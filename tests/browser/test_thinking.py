@@ -21,8 +21,10 @@ def test_the_thinking_is_folded_above_the_answer_with_its_own_count(open_page) -
     thinking, answer_tokens = ["考えて", "みます。", " Done."], ["晴れ", "です。"]
     body = "".join(reasoning_event(text, i) for i, text in enumerate(thinking))
     body += "".join(token_event(text, 3 + i) for i, text in enumerate(answer_tokens))
-    body += 'event: summary\ndata: {"finish_reason": "stop", "tokens": 5, ' \
-            '"reasoning_tokens": 3}\n\ndata: [DONE]\n\n'
+    body += (
+        'event: summary\ndata: {"finish_reason": "stop", "tokens": 5, '
+        '"reasoning_tokens": 3}\n\ndata: [DONE]\n\n'
+    )
     serve_crafted_stream(page, body)
     answer = send_prompt(page, "天気は?")
     expect(answer).to_have_attribute("data-state", "done")
