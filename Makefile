@@ -25,10 +25,13 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 # Debian's Chromium and CJK fonts for the browser tests (Playwright's own browser download does
-# not work here; without the fonts Japanese shows as empty boxes in the screenshots).
+# not work here; without the fonts Japanese shows as empty boxes in the screenshots), and npm,
+# which fetches axe-core for their accessibility checks once (tests/browser/axe.py, into .cache/).
+# npm is asked for only where none is on the PATH: Debian's conflicts with a NodeSource nodejs.
 browser-deps:
 	@test -x /usr/bin/chromium && dpkg -s fonts-noto-cjk >/dev/null 2>&1 || \
 		{ apt-get update && apt-get install -y chromium fonts-noto-cjk; }
+	@command -v npm >/dev/null || { apt-get update && apt-get install -y npm; }
 
 run: setup
 	$(BIN)/python manage.py migrate --noinput

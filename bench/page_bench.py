@@ -12,9 +12,11 @@ before the page's own scripts measures while the answer streams:
   static/sse-worker.js, which stamps each token; in the page's own EventSource for pages that
   read it there, as before the worker) to the frame in which the answer's text was seen to grow
   for the last time (its length, read each frame: an upper bound, up to a frame late).
-The body's text is checked against the tokens received.
+The body's text is checked against the tokens received. A case with history (`+500`) first
+opens a conversation of that many items, switches an alternative near its start and back, and
+then streams its answer into it (bench/page_history.py): the longest task of each step too.
 
-    .venv/bin/python -m bench.page_bench [--cases 3000@100,10000@1000,10000@0] [--root DIR]
+    .venv/bin/python -m bench.page_bench [--cases 3000@100,10000@1000,10000@0,10000@1000+500]
 
 `--root` serves another checkout (the code before a change, say) with this bench. Prints a
 table and writes bench/results/page.json (or `--out`). Chromium and the server share this
@@ -36,6 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.page_history import measure_history
 from streaming.tools.liveserver import ROOT, UNLIMITED, LiveServer, start_server
 
 RESULTS = ROOT / "bench" / "results"
@@ -176,18 +179,21 @@ class Case:
 
     tokens: int
     tokens_per_s: int
+    history: int = 0  # items of the conversation it is streamed into (0: a new one)
 
     @classmethod
     def parse(cls, text: str) -> Case:
-        """`10000@1000` → 10,000 tokens at 1,000 tokens/s."""
+        """`10000@1000` → 10,000 tokens at 1,000 tokens/s; `+500`: into 500 items."""
+        text, _, history = text.partition("+")
         tokens, _, rate = text.partition("@")
-        return cls(int(tokens), int(rate or 0))
+        return cls(int(tokens), int(rate or 0), int(history or 0))
 
     @property
     def label(self) -> str:
         """How the tables name it."""
         pace = f"{self.tokens_per_s:,}/s" if self.tokens_per_s else "unpaced"
-        return f"{self.tokens:,} tokens, {pace}"
+        into = f", after {self.history:,} items" if self.history else ""
+        return f"{self.tokens:,} tokens, {pace}{into}"
 
     def server_env(self) -> dict[str, str]:
         """The deterministic engine writing exactly this answer, whatever the request asks."""
@@ -202,7 +208,7 @@ class Case:
         }
 
 
-DEFAULT_CASES = (Case(3_000, 100), Case(10_000, 1_000), Case(10_000, 0))
+DEFAULT_CASES = (Case(3_000, 100), Case(10_000, 1_000), Case(10_000, 0), Case(10_000, 1_000, 500))
 
 
 @contextmanager
@@ -247,13 +253,15 @@ def idle_frames_per_s(page: Any, seconds: float = 1.0) -> float:
 
 def stream_answer(page: Any, prompt: str = PROMPT, timeout_s: float = 180.0) -> dict[str, Any]:
     """Send `prompt` on the probed `page`, wait for the answer's end, return its figures."""
+    before = page.locator(".message-assistant").count()  # answers already shown
     page.evaluate("window.__pageProbe.sentAt = performance.now()")
     page.fill("#prompt", prompt)
     page.press("#prompt", "Enter")
     page.wait_for_function(
-        """(states) => states.includes(
-             [...document.querySelectorAll('.message-assistant')].at(-1)?.dataset.state)""",
-        arg=list(FINAL_STATES),
+        """([states, before]) => {
+             const answers = document.querySelectorAll('.message-assistant');
+             return answers.length > before && states.includes(answers[before].dataset.state); }""",
+        arg=[list(FINAL_STATES), before],
         timeout=timeout_s * 1000,
         polling=100,
     )
@@ -290,11 +298,16 @@ def run(
                 with case_server(case, root) as server:
                     page = open_probed_page(browser, server.url, locale)
                     idle = idle_frames_per_s(page)
+                    history = measure_history(page, server, case.history) if case.history else {}
                     figures = stream_answer(page, prompt)
                     page.context.close()
-                results["cases"].append(
-                    {**asdict(case), "label": case.label, "idle_frames_per_s": idle, **figures}
-                )
+                row = {**asdict(case), "label": case.label, "idle_frames_per_s": idle, **figures}
+                if history:
+                    row["history"] = history
+                    row["open_longest_task_ms"] = history["open"]["longest_task_ms"]
+                    row["switch_longest_task_ms"] = max(
+                        history[step]["longest_task_ms"] for step in ("to_alternative", "back"))
+                results["cases"].append(row)
                 print_row(results["cases"][-1])
         finally:
             browser.close()
@@ -312,6 +325,8 @@ COLUMNS = [  # heading, key, format
     ("last token → screen ms", "last_token_to_screen_ms", "{:,.0f}"),
     ("stream s", "stream_s", "{:.1f}"),
     ("idle frames/s", "idle_frames_per_s", "{:.0f}"),
+    ("open: longest task ms", "open_longest_task_ms", "{:,.0f}"),
+    ("switch: longest task ms", "switch_longest_task_ms", "{:,.0f}"),
     ("text ok", "text_matches", "{}"),
 ]
 
@@ -350,8 +365,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument(
         "--cases",
-        default=",".join(f"{c.tokens}@{c.tokens_per_s}" for c in DEFAULT_CASES),
-        help="comma-separated TOKENS@TOKENS_PER_S (0: unpaced)",
+        default=",".join(f"{c.tokens}@{c.tokens_per_s}" + (f"+{c.history}" if c.history else "")
+                         for c in DEFAULT_CASES),
+        help="comma-separated TOKENS@TOKENS_PER_S[+ITEMS] (0: unpaced; ITEMS: streamed into a "
+             "conversation of that many)",
     )
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to serve")
     parser.add_argument("--locale", default="ja-JP")

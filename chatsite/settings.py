@@ -203,6 +203,14 @@ STREAM_MAX_PENDING = env_int("STREAM_MAX_PENDING", 10_000, minimum=1)
 # creating answers it never reads cannot fill the process for everyone.
 STREAM_MAX_PENDING_PER_CLIENT = env_int("STREAM_MAX_PENDING_PER_CLIENT", 64, minimum=0)
 
+# --- Conversations (docs/conversations.md) ------------------------------------------------
+# Per owner: conversations kept, items in one (every branch counted), characters in one item.
+CONVERSATIONS_MAX_PER_OWNER = env_int("CONVERSATIONS_MAX_PER_OWNER", 10_000, minimum=1)
+CONVERSATIONS_MAX_ITEMS = env_int("CONVERSATIONS_MAX_ITEMS", 5_000, minimum=2)
+CONVERSATIONS_MAX_ITEM_CHARS = env_int("CONVERSATIONS_MAX_ITEM_CHARS", 32_000, minimum=1)
+# A running answer's text is written to its item this often, so a crash keeps what was made.
+CONVERSATIONS_CHECKPOINT_S = env_float("CONVERSATIONS_CHECKPOINT_S", 2.0, minimum=0.1)
+
 # --- Metrics (docs/metrics.md) -----------------------------------------------------------
 # Several server processes: a shared, emptied-at-start directory where each process writes its
 # values and /metrics sums them. prometheus-client reads the variable itself; this is for us.
@@ -234,7 +242,8 @@ STREAM_SHUTDOWN_GRACE_S = env_float("STREAM_SHUTDOWN_GRACE_S", 5.0)
 # Who may use it: `auto` = open only in the loopback default (loopback hosts and peers, no
 # proxy); otherwise API keys or a login (streaming/http/auth.py).
 STREAM_REQUIRE_AUTH = env_str("STREAM_REQUIRE_AUTH", "auto", choices=("auto", "true", "false"))
-LOGIN_URL = "/admin/login/"
+# The chat page's own sign-in (frontend/views.py); the admin keeps its own at /admin/login/.
+LOGIN_URL = "/login/"
 # What the log keeps of a prompt: `none`, `truncated` (its first PROMPT_LOG_CHARS characters) or
 # `full` (bounded anyway by STREAM_MAX_PROMPT_CHARS).
 PROMPT_LOGGING = env_str("PROMPT_LOGGING", "truncated", choices=("none", "truncated", "full"))

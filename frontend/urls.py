@@ -10,4 +10,6 @@ app_name = "frontend"
 
 urlpatterns = [
     path("", views.chat_page, name="chat"),
+    path("login/", views.chat_login, name="login"),
+    path("logout/", views.chat_logout, name="logout"),
 ]

@@ -1,14 +1,18 @@
-"""The chat page: one HTML shell; everything else is static ES modules talking to /api/."""
+"""The chat page: one HTML shell (everything else is static ES modules talking to /api/), and
+its own sign-in and sign-out pages."""
 
 from __future__ import annotations
 
-from django.contrib.auth.views import redirect_to_login
+from typing import Any
+
+from django.contrib.auth.views import LoginView, LogoutView, redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_safe
 
-from streaming.http.auth import auth_required
+from streaming.conversations import records
+from streaming.http.auth import anonymous_token, auth_required, give_owner_cookie
 
 # The page loads only its own files and talks only to its own origin; with no inline script
 # allowed, markup that ever slipped past the sanitizer still could not run.
@@ -35,4 +39,35 @@ def chat_page(request: HttpRequest) -> HttpResponse:
         return redirect_to_login(request.get_full_path())
     response = render(request, "frontend/index.html")
     response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    if not request.user.is_authenticated:
+        give_owner_cookie(request, response)  # its conversations are this browser's
     return response
+
+
+class ChatLoginView(LoginView):
+    """`/login/`: Django's sign-in, in the page's look (its labels translated by the page's own
+    script: no inline script, the same CSP). Signing in adopts the conversations this browser
+    kept anonymously (its `llm_owner` cookie), so nothing typed before is lost."""
+
+    template_name = "frontend/login.html"
+    redirect_authenticated_user = True
+    next_page = "/"
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        """Sign in, then make the browser's anonymous conversations the person's."""
+        token = anonymous_token(self.request)
+        response = super().form_valid(form)
+        if token:
+            records.adopt(f"anon:{token}", f"user:{self.request.user.pk}")
+        return response
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        """Every answer of this page carries the chat page's CSP."""
+        response = super().dispatch(request, *args, **kwargs)
+        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+        return response
+
+
+# `/logout/`: a POST (the page's Sign out form), back to the page, anonymous again.
+chat_logout = LogoutView.as_view(next_page="/")
+chat_login = ChatLoginView.as_view()

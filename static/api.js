@@ -1,4 +1,5 @@
-// The JSON side of the streaming API (docs/api.md): start, cancel and inspect a generation.
+// The JSON side of the API (docs/api.md): generations (cancel, inspect), the engine's
+// defaults, and the person's conversations on the server (docs/conversations.md).
 
 /** A refusal from the API: its HTTP status and the contract's {"error": {code, message}}. */
 export class ApiError extends Error {
@@ -11,6 +12,7 @@ export class ApiError extends Error {
 }
 
 const generationsUrl = document.body?.dataset.generationsUrl || "/api/generations";
+const conversationsUrl = document.body?.dataset.conversationsUrl || "/api/conversations";
 
 // Django's CSRF middleware wants the cookie's token echoed in a header on every POST.
 function csrfToken() {
@@ -48,11 +50,6 @@ async function requestJson(method, url, body) {
   return data;
 }
 
-/** POST /api/generations → {id, stream_url, cancel_url}. */
-export function createGeneration(body) {
-  return requestJson("POST", generationsUrl, body);
-}
-
 /** POST the cancel_url: the server aborts the generation in its engine. */
 export function cancelGeneration(cancelUrl) {
   return requestJson("POST", cancelUrl);
@@ -61,4 +58,62 @@ export function cancelGeneration(cancelUrl) {
 /** GET /api/generations/<id>: status, tokens_generated, ttft_ms, … */
 export function fetchGeneration(id) {
   return requestJson("GET", `${generationsUrl}/${encodeURIComponent(id)}`);
+}
+
+/** GET /api/engine → {engine, model, defaults: {temperature, top_p, top_k, max_tokens}, …}. */
+export function fetchEngine() {
+  return requestJson("GET", "/api/engine");
+}
+
+// --- conversations ----------------------------------------------------------------------------
+
+function conversationUrl(id, rest = "") {
+  return `${conversationsUrl}/${encodeURIComponent(id)}${rest}`;
+}
+
+/** GET /api/conversations → {data: [conversation…], has_more}, newest first; `q` searches,
+ * `before` (a conversation's id) asks for the page after it. */
+export function listConversations({ q = "", before = null, limit = null } = {}) {
+  const query = new URLSearchParams();
+  if (q) query.set("q", q);
+  if (before) query.set("before", before);
+  if (limit) query.set("limit", String(limit));
+  const suffix = query.size ? `?${query}` : "";
+  return requestJson("GET", conversationsUrl + suffix);
+}
+
+/** POST /api/conversations {title?, system_prompt?, temperature?, top_p?, max_tokens?}. */
+export function createConversation(fields = {}) {
+  return requestJson("POST", conversationsUrl, fields);
+}
+
+/** GET one conversation → it and its branch shown (`items`). */
+export function fetchConversation(id) {
+  return requestJson("GET", conversationUrl(id));
+}
+
+/** PATCH its title and settings (a setting null: the engine's default) → the branch. */
+export function updateConversation(id, fields) {
+  return requestJson("PATCH", conversationUrl(id), fields);
+}
+
+/** DELETE it (its running answers are stopped). */
+export function deleteConversation(id) {
+  return requestJson("DELETE", conversationUrl(id));
+}
+
+/** POST a message {content, after?} → the branch, ending with it and its answer (created, not
+ * started: its `generation.stream_url` starts it). */
+export function sendMessage(id, body) {
+  return requestJson("POST", conversationUrl(id, "/messages"), body);
+}
+
+/** A new answer beside that one (its alternative) → the branch showing it. */
+export function regenerateItem(id, itemId) {
+  return requestJson("POST", conversationUrl(id, `/items/${encodeURIComponent(itemId)}/regenerate`));
+}
+
+/** Show the branch through that item (an alternative chosen) → the branch. */
+export function showItem(id, itemId) {
+  return requestJson("POST", conversationUrl(id, `/items/${encodeURIComponent(itemId)}/show`));
 }

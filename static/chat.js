@@ -1,56 +1,79 @@
-// The chat page: conversations, the composer, and one answer streaming at a time.
+// The chat page: the person's conversations, kept on the server (docs/conversations.md), the one
+// open, the composer, and the answer streaming in it (one at a time).
 
+import {
+  createConversation, fetchConversation, regenerateItem, sendMessage, showItem, updateConversation,
+} from "./api.js";
+import { applyBranch, blankConversation, claimItems, listed } from "./branch.js";
+import { ConversationList } from "./conversation-list.js";
 import { Generation, pendingAnswer } from "./generation.js";
 import { errorText, t, translatePage } from "./i18n.js";
-import { markdownWarmUps } from "./markdown-stream.js";
-import { MessageView } from "./message-view.js";
-import { prepareToRead } from "./stream-thread.js";
+import { closeSidebar, copyText, openSidebar, resizePrompt, sidebarOpen, warmUp } from "./layout.js";
+import { MessagesPane } from "./messages-pane.js";
+import { SettingsPanel } from "./settings-panel.js";
 import {
-  STORAGE_KEY, loadConversations, loadCurrentId, newConversation, saveConversations, saveCurrentId,
+  forgetConversation, loadCurrentId, recallLiveAnswer, rememberLiveAnswer, saveCurrentId,
 } from "./store.js";
 
-const TITLE_CHARS = 40;
 const TICK_MS = 250; // clock for the live numbers, the timeline and the stall notice
-const SAVE_EVERY_MS = 2000; // while streaming, so a crash loses at most this much
-const STICK_TO_BOTTOM_PX = 80; // follow the answer only if the reader has not scrolled up
+// While the page is in view, the list is asked for again this often: what another browser of
+// the same person changed shows here (tabs of this browser tell each other at once).
+const REFRESH_EVERY_MS = 15_000;
+const NOTICE_MS = 8000; // how long an error of the list or the settings stays said
 const LIVE_STATES = ["waiting", "streaming", "stopping"];
 
+const byId = (id) => document.getElementById(id);
 const els = {
-  app: document.getElementById("app"),
-  sidebar: document.getElementById("sidebar"),
-  scrim: document.getElementById("scrim"),
-  menuButton: document.getElementById("menu-button"),
-  list: document.getElementById("conversation-list"),
-  title: document.getElementById("conversation-title"),
-  messages: document.getElementById("messages"),
-  empty: document.getElementById("empty-state"),
-  announcer: document.getElementById("announcer"),
-  form: document.getElementById("composer"),
-  prompt: document.getElementById("prompt"),
-  send: document.getElementById("send-button"),
-  stop: document.getElementById("stop-button"),
+  app: byId("app"),
+  menuButton: byId("menu-button"),
+  title: byId("conversation-title"),
+  messages: byId("messages"),
+  announcer: byId("announcer"),
+  notice: byId("notice"),
+  form: byId("composer"),
+  prompt: byId("prompt"),
+  send: byId("send-button"),
+  stop: byId("stop-button"),
+  settingsButton: byId("settings-button"),
 };
 
-let conversations = loadConversations();
-let current = conversations.find((c) => c.id === loadCurrentId()) ?? newConversation();
-let views = new Map(); // message → MessageView, for the conversation on screen
-let active = null; // {generation, conversation, view, timer}
-let lastSaveAt = 0;
-// Whether the reader is at the bottom, so that the answer is followed as it grows. Kept by scroll
-// events, not measured on each update: that would force a layout every frame.
-let pinnedToBottom = true;
-// Scrolls after layout, when the sizes are known anyway: no layout forced to follow the answer.
-const growth = new ResizeObserver(() => {
-  if (pinnedToBottom) els.messages.scrollTop = els.messages.scrollHeight;
-});
+let current = blankConversation();
+let active = null; // the answer streaming: {generation, message, conversation, view, timer}
+let opening = 0; // the latest conversation asked for: one that answers after a later one is dropped
+let noticeTimer = 0;
+// Tabs of this browser tell each other what changed (the server is the same for them all).
+const channel = "BroadcastChannel" in window ? new BroadcastChannel("chat.conversations") : null;
 
-function save() {
-  lastSaveAt = performance.now();
-  if (current.messages.length && !conversations.includes(current)) conversations.unshift(current);
-  conversations.sort((a, b) => b.updatedAt - a.updatedAt);
-  saveConversations(conversations);
-  saveCurrentId(current.id);
-}
+const pane = new MessagesPane({
+  scroller: els.messages,
+  list: byId("thread"),
+  empty: byId("empty-state"),
+  handlers: { onCopy: copyAnswer, onRegenerate: regenerate, onEdit: edit, onAlternative: switchAlternative },
+});
+const list = new ConversationList({
+  list: byId("conversation-list"),
+  search: byId("search"),
+  more: byId("more-conversations"),
+  empty: byId("no-results"),
+  onOpen: (id) => {
+    closeSidebar();
+    openConversation(id);
+  },
+  onDeleted: (id) => {
+    forgetConversation(id);
+    if (id === current.id) startNewChat({ focus: false });
+    tell(id);
+  },
+  onRenamed: (conversation) => {
+    if (conversation.id === current.id) {
+      current.title = conversation.title;
+      renderTitle();
+    }
+    tell(conversation.id);
+  },
+  onError: showError,
+});
+const settings = new SettingsPanel(byId("settings-dialog"), { onSave: saveSettings });
 
 function announce(text) {
   // Re-set so the same words are announced again the next time.
@@ -58,212 +81,239 @@ function announce(text) {
   requestAnimationFrame(() => { els.announcer.textContent = text; });
 }
 
-// --- conversation list ----------------------------------------------------------------------
+function showError(error) {
+  const said = t("state.error", { message: errorText(error.code) });
+  els.notice.textContent = error.message && error.message !== errorText(error.code) ? `${said} ${error.message}` : said;
+  els.notice.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => { els.notice.hidden = true; }, NOTICE_MS);
+}
 
-function renderConversationList() {
-  const items = conversations.filter((c) => c.messages.length).map((conversation) => {
-    const item = document.createElement("li");
-    item.className = "conversation";
-    const open = document.createElement("button");
-    open.type = "button";
-    open.className = "conversation-open";
-    open.textContent = conversation.title || t("newChat");
-    if (conversation === current) open.setAttribute("aria-current", "true");
-    open.addEventListener("click", () => switchTo(conversation));
-    const remove = document.createElement("button");
-    remove.type = "button";
-    remove.className = "conversation-delete";
-    remove.textContent = "×";
-    remove.setAttribute("aria-label", `${t("deleteConversation")}: ${open.textContent}`);
-    remove.addEventListener("click", () => deleteConversation(conversation));
-    item.append(open, remove);
-    return item;
-  });
-  els.list.replaceChildren(...items);
+function tell(conversationId) {
+  if (conversationId) channel?.postMessage({ conversation: conversationId });
+}
+
+// --- the conversation on screen ---------------------------------------------------------------
+
+function renderTitle() {
   els.title.textContent = current.title || t("appTitle");
 }
 
-function switchTo(conversation) {
-  if (conversation !== current) {
-    // Leaving a conversation stops its answer: nobody is reading it, so the server should not
-    // keep generating it.
-    active?.generation.stop();
-    current = conversation;
-    saveCurrentId(current.id);
-    renderConversation();
-    rejoinLiveAnswer();
-  }
-  closeSidebar();
-  els.prompt.focus();
+function showConversation(options = {}) {
+  pane.show(current.messages, options);
+  renderTitle();
+  list.setCurrent(current.id);
+  updateControls();
 }
 
-function deleteConversation(conversation) {
-  if (conversation === current) {
-    active?.generation.stop();
-    current = newConversation();
-  }
-  conversations = conversations.filter((c) => c !== conversation);
-  save();
-  renderConversation();
-}
-
-function startNewChat() {
-  if (current.messages.length === 0) {
-    closeSidebar();
-    els.prompt.focus();
+/** Open a conversation of the list (or the one this tab had open). */
+async function openConversation(id) {
+  if (id === current.id) return;
+  const asked = ++opening;
+  let branch;
+  try {
+    branch = await fetchConversation(id);
+  } catch (error) {
+    if (asked !== opening) return;
+    if (error.status === 404) { // deleted meanwhile, or not this person's
+      forgetConversation(id);
+      list.refresh();
+    } else {
+      showError(error);
+    }
     return;
   }
-  switchTo(newConversation());
+  if (asked !== opening) return;
+  leaveActive();
+  current = blankConversation();
+  applyBranch(current, branch);
+  saveCurrentId(current.id);
+  showConversation({ fresh: true });
+  rejoinLiveAnswer();
 }
 
-// --- messages ---------------------------------------------------------------------------------
-
-function renderConversation() {
-  growth.disconnect();
-  views = new Map();
-  const nodes = current.messages.map((message) => viewFor(message).el);
-  els.empty.hidden = nodes.length > 0;
-  els.messages.replaceChildren(els.empty, ...nodes);
-  updateControls();
-  renderConversationList();
-  scrollToBottom();
-}
-
-function viewFor(message) {
-  let view = views.get(message);
-  if (!view) {
-    view = new MessageView(message, { onCopy: copyAnswer, onRegenerate: regenerate });
-    views.set(message, view);
-    growth.observe(view.el);
+/** The conversation on screen again from the server (another tab or browser changed it). */
+async function catchUp() {
+  const conversation = current;
+  if (!conversation.id || active) return;
+  let branch;
+  try {
+    branch = await fetchConversation(conversation.id);
+  } catch (error) {
+    if (error.status === 404 && conversation === current) startNewChat({ focus: false });
+    return;
   }
-  return view;
+  if (conversation !== current || active) return;
+  applyBranch(conversation, branch);
+  showConversation();
+  rejoinLiveAnswer();
 }
 
-function appendMessage(message) {
-  const view = viewFor(message);
-  els.empty.hidden = true;
-  els.messages.append(view.el);
-  return view;
+async function refreshIfVisible() {
+  if (document.visibilityState !== "visible") return;
+  await list.refresh();
+  const listed = list.get(current.id);
+  if (listed && listed.updated_at !== current.updatedAt) catchUp();
 }
 
-function nearBottom() {
-  const m = els.messages;
-  return m.scrollHeight - m.scrollTop - m.clientHeight < STICK_TO_BOTTOM_PX;
+function startNewChat({ focus = true } = {}) {
+  if (current.id || current.messages.length) {
+    leaveActive();
+    opening += 1; // an open on its way is dropped
+    current = blankConversation();
+    saveCurrentId(null);
+    showConversation({ fresh: true });
+  }
+  closeSidebar();
+  if (focus) els.prompt.focus();
 }
 
-function scrollToBottom() {
-  pinnedToBottom = true;
-  els.messages.scrollTop = els.messages.scrollHeight;
+/** Stop reading the answer on screen (the page moves elsewhere): the server goes on with it
+ * for its other readers, or ends it once nobody reads it. */
+function leaveActive() {
+  if (!active) return;
+  active.generation.detach();
+  clearInterval(active.timer);
+  active = null;
 }
 
 function updateControls() {
   const busy = active !== null;
+  els.app.classList.toggle("busy", busy); // hides Edit, Regenerate and the alternatives' buttons
   els.send.hidden = busy;
   els.stop.hidden = !busy;
   els.stop.disabled = busy && active.generation.stopRequested;
   const last = current.messages.at(-1);
-  for (const [message, view] of views) {
-    view.setRegenerateVisible(!busy && message === last && message.role === "assistant");
-  }
+  pane.offerRegenerate(!busy && last?.role === "assistant" && last.id ? last : null);
 }
 
-// --- generating -------------------------------------------------------------------------------
+// --- answers ----------------------------------------------------------------------------------
 
-function historyOf(conversation) {
-  // Every turn so far goes to the model, which applies its chat template; empty (failed)
-  // answers are left out rather than sent as blank assistant turns.
-  return conversation.messages
-    .filter((m) => m.role === "user" || (m.role === "assistant" && m.content))
-    .map(({ role, content }) => ({ role, content }));
-}
-
-function generate({ seed } = {}) {
-  const conversation = current;
-  const body = { messages: historyOf(conversation) };
-  if (seed !== undefined) body.seed = seed;
-  const answer = pendingAnswer();
-  conversation.messages.push(answer);
-  conversation.updatedAt = Date.now();
-  const view = appendMessage(answer);
-  scrollToBottom();
-  follow(answer, conversation, view).start(body);
-}
-
-/** An answer of this conversation that was still streaming when the page last saw it (a
- * reload, or another tab that started it): read on from where the saved text stops. */
-function rejoinLiveAnswer() {
-  const last = current.messages.at(-1);
-  if (active || last?.role !== "assistant" || !last.meta) return;
-  // A cut with a grace period may be the page itself going away (the browser drops the stream
-  // before `pagehide`): the server knows whether the answer is really gone.
-  const cutButKept = last.meta.state === "cut" && last.meta.graceS > 0 && !last.meta.rejoined;
-  if (!LIVE_STATES.includes(last.meta.state) && !cutButKept) return;
-  if (!last.meta.streamUrl || last.meta.abandoned) {
-    // Went away before the server answered the POST, or cancelled it on the way out.
-    last.meta.state = "cut";
-    viewFor(last).update(performance.now());
-    return;
-  }
-  last.meta.state = "streaming";
-  last.meta.rejoined = cutButKept; // a cut the server confirms is not asked about again
-  follow(last, current, viewFor(last)).rejoin();
-}
-
-/** Make `answer` the one streaming: its view, the controls and the saved history follow it. */
-function follow(answer, conversation, view) {
+/** Make `answer` the one streaming: its view, the controls and the announcements follow it. */
+function follow(answer, conversation) {
+  const view = pane.viewOf(answer);
   // Tokens can arrive by the thousand in one frame: the view is brought up to date once a frame
-  // (view.refreshSoon), and an update costs what changed, so a token costs the same however
-  // long the answer.
+  // (view.refreshSoon), and an update costs what changed, however long the answer.
   const generation = new Generation(answer, {
-    onChange: () => {
-      view.refreshSoon();
-      if (performance.now() - lastSaveAt > SAVE_EVERY_MS) save();
-    },
+    onChange: () => view.refreshSoon(),
     onEnd: ({ refined = false } = {}) => {
       if (active?.generation === generation) {
         clearInterval(active.timer);
         active = null;
       }
       view.refreshSoon(); // the end shows in the next frame, with the last of the text
-      conversation.updatedAt = Date.now();
-      save();
       updateControls();
-      renderConversationList();
       if (refined) return; // already announced
-      const state = answer.meta.state;
+      tell(conversation.id);
+      const { state, error } = answer.meta;
       if (state === "done" || state === "length") announce(t("announce.done"));
       else if (state === "stopped") announce(t("announce.stopped"));
-      else if (state === "error") announce(t("state.error", { message: errorText(answer.meta.error?.code) }));
+      else if (state === "error") announce(t("state.error", { message: errorText(error?.code) }));
       else announce(t(`state.${state}`));
     },
   });
   const timer = setInterval(() => view.refreshSoon(), TICK_MS);
-  active = { generation, conversation, view, timer };
-  save();
+  active = { generation, message: answer, conversation, view, timer };
   updateControls();
-  renderConversationList();
+  announce(t("announce.started"));
   return generation;
 }
 
-function send() {
-  const text = els.prompt.value.trim();
-  if (!text || active) return;
-  current.messages.push({ role: "user", content: text });
-  if (!current.title) current.title = text.replace(/\s+/g, " ").slice(0, TITLE_CHARS);
-  current.updatedAt = Date.now();
-  appendMessage(current.messages.at(-1));
-  els.prompt.value = "";
-  resizePrompt();
-  generate();
+/** Show `messages` and a new answer after them, made on the server by `request()` (resolving to
+ * the branch, which ends with the answer): `pending`, messages shown before the server has them,
+ * take their items' ids. A new chat is created on the server first, with its settings. */
+function ask(messages, pending, request, from = null) {
+  opening += 1; // what is on screen is what the person answered: a conversation on its way is dropped
+  const conversation = current;
+  const answer = pendingAnswer();
+  conversation.messages = [...messages, answer];
+  pane.show(conversation.messages, { from });
+  pane.scrollToBottom();
+  follow(answer, conversation).start(async () => {
+    if (!conversation.id) {
+      conversation.id = (await createConversation(conversation.settings)).id;
+      if (conversation === current) saveCurrentId(conversation.id);
+    }
+    const branch = await request(conversation.id);
+    claimItems(conversation, branch, [...pending, answer]);
+    applyBranch(conversation, branch, answer);
+    if (conversation === current) showConversation();
+    list.put(listed(branch));
+    tell(conversation.id);
+    return branch.items.at(-1).generation;
+  });
 }
 
+/** The id of the last message before `index` that the server has (null: none). */
+function lastIdBefore(index) {
+  return current.messages.slice(0, index).findLast((message) => message.id)?.id ?? null;
+}
+
+function send() {
+  const content = els.prompt.value.trim();
+  if (!content || active) return;
+  const asked = { id: null, role: "user", content };
+  // After the last message shown here, whatever another tab shows of the same conversation.
+  const after = lastIdBefore(current.messages.length);
+  ask([...current.messages, asked], [asked],
+    (id) => sendMessage(id, after === null ? { content } : { content, after }));
+  els.prompt.value = "";
+  resizePrompt(els.prompt);
+}
+
+/** A new answer beside the last one; the old one stays, as its alternative. */
 function regenerate(view) {
-  if (active || current.messages.at(-1) !== view.message) return;
-  current.messages.pop();
-  views.delete(view.message);
-  view.el.remove();
-  // A new seed asks for a different answer; the same one would give the same tokens again.
-  generate({ seed: crypto.getRandomValues(new Uint32Array(1))[0] });
+  const message = view.message;
+  if (active || !message.id || current.messages.at(-1) !== message) return;
+  ask(current.messages.slice(0, -1), [], (id) => regenerateItem(id, message.id));
+}
+
+/** An edited message is a new one beside it (its alternative), sent after the same parent. */
+function edit(view, content) {
+  const index = current.messages.indexOf(view.message);
+  if (active || index < 0) return;
+  const asked = { id: null, role: "user", content };
+  const after = lastIdBefore(index);
+  ask([...current.messages.slice(0, index), asked], [asked], (id) => sendMessage(id, { content, after }), index);
+}
+
+/** Show the previous or next alternative of a message, and the branch through it. */
+async function switchAlternative(view, direction) {
+  const { message } = view;
+  const target = message.alternatives?.ids[message.alternatives.index + direction];
+  const conversation = current;
+  if (active || !target || !conversation.id) return;
+  let branch;
+  try {
+    branch = await showItem(conversation.id, target);
+  } catch (error) {
+    showError(error);
+    return;
+  }
+  if (conversation !== current || active) return;
+  const index = conversation.messages.indexOf(message);
+  applyBranch(conversation, branch);
+  showConversation({ from: index });
+  const shown = conversation.messages[index];
+  pane.viewOf(shown)?.alternatives.focus(direction);
+  announce(t("announce.alternative", { index: shown.alternatives.index + 1, count: shown.alternatives.ids.length }));
+  tell(conversation.id);
+  rejoinLiveAnswer();
+}
+
+/** The conversation's last answer is still running on the server (started by another tab, or
+ * by this one before a reload): read it, from where this tab left it if it was this tab. */
+function rejoinLiveAnswer() {
+  const last = current.messages.at(-1);
+  if (active || last?.role !== "assistant" || !LIVE_STATES.includes(last.meta.state) || !last.meta.streamUrl) return;
+  // The server's item holds its last checkpoint: the stream is read from its start, unless
+  // this tab read it before a reload (from the event after the last one it had).
+  const kept = recallLiveAnswer(last.meta.generationId);
+  last.content = kept?.content ?? "";
+  last.reasoning = kept?.reasoning;
+  if (kept) Object.assign(last.meta, kept.meta);
+  else last.meta.joinedLate = true;
+  follow(last, current).rejoin();
 }
 
 function stop() {
@@ -272,47 +322,22 @@ function stop() {
   updateControls();
 }
 
-async function copyAnswer(view) {
-  const text = view.message.content;
-  let ok = false;
-  try {
-    await navigator.clipboard.writeText(text);
-    ok = true;
-  } catch {
-    // No Clipboard API outside a secure context (plain http on a LAN address): the old way.
-    const scratch = document.createElement("textarea");
-    scratch.value = text;
-    scratch.setAttribute("readonly", "");
-    scratch.className = "visually-hidden";
-    document.body.append(scratch);
-    scratch.select();
-    try {
-      ok = document.execCommand("copy");
-    } catch {
-      ok = false;
-    }
-    scratch.remove();
+async function saveSettings(chosen) {
+  const conversation = current;
+  if (conversation.id) {
+    const branch = await updateConversation(conversation.id, chosen);
+    applyBranch(conversation, branch, active?.message);
+    if (conversation === current) showConversation();
+    list.put(listed(branch));
+    tell(conversation.id);
+  } else {
+    conversation.settings = chosen; // sent when the conversation is created, with its first message
   }
-  view.flashCopied(ok);
+  announce(t("settingsSaved"));
 }
 
-// --- composer and layout ----------------------------------------------------------------------
-
-function resizePrompt() {
-  els.prompt.style.height = "auto";
-  els.prompt.style.height = `${Math.min(els.prompt.scrollHeight, 200)}px`;
-}
-
-function openSidebar() {
-  els.app.classList.add("sidebar-open");
-  els.scrim.hidden = false;
-  els.menuButton.setAttribute("aria-expanded", "true");
-}
-
-function closeSidebar() {
-  els.app.classList.remove("sidebar-open");
-  els.scrim.hidden = true;
-  els.menuButton.setAttribute("aria-expanded", "false");
+async function copyAnswer(view) {
+  view.flashCopied(await copyText(view.message.content));
 }
 
 function bindEvents() {
@@ -328,59 +353,48 @@ function bindEvents() {
       send();
     }
   });
-  els.prompt.addEventListener("input", resizePrompt);
+  els.prompt.addEventListener("input", () => resizePrompt(els.prompt));
   document.addEventListener("keydown", (event) => {
-    if (event.key !== "Escape") return;
+    // Editors and the settings dialog take their own Esc.
+    if (event.key !== "Escape" || event.defaultPrevented || byId("settings-dialog").open) return;
     if (active) {
       event.preventDefault();
       stop();
-    } else if (els.app.classList.contains("sidebar-open")) {
+    } else if (sidebarOpen()) {
       closeSidebar();
     }
   });
   els.stop.addEventListener("click", stop);
-  document.getElementById("new-chat").addEventListener("click", startNewChat);
-  document.getElementById("new-chat-top").addEventListener("click", startNewChat);
+  byId("new-chat").addEventListener("click", () => startNewChat());
+  byId("new-chat-top").addEventListener("click", () => startNewChat());
+  els.settingsButton.addEventListener("click", () => settings.open(current.settings, els.settingsButton));
   els.menuButton.addEventListener("click", () => {
-    if (els.app.classList.contains("sidebar-open")) closeSidebar();
+    if (sidebarOpen()) closeSidebar();
     else openSidebar();
   });
-  els.scrim.addEventListener("click", closeSidebar);
-  els.messages.addEventListener("scroll", () => { pinnedToBottom = nearBottom(); }, { passive: true });
+  byId("scrim").addEventListener("click", closeSidebar);
   // Keep the partial answer if the tab goes away mid-stream: the next load rejoins it.
   window.addEventListener("pagehide", () => {
     if (!active) return;
+    rememberLiveAnswer(active.message);
     active.generation.abandon();
-    save();
   });
-  // Another tab saved: an answer it streams in the conversation on screen shows here live too
-  // (this tab reads the same answer), and Stop in either tab stops it for both.
-  window.addEventListener("storage", (event) => {
-    if (event.key !== STORAGE_KEY || active) return;
-    conversations = loadConversations();
-    // A tab on an empty new chat follows the conversation the other tab is in.
-    const id = current.messages.length ? current.id : loadCurrentId();
-    current = conversations.find((c) => c.id === id) ?? current;
-    renderConversation();
-    rejoinLiveAnswer();
+  channel?.addEventListener("message", ({ data }) => {
+    list.refresh();
+    if (active) return;
+    if (data.conversation === current.id) catchUp();
+    // A tab on an empty new chat follows the conversation another tab is in.
+    else if (!current.id && !current.messages.length) openConversation(data.conversation);
   });
-}
-
-/** What the first answer would otherwise pay in the keystroke that sends it or in its first
- * frames (starting the stream worker, compiling the Markdown parser): paid while the page is
- * idle, one step at a time. */
-function warmUp(steps = [prepareToRead, ...markdownWarmUps, ...markdownWarmUps]) {
-  const [step, ...rest] = steps;
-  (window.requestIdleCallback ?? setTimeout)(() => {
-    step();
-    if (rest.length) warmUp(rest);
-  });
+  document.addEventListener("visibilitychange", refreshIfVisible);
+  setInterval(refreshIfVisible, REFRESH_EVERY_MS);
 }
 
 translatePage();
 bindEvents();
-renderConversation();
-rejoinLiveAnswer();
+showConversation({ fresh: true });
+list.refresh();
+const opened = loadCurrentId();
+if (opened) openConversation(opened);
 els.prompt.focus();
 warmUp();
-

@@ -1,7 +1,7 @@
-// One answer's life: start it on the server, read its stream, time each arrival, stop on demand.
-// The answer's message is updated in place, so the view and the saved history read one object.
+// One answer's life: have the server create it, read its stream, time each arrival, stop on
+// demand. The answer's message is updated in place, so the view and the page read one object.
 
-import { cancelGeneration, createGeneration, fetchGeneration } from "./api.js";
+import { cancelGeneration, fetchGeneration } from "./api.js";
 import { prepareToRead, readStream } from "./stream-thread.js";
 
 const MAX_RECORDED_TIMES = 5000; // arrival ticks per answer; tokens past it still count
@@ -31,14 +31,16 @@ export class Generation {
     return Math.round(performance.now() - this.startedAt);
   }
 
-  /** POST the request, then read its stream until it ends one way or another. */
-  async start(body) {
+  /** `create()` asks the server for the answer (sending the message that it answers) and
+   * resolves to its generation {id, stream_url, cancel_url}; then its stream is read until it
+   * ends one way or another. */
+  async start(create) {
     this.startedAt = performance.now();
     this.meta.startedAt = this.startedAt; // lets the view tick the clock while nothing arrives
     prepareToRead(); // while the request is on its way
     let created;
     try {
-      created = await createGeneration(body);
+      created = await create();
     } catch (err) {
       this.#finish("error", { code: err.code ?? "network_error", message: err.message });
       return;
@@ -47,6 +49,12 @@ export class Generation {
     this.meta.streamUrl = created.stream_url;
     this.meta.cancelUrl = created.cancel_url;
     this.cancelUrl = created.cancel_url;
+    if (this.ended) {
+      // The page left it (detach) while the POST was in flight: nobody here will read it, and
+      // no reader has started it yet.
+      this.#cancelOnServer();
+      return;
+    }
     if (this.stopRequested) {
       // Stop was pressed while the POST was in flight: nothing to read, only to cancel.
       await this.#cancelOnServer();
@@ -56,9 +64,10 @@ export class Generation {
     this.#read(created.stream_url);
   }
 
-  /** Read on an answer this page (or another tab) started: from the event after the last one
-   * the saved message holds, so nothing is repeated or missed. A server that no longer keeps
-   * it answers with a refusal, and the answer is marked cut. */
+  /** Read an answer started elsewhere (another tab or browser, this tab before a reload): from
+   * the event after the last one the message holds (none: from the start), so nothing is
+   * repeated or missed. A server that no longer keeps it answers with a refusal, and the
+   * answer is marked cut. */
   rejoin() {
     const meta = this.meta;
     this.cancelUrl = meta.cancelUrl;
@@ -105,15 +114,22 @@ export class Generation {
     this.#finish("stopped");
   }
 
+  /** Stop reading, silently, and leave the answer to the server: it goes on for its other
+   * readers (another tab, another browser), and with nobody reading it ends as the server's
+   * grace period says. No callback fires afterwards. */
+  detach() {
+    if (this.ended) return;
+    this.ended = true;
+    this.stream?.close();
+  }
+
   /** The page is going away. With a grace period (the server said so in its `resume` event)
    * this may be a reload that rejoins the answer, so it is left to the server, which stops it
    * once nobody has come back for that long; without one, cancel it on the server now. */
   abandon() {
     if (this.ended) return;
-    this.ended = true;
-    this.stream?.close(); // silently: the saved message stays "streaming", for a rejoin
+    this.detach(); // silently: the server still has it running, for a rejoin
     if (this.cancelUrl === null || this.meta.graceS > 0) return;
-    this.meta.abandoned = true; // nothing to rejoin on the next load: it is cut
     navigator.sendBeacon?.(this.cancelUrl);
   }
 

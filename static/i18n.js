@@ -42,13 +42,50 @@ const MESSAGES = {
     "stat.finish": "finish: {reason}",
     timelineLabel: "Token arrivals: {count} over {seconds} s, longest gap {gap} ms",
     startFailed: "Could not start: {message}",
+    "announce.started": "Generating the answer…",
     "announce.done": "Answer finished.",
     "announce.stopped": "Answer stopped.",
+    "announce.alternative": "Alternative {index} of {count}",
+    search: "Search conversations",
+    searchPlaceholder: "Search…",
+    noResults: "No conversation has those words.",
+    loadMore: "Show more",
+    renameConversation: "Rename conversation",
+    conversationName: "Conversation name",
+    edit: "Edit",
+    editLabel: "Edit your message",
+    saveAndSend: "Save and send",
+    cancel: "Cancel",
+    alternatives: "Alternatives",
+    previousAlternative: "Previous alternative",
+    nextAlternative: "Next alternative",
+    settings: "Settings",
+    settingsTitle: "Conversation settings",
+    systemPrompt: "System prompt",
+    temperature: "Temperature",
+    topP: "Top-p",
+    maxTokens: "Max tokens",
+    save: "Save",
+    settingsSaved: "Settings saved.",
+    "settings.default": "Empty: the default, {value}",
+    "settings.upstreamDefault": "Empty: the upstream server's default",
+    notSignedIn: "Not signed in: your conversations are kept in this browser.",
+    signIn: "Sign in",
+    signedInAs: "Signed in as {name}",
+    signOut: "Sign out",
+    loginTitle: "Sign in to the chat",
+    loginIntro: "Signed in, your conversations follow you to any browser.",
+    username: "Username",
+    password: "Password",
+    loginFailed: "The username or the password is not right.",
+    continueWithout: "Use it without signing in",
     // By error code (streaming/core/exceptions.py, and network_error from api.js); the server's
     // own message is shown under it.
     "error.unknown": "Something went wrong.",
     "error.network_error": "Could not reach the server.",
     "error.invalid_request": "The request was not accepted.",
+    "error.unsupported_parameter": "The request asks for something this server does not support.",
+    "error.model_not_found": "The server does not serve that model.",
     "error.context_length": "The conversation is too long for the model.",
     "error.body_too_large": "The message is too long to send.",
     "error.unauthorized": "Sign in to use the chat.",
@@ -109,11 +146,48 @@ const MESSAGES = {
     "stat.finish": "終了理由: {reason}",
     timelineLabel: "トークン到着: {seconds} 秒間に {count} 個、最大間隔 {gap} ms",
     startFailed: "開始できませんでした: {message}",
+    "announce.started": "回答を生成しています…",
     "announce.done": "回答が完了しました。",
     "announce.stopped": "回答を停止しました。",
+    "announce.alternative": "候補 {index} / {count}",
+    search: "会話を検索",
+    searchPlaceholder: "検索…",
+    noResults: "その言葉を含む会話はありません。",
+    loadMore: "さらに表示",
+    renameConversation: "会話の名前を変更",
+    conversationName: "会話の名前",
+    edit: "編集",
+    editLabel: "メッセージを編集",
+    saveAndSend: "保存して送信",
+    cancel: "キャンセル",
+    alternatives: "候補",
+    previousAlternative: "前の候補",
+    nextAlternative: "次の候補",
+    settings: "設定",
+    settingsTitle: "会話の設定",
+    systemPrompt: "システムプロンプト",
+    temperature: "温度 (temperature)",
+    topP: "Top-p",
+    maxTokens: "最大トークン数",
+    save: "保存",
+    settingsSaved: "設定を保存しました。",
+    "settings.default": "空欄: 既定値 {value}",
+    "settings.upstreamDefault": "空欄: 上流サーバーの既定値",
+    notSignedIn: "ログインしていません: 会話はこのブラウザーに保存されます。",
+    signIn: "ログイン",
+    signedInAs: "{name} としてログイン中",
+    signOut: "ログアウト",
+    loginTitle: "チャットにログイン",
+    loginIntro: "ログインすると、どのブラウザーからでも同じ会話を使えます。",
+    username: "ユーザー名",
+    password: "パスワード",
+    loginFailed: "ユーザー名またはパスワードが正しくありません。",
+    continueWithout: "ログインせずに使う",
     "error.unknown": "問題が発生しました。",
     "error.network_error": "サーバーに接続できませんでした。",
     "error.invalid_request": "リクエストが受け付けられませんでした。",
+    "error.unsupported_parameter": "このサーバーが対応していない指定がリクエストに含まれています。",
+    "error.model_not_found": "そのモデルはこのサーバーにありません。",
     "error.context_length": "会話が長すぎてモデルが扱えません。",
     "error.body_too_large": "メッセージが長すぎて送信できません。",
     "error.unauthorized": "チャットを使うにはログインしてください。",
@@ -164,17 +238,18 @@ export function errorText(code) {
   return key in MESSAGES.en ? t(key) : t("error.unknown");
 }
 
-/** Fill the static page's labels (data-i18n and data-i18n-<attribute>) in the chosen language. */
+/** Fill the static page's labels (data-i18n and data-i18n-<attribute>) in the chosen language;
+ * an element's other data- attributes fill the placeholders (data-name for {name}). */
 export function translatePage(root = document) {
   document.documentElement.lang = lang;
-  for (const el of root.querySelectorAll("[data-i18n]")) el.textContent = t(el.dataset.i18n);
+  for (const el of root.querySelectorAll("[data-i18n]")) el.textContent = t(el.dataset.i18n, el.dataset);
   for (const attr of ["placeholder", "aria-label", "title"]) {
     const dataKey = "i18n" + attr.replace(/(^|-)(\w)/g, (_, __, c) => c.toUpperCase());
     for (const el of root.querySelectorAll(`[data-i18n-${attr}]`)) {
       el.setAttribute(attr, t(el.dataset[dataKey]));
     }
   }
-  document.title = t("appTitle");
+  document.title = t(document.body.dataset.pageTitle ?? "appTitle");
 }
 
 // Digit grouping and decimal mark per language. Not Intl.NumberFormat: its first use loads the

@@ -1,8 +1,10 @@
-// One message on screen: its text (Markdown for answers), and for answers a status line with
-// latency numbers, the token timeline, and Copy / Regenerate.
+// One message on screen: its text (Markdown for answers), its alternatives ("‹ 2 / 3 ›"), Edit
+// for a person's message, and for answers a status line with latency numbers, the token
+// timeline, and Copy / Regenerate.
 
 import { errorText, formatNumber, t } from "./i18n.js";
 import { MarkdownStream } from "./markdown-stream.js";
+import { AlternativesNav, editInPlace } from "./message-tools.js";
 import { ArrivalStats, answerStats } from "./stats.js";
 import { Timeline } from "./timeline.js";
 
@@ -23,7 +25,7 @@ function element(tag, className, text) {
 }
 
 export class MessageView {
-  constructor(message, { onCopy, onRegenerate } = {}) {
+  constructor(message, { onCopy, onRegenerate, onEdit, onAlternative } = {}) {
     this.message = message;
     this.times = null; // the arrival times fed to this.arrivals (meta.times, which only grows)
     this.arrivals = new ArrivalStats();
@@ -49,9 +51,20 @@ export class MessageView {
       this.el.append(this.thinking);
     }
     this.el.append(this.body);
+    this.alternatives = new AlternativesNav((direction) => onAlternative?.(this, direction));
     if (!isAnswer) {
       // A person's own words are shown exactly as typed, as text.
       this.body.textContent = message.content;
+      const tools = element("div", "message-tools");
+      this.editButton = element("button", "text-button edit-button", t("edit"));
+      this.editButton.type = "button";
+      this.editButton.addEventListener("click", () => {
+        editInPlace(this.body, message.content, (text) => onEdit?.(this, text),
+          () => this.editButton.focus());
+      });
+      tools.append(this.alternatives.el, this.editButton);
+      this.el.append(tools);
+      this.sync();
       return;
     }
 
@@ -61,7 +74,7 @@ export class MessageView {
     // The server's own words about an error, under the status that says it in the page's language.
     this.detail = element("p", "message-detail");
     this.stats = element("p", "message-stats");
-    this.timeline = new Timeline();
+    this.timeline = null; // made once there is something to draw: not for answers read before
     const actions = element("div", "message-actions");
     this.copyButton = element("button", "text-button copy-button", t("copy"));
     this.copyButton.type = "button";
@@ -70,10 +83,18 @@ export class MessageView {
     this.regenerateButton.type = "button";
     this.regenerateButton.hidden = true;
     this.regenerateButton.addEventListener("click", () => onRegenerate?.(this));
-    actions.append(this.copyButton, this.regenerateButton);
-    footer.append(this.status, this.detail, this.stats, this.timeline.el, actions);
+    actions.append(this.alternatives.el, this.copyButton, this.regenerateButton);
+    footer.append(this.status, this.detail, this.stats, actions);
     this.el.append(footer);
+    this.sync();
     this.update(performance.now());
+  }
+
+  /** Show what the server said of the message since: its id, its alternatives. */
+  sync() {
+    const id = this.message.id;
+    if (id && this.el.dataset.itemId !== id) this.el.dataset.itemId = id;
+    this.alternatives.set(this.message.alternatives);
   }
 
   /** Update in the next frame (once however often this is called before it). */
@@ -110,7 +131,10 @@ export class MessageView {
     setIfChanged(this.status, "className", `message-status status-${stalled ? "stalled" : state}`);
     setIfChanged(this.detail, "textContent", this.#detailText(meta, state));
     setIfChanged(this.stats, "textContent", this.#statsText(meta));
-    this.timeline.draw(meta, this.arrivals, sinceStartMs);
+    // An answer read before this page opened it has no arrivals to draw.
+    if (BUSY_STATES.includes(state) || this.arrivals.count > 0) {
+      this.#timeline().draw(meta, this.arrivals, sinceStartMs);
+    }
     setIfChanged(this.copyButton, "disabled", this.message.content === "");
     const reasoning = this.message.reasoning ?? "";
     if (reasoning.length !== this.shownReasoningLength) {
@@ -160,12 +184,20 @@ export class MessageView {
     if (times !== this.times || times.length < this.arrivals.count) {
       this.times = times; // a new list (a rejoin reads it from storage): start over
       this.arrivals = new ArrivalStats();
-      this.timeline.clearTicks();
+      this.timeline?.clearTicks();
     }
     if (times.length === this.arrivals.count) return;
     const fresh = times.slice(this.arrivals.count);
     for (const ms of fresh) this.arrivals.add(ms);
-    this.timeline.addTicks(fresh);
+    this.#timeline().addTicks(fresh);
+  }
+
+  #timeline() {
+    if (!this.timeline) {
+      this.timeline = new Timeline();
+      this.stats.after(this.timeline.el);
+    }
+    return this.timeline;
   }
 
   #statusText(meta, state, sinceStartMs, stalled) {
@@ -189,8 +221,10 @@ export class MessageView {
   #statsText(meta) {
     const stats = answerStats(meta, this.arrivals);
     const parts = [];
-    if (stats.ttftMs != null) parts.push(t("stat.ttft", { ms: formatNumber(stats.ttftMs) }));
-    if (stats.tokensPerS != null) parts.push(t("stat.tps", { tps: formatNumber(stats.tokensPerS, 1) }));
+    // An answer joined after its start (another page's) arrives first as a replay of its log:
+    // its TTFT and pace here would be the replay's.
+    if (stats.ttftMs != null && !meta.joinedLate) parts.push(t("stat.ttft", { ms: formatNumber(stats.ttftMs) }));
+    if (stats.tokensPerS != null && !meta.joinedLate) parts.push(t("stat.tps", { tps: formatNumber(stats.tokensPerS, 1) }));
     if (stats.tokens > 0) parts.push(t("stat.tokens", { count: formatNumber(stats.tokens) }));
     // `length` already reads as the status line; other reasons (stop, …) go with the numbers.
     if (meta.finishReason && meta.state !== "length") parts.push(t("stat.finish", { reason: meta.finishReason }));

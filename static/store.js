@@ -1,77 +1,68 @@
-// Conversations are kept in this browser's localStorage: the embedded default has no login, so
-// there is no user on the server to own them, and a chat stays on the machine it was typed on.
+// What the browser keeps between loads; the server keeps the conversations themselves
+// (docs/conversations.md). Both are hints the server corrects: a conversation that is gone (or
+// another person's) opens as a new chat, and an answer is rejoined only while the server says
+// it is still running.
 
-export const STORAGE_KEY = "chat.conversations.v1";
-const CURRENT_KEY = "chat.current.v1";
-const MAX_CONVERSATIONS = 50; // oldest dropped first, so storage never fills up
-const MAX_STORED_TIMES = 2000; // token arrival ticks kept per answer for the timeline
+const CURRENT_KEY = "chat.current.v2";
+const LIVE_KEY = "chat.live.v2";
+const MAX_STORED_TIMES = 2000; // token arrival ticks kept for the timeline of a rejoined answer
 
-/** A fresh, empty conversation. */
-export function newConversation() {
-  const now = Date.now();
-  return { id: crypto.randomUUID?.() ?? `${now}-${Math.random().toString(36).slice(2)}`, title: "", createdAt: now, updatedAt: now, messages: [] };
-}
-
-/** Every saved conversation, newest first; an answer that was streaming when the page went
- * away keeps its state, its stream URL and its last event id, for the page to rejoin it. */
-export function loadConversations() {
-  let list;
+function read(storage, key) {
   try {
-    list = JSON.parse(localStorage.getItem(STORAGE_KEY) ?? "[]");
+    return storage.getItem(key);
   } catch {
-    list = [];
-  }
-  if (!Array.isArray(list)) list = [];
-  for (const conversation of list) {
-    const last = conversation.messages?.at(-1);
-    for (const message of conversation.messages ?? []) {
-      // Only the last answer of a conversation can still be streaming; an older one that says
-      // so was left by a page that went away long ago: say so rather than spin forever.
-      if (message !== last && message.meta && ["waiting", "streaming", "stopping"].includes(message.meta.state)) {
-        message.meta.state = "cut";
-      }
-    }
-  }
-  return list.sort((a, b) => b.updatedAt - a.updatedAt);
-}
-
-/** Save `conversations` (newest first), dropping the oldest when storage is full. */
-export function saveConversations(conversations) {
-  // Copies where the ticks are cut: the answer on screen may still be streaming into its own.
-  let kept = conversations.filter((c) => c.messages.length > 0).slice(0, MAX_CONVERSATIONS)
-    .map((conversation) => ({ ...conversation, messages: conversation.messages.map(withStoredTimes) }));
-  while (true) {
-    try {
-      localStorage.setItem(STORAGE_KEY, JSON.stringify(kept));
-      return;
-    } catch {
-      // Quota exceeded (or storage disabled): give up the oldest conversation and try again.
-      if (kept.length <= 1) return;
-      kept = kept.slice(0, -1);
-    }
+    return null; // storage disabled: the page still works, it just forgets on reload
   }
 }
 
-function withStoredTimes(message) {
-  const times = message.meta?.times;
-  if (!times || times.length <= MAX_STORED_TIMES) return message;
-  return { ...message, meta: { ...message.meta, times: times.slice(0, MAX_STORED_TIMES) } };
+function write(storage, key, value) {
+  try {
+    if (value === null) storage.removeItem(key);
+    else storage.setItem(key, value);
+  } catch {
+    // Full or disabled: only a hint is lost.
+  }
 }
 
-/** The id of the conversation open when the page was last used. */
+/** The conversation this tab had open (a reload), else the one last opened in this browser. */
 export function loadCurrentId() {
-  try {
-    return localStorage.getItem(CURRENT_KEY);
-  } catch {
-    return null;
+  return read(sessionStorage, CURRENT_KEY) ?? read(localStorage, CURRENT_KEY);
+}
+
+/** Remember which conversation is open (null: a new chat). */
+export function saveCurrentId(id) {
+  write(sessionStorage, CURRENT_KEY, id);
+  if (id) write(localStorage, CURRENT_KEY, id);
+}
+
+/** The conversation of `id` is gone (deleted, or not this person's): no tab opens it again. */
+export function forgetConversation(id) {
+  for (const storage of [sessionStorage, localStorage]) {
+    if (read(storage, CURRENT_KEY) === id) write(storage, CURRENT_KEY, null);
   }
 }
 
-/** Remember which conversation is open. */
-export function saveCurrentId(id) {
+/** The page goes away while `answer` streams: keep what arrived, for the next load of this
+ * tab to read on from its last event instead of from the start. */
+export function rememberLiveAnswer(answer) {
+  const meta = answer.meta;
+  if (!meta?.generationId) return;
+  const times = meta.times.length > MAX_STORED_TIMES ? meta.times.slice(0, MAX_STORED_TIMES) : meta.times;
+  const kept = {
+    content: answer.content, reasoning: answer.reasoning,
+    meta: { ...meta, times, startedAt: undefined, state: "streaming" },
+  };
+  write(sessionStorage, LIVE_KEY, JSON.stringify(kept));
+}
+
+/** What `rememberLiveAnswer` kept of the answer of `generationId`, if it was that one. */
+export function recallLiveAnswer(generationId) {
+  let kept = null;
   try {
-    localStorage.setItem(CURRENT_KEY, id);
+    kept = JSON.parse(read(sessionStorage, LIVE_KEY) ?? "null");
   } catch {
-    // Storage disabled: the page still works, it just forgets on reload.
+    kept = null;
   }
+  write(sessionStorage, LIVE_KEY, null);
+  return kept?.meta?.generationId === generationId ? kept : null;
 }

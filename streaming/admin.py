@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count, OuterRef, Q, Subquery
 from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import urlencode
 
-from streaming.models import ApiKey, GenerationLog, StoredResponse
+from streaming.conversations import search
+from streaming.models import (
+    ApiKey,
+    Conversation,
+    ConversationItem,
+    GenerationLog,
+    StoredResponse,
+)
 from streaming.ops import dashboard
 
 # The admin index gains a link to the latency dashboard: the index template is the only place
@@ -101,3 +111,128 @@ class ApiKeyAdmin(admin.ModelAdmin):
         """Refuse them from now on (the rows stay, for the record)."""
         count = queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
         self.message_user(request, f"{count} key(s) revoked.")
+
+
+class OwnerFilter(admin.SimpleListFilter):
+    """By kind of owner, or (`?owner=<owner>`, the link in each row) one owner."""
+
+    title = "owner"
+    parameter_name = "owner"
+    KINDS = (("user:", "signed-in users"), ("key:", "API keys"), ("anon:", "anonymous browsers"),
+             ("ip:", "anonymous addresses"))
+
+    def lookups(self, request, model_admin):
+        """The kinds, and the owner chosen if it is one."""
+        chosen = self.value()
+        kinds = list(self.KINDS)
+        return kinds if chosen is None or chosen in dict(kinds) else [*kinds, (chosen, chosen)]
+
+    def queryset(self, request, queryset):
+        """A kind's conversations, or one owner's."""
+        chosen = self.value()
+        if chosen is None:
+            return queryset
+        if chosen in dict(self.KINDS):
+            return queryset.filter(owner__startswith=chosen)
+        return queryset.filter(owner=chosen)
+
+
+class ConversationItemInline(admin.TabularInline):
+    """A conversation's items, every branch, in order; an answer with its latencies from its
+    log row (one query for them all: annotated, not looked up per row)."""
+
+    model = ConversationItem
+    fk_name = "conversation"
+    fields = ("item_id", "depth", "role", "content", "status", "finish_reason",
+              "generation_id", "ttft", "tpot")
+    readonly_fields = fields
+    ordering = ("depth", "pk")
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def get_queryset(self, request):
+        """Each item with its generation's TTFT and TPOT, if it has a log row."""
+        logged = GenerationLog.objects.filter(generation_id=OuterRef("generation_id"))
+        return super().get_queryset(request).annotate(
+            ttft=Subquery(logged.values("ttft_ms")[:1]),
+            tpot=Subquery(logged.values("tpot_ms")[:1]))
+
+    @admin.display(description="TTFT (ms)")
+    def ttft(self, item):
+        """Its answer's time to first token."""
+        return _ms(getattr(item, "ttft", None))
+
+    @admin.display(description="TPOT (ms)")
+    def tpot(self, item):
+        """Its answer's time per output token."""
+        return _ms(getattr(item, "tpot", None))
+
+    def has_add_permission(self, request, obj=None):
+        """Items come from the APIs only."""
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        """A record of what was said."""
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        """Deleting is its owner's, through the APIs (which also stop its answers)."""
+        return False
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    """People's conversations, read-only: by owner, searched by title and text (the search
+    index, as the page's `?q=`), each with its items and their answers' latencies."""
+
+    list_display = ("conversation_id", "title", "owner_link", "item_count", "updated_at",
+                    "created_at")
+    list_filter = (OwnerFilter, ("updated_at", admin.DateFieldListFilter))
+    search_fields = ("conversation_id", "owner")
+    search_help_text = "An id, an owner, or words of a title or of the text."
+    date_hierarchy = "updated_at"
+    ordering = ("-updated_at",)
+    fields = ("conversation_id", "owner", "title", "created_at", "updated_at", "metadata",
+              "system_prompt", "temperature", "top_p", "max_tokens", "current")
+    readonly_fields = fields
+    inlines = (ConversationItemInline,)
+
+    def get_queryset(self, request):
+        """With each conversation's item count (one query for the page)."""
+        return super().get_queryset(request).annotate(items_counted=Count("items"))
+
+    def get_search_results(self, request, queryset, search_term):
+        """An exact id or owner, or the words in a title or the text (search.matching)."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        return queryset.filter(Q(conversation_id=term) | Q(owner=term)
+                               | search.matching(term)), False
+
+    @admin.display(description="owner", ordering="owner")
+    def owner_link(self, conversation):
+        """The owner, linking to their conversations."""
+        query = urlencode({OwnerFilter.parameter_name: conversation.owner})
+        return format_html('<a href="?{}">{}</a>', query, conversation.owner)
+
+    @admin.display(description="items", ordering="items_counted")
+    def item_count(self, conversation):
+        """Items, every branch counted."""
+        return conversation.items_counted
+
+    def has_add_permission(self, request):
+        """Conversations are made by the APIs."""
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        """A record of what was said."""
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        """Deleting is its owner's, through the APIs (which also stop its answers)."""
+        return False
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"

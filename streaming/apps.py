@@ -8,12 +8,15 @@ class StreamingConfig(AppConfig):
     def ready(self) -> None:
         """System checks; metrics and the log writer observing generations; no thread per
         request for Django's idle receivers."""
+        from streaming.conversations import answers
         from streaming.generations.registry import generation_finished, generation_started
         from streaming.http import checks  # noqa: F401 - the checks register themselves
         from streaming.http.request_thread import skip_idle_request_started_receivers
         from streaming.ops import log_writer, metrics
 
         generation_started.connect(metrics.on_started, dispatch_uid="metrics")
+        generation_started.connect(answers.on_started, dispatch_uid="conversations")
         generation_finished.connect(metrics.on_finished, dispatch_uid="metrics")
         generation_finished.connect(log_writer.on_finished, dispatch_uid="log")
+        generation_finished.connect(answers.on_finished, dispatch_uid="conversations")
         skip_idle_request_started_receivers()

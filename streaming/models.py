@@ -1,4 +1,5 @@
-"""The request and latency log: one row per generation, written after it ends."""
+"""The request and latency log (one row per generation, written after it ends), stored
+responses, API keys, and conversations with their items."""
 
 from __future__ import annotations
 
@@ -88,6 +89,74 @@ class StoredResponse(models.Model):
 
     def __str__(self) -> str:
         return f"resp_{self.response_id} ({self.status})"
+
+
+class ItemStatus(models.TextChoices):
+    """Where a conversation item stands: a person's turn is complete; an answer ends one way."""
+
+    COMPLETED = "completed"
+    IN_PROGRESS = "in_progress"
+    INCOMPLETE = "incomplete"  # it reached its max_tokens (finish_reason `length`)
+    STOPPED = "stopped"  # Stop was pressed: the text so far is kept
+    CUT = "cut"  # it ended without its end (nobody reading, a crash): the text so far is kept
+    FAILED = "failed"
+
+
+class Conversation(models.Model):
+    """A person's conversation (docs/conversations.md).
+
+    Its items form a tree: each follows its `parent`, so editing a message or regenerating an
+    answer adds a sibling (an alternative) instead of overwriting; `current` is the last item
+    of the branch shown, and the branch is the path from the root to it.
+    """
+
+    conversation_id = models.CharField(max_length=40, unique=True)  # `conv_…`
+    # Whose it is: `user:<id>`, `key:<id>`, `anon:<token>` (a browser's signed cookie) or
+    # `ip:<address>` (an anonymous API client): nobody else sees it.
+    owner = models.CharField(max_length=80)
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    metadata = models.JSONField(default=dict, blank=True)  # OpenAI's 16 string pairs
+    # The settings of its answers; empty: the engine's defaults (GET /api/engine).
+    system_prompt = models.TextField(blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    top_p = models.FloatField(null=True, blank=True)
+    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    current = models.ForeignKey("ConversationItem", null=True, blank=True,
+                                on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="conversation_by_owner")]
+
+    def __str__(self) -> str:
+        return self.title or self.conversation_id
+
+
+class ConversationItem(models.Model):
+    """One turn of a conversation: a person's message, or an answer with its generation."""
+
+    item_id = models.CharField(max_length=40, unique=True)  # `msg_…`
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE,
+                                     related_name="items")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="children")
+    depth = models.PositiveIntegerField()  # its place on its branch: 0 for a first message
+    role = models.CharField(max_length=16)  # user, assistant (system: the settings' prompt)
+    content = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=ItemStatus.choices,
+                              default=ItemStatus.COMPLETED)
+    finish_reason = models.CharField(max_length=16, blank=True)
+    generation_id = models.CharField(max_length=32, blank=True, db_index=True)  # an answer's
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["conversation", "depth", "id"]
+        verbose_name = "conversation item"
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
 
 
 KEY_PREFIX = "sk-"

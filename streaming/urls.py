@@ -1,6 +1,12 @@
 from django.urls import path, register_converter
 
-from streaming.http import native_api, openai_api, responses_api
+from streaming.http import (
+    conversations_api,
+    native_api,
+    openai_api,
+    openai_conversations,
+    responses_api,
+)
 from streaming.ops import metrics
 
 
@@ -24,6 +30,22 @@ class GenerationIdConverter:
 
 register_converter(GenerationIdConverter, "gid")
 
+
+class ConversationIdConverter(GenerationIdConverter):
+    """A conversation's id (`records.new_conversation_id`)."""
+
+    regex = "conv_[0-9a-f]{32}"
+
+
+class ItemIdConverter(GenerationIdConverter):
+    """A conversation item's id (`records.new_item_id`)."""
+
+    regex = "msg_[0-9a-f]{32}"
+
+
+register_converter(ConversationIdConverter, "cid")
+register_converter(ItemIdConverter, "iid")
+
 urlpatterns = [
     path("api/generations", native_api.create_generation, name="create-generation"),
     path("api/generations/<gid:generation_id>", native_api.generation_state,
@@ -32,6 +54,15 @@ urlpatterns = [
     path("api/generations/<gid:generation_id>/cancel", native_api.cancel_generation, name="cancel"),
     path("api/stream", native_api.stream_direct, name="stream-direct"),
     path("api/stats", native_api.stats, name="stats"),
+    path("api/conversations", conversations_api.conversations, name="conversations"),
+    path("api/conversations/<cid:conversation_id>", conversations_api.conversation,
+         name="conversation"),
+    path("api/conversations/<cid:conversation_id>/messages", conversations_api.send,
+         name="conversation-send"),
+    path("api/conversations/<cid:conversation_id>/items/<iid:item_id>/regenerate",
+         conversations_api.regenerate, name="conversation-regenerate"),
+    path("api/conversations/<cid:conversation_id>/items/<iid:item_id>/show",
+         conversations_api.show, name="conversation-show"),
     path("api/engine", native_api.engine_defaults, name="engine"),
     path("v1/chat/completions", openai_api.chat_completions, name="openai-chat-completions"),
     path("v1/responses", responses_api.create_response, name="openai-responses"),
@@ -39,6 +70,14 @@ urlpatterns = [
          name="openai-response"),
     path("v1/responses/<str:response_id>/cancel", responses_api.cancel_response,
          name="openai-response-cancel"),
+    path("v1/conversations", openai_conversations.create_conversation,
+         name="openai-conversations"),
+    path("v1/conversations/<cid:conversation_id>", openai_conversations.conversation_detail,
+         name="openai-conversation"),
+    path("v1/conversations/<cid:conversation_id>/items", openai_conversations.conversation_items,
+         name="openai-conversation-items"),
+    path("v1/conversations/<cid:conversation_id>/items/<iid:item_id>",
+         openai_conversations.conversation_item, name="openai-conversation-item"),
     path("v1/models", openai_api.list_models, name="openai-models"),
     path("v1/models/<path:model>", openai_api.retrieve_model, name="openai-model"),
     path("healthz", native_api.healthz, name="healthz"),

@@ -177,6 +177,9 @@ def test_an_engine_that_fails_to_start_answers_503_with_the_reason(server_factor
     server = server_factory(env={"STREAMING_ENGINE": "transformers",
                                  "STREAMING_MODEL": "/nonexistent/model"})
     reason = "STREAMING_MODEL='/nonexistent/model' is not a folder or a .gguf file."
+    # The start runs in the background (importing torch takes seconds on a busy machine): until
+    # it has failed, /readyz says "still loading".
+    wait_until(lambda: "failed" in server.get("/readyz").json()["error"]["message"], 60)
     for _ in range(3):
         ready = server.get("/readyz")
         assert ready.status_code == 503

@@ -1,7 +1,8 @@
 """streaming/ in layers a newcomer can read (README, "How a token travels"): what may import what.
 
-core ← wire ← engines ← generations ← {fleet, ops} ← http ← the app root. Every import counts,
-inside functions and under TYPE_CHECKING too: a hidden import is still a dependency.
+core ← wire ← engines ← generations ← {fleet, ops, conversations} ← http ← the app root. Every
+import counts, inside functions and under TYPE_CHECKING too: a hidden import is still a
+dependency.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import pytest
 from tests.support.live import ROOT
 
 PACKAGE = ROOT / "streaming"
-RANK = {"core": 0, "wire": 1, "engines": 2, "generations": 3, "fleet": 4, "ops": 4, "http": 5}
+RANK = {"core": 0, "wire": 1, "engines": 2, "generations": 3, "fleet": 4, "ops": 4,
+        "conversations": 4, "http": 5}
 ROOT_RANK = 6  # asgi, lifecycle, urls, admin, apps, management: they tie the layers together
 MODELS = "streaming.models"  # Django's schema: every layer may read it; it imports none of ours
 MAX_LINES = 400

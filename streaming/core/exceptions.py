@@ -46,6 +46,14 @@ class NotFound(StreamingError):
     default_message = "No such generation."
 
 
+class ConversationLimit(StreamingError):
+    """An owner's conversations, or a conversation's items, are at their limit."""
+
+    code = "conversation_limit"
+    http_status = 409
+    default_message = "This conversation, or this owner's conversations, are at their limit."
+
+
 class MethodNotAllowed(StreamingError):
     """The endpoint exists but not for this method."""
 

@@ -125,6 +125,7 @@ class Replicas(Engine):
             return generation  # another request built it meanwhile
         generation = Generation(
             request_from_message(first["request"]), self, api=first["api"],
+            in_conversation=first.get("conversation", False),
             client=first["client"], owner=first["owner"],
             created_at=datetime.fromisoformat(first["created_at"]), counted=False,
             writes_row=False,

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from streaming.core.exceptions import EngineUnavailable, TooManyPending
 from streaming.core.request import GenerationRequest
+from streaming.fleet import answer_log
 from streaming.fleet.protocol import request_from_message, request_message
 
 _client: Any = None
@@ -80,11 +81,13 @@ return record
 
 
 async def put_pending(request: GenerationRequest, *, api: str, client: str,
-                      created_at: datetime, owner: str = "", asker: str = "") -> None:
+                      created_at: datetime, owner: str = "", asker: str = "",
+                      in_conversation: bool = False) -> None:
     """Publish a created generation so that any web process may stream it; TooManyPending
     when `asker` has STREAM_MAX_PENDING_PER_CLIENT of them waiting already."""
     record = {"request": request_message(request), "api": api, "client": client,
-              "created_at": created_at.isoformat(), "owner": owner, "asker": asker}
+              "created_at": created_at.isoformat(), "owner": owner, "asker": asker,
+              "conversation": in_conversation}
     ttl = int(settings.STREAM_UNCLAIMED_TTL_S)
     share = settings.STREAM_MAX_PENDING_PER_CLIENT
     put = await call("eval", _PUT, 2, PREFIX + request.id, PENDING_PREFIX + asker,
@@ -130,6 +133,14 @@ OWNER_TTL_S = 24 * 3600  # as long as anyone may still ask about a generation's 
 async def remember_owner(generation_id: str, owner: str) -> None:
     """Who may see and cancel a generation, whichever process ends up streaming it."""
     await call("set", PREFIX + generation_id + ":owner", owner, ex=OWNER_TTL_S)
+
+
+async def forget(generation_id: str) -> None:
+    """Drop everything Redis keeps of a generation: its created request, notes, and its answer's
+    log (a deleted conversation's answer is readable nowhere after this)."""
+    key = PREFIX + generation_id
+    await call("delete", key, key + ":claimed", key + ":cancelled", key + ":owner",
+               answer_log.key(generation_id))
 
 
 async def owner_of(generation_id: str) -> str:

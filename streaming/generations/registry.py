@@ -64,6 +64,7 @@ class Generation:
     client: str = ""
     owner: str = ""  # streaming/http/auth.py's principal of whoever created it
     background: bool = False  # runs with nobody reading (the Responses API's `background`)
+    in_conversation: bool = False  # an answer a conversation item keeps (conversations/answers.py)
     status: str = PENDING
     error_code: str = ""
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -111,6 +112,7 @@ class Generation:
                 "grace_s": self.answer.grace_s, "retention_s": self.answer.retention_s,
                 "max_bytes": settings.STREAM_RESUME_MAX_BYTES, "background": self.background,
                 "meta": {"api": self.api, "client": self.client, "owner": self.owner,
+                         "conversation": self.in_conversation,
                          "created_at": self.created_at.isoformat()},
             })
         stream.on_finish(self._ended)

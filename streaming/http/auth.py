@@ -8,6 +8,7 @@ carry the CSRF token. See docs/security.md for why "loopback" is decided as it i
 from __future__ import annotations
 
 import ipaddress
+import secrets
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -108,6 +109,36 @@ def _csrf_refused(request: HttpRequest) -> bool:
 
 def _checked_view(request: HttpRequest) -> None:  # a view that is not csrf_exempt
     return None
+
+
+# An anonymous browser's conversations are bound to it by a random token in a signed cookie
+# (docs/conversations.md): another browser, or a forged cookie, is another owner.
+OWNER_COOKIE = "llm_owner"
+OWNER_SALT = "streaming.conversation-owner"
+OWNER_COOKIE_AGE_S = 400 * 24 * 3600  # the longest a browser keeps a cookie (RFC 6265bis)
+
+
+def conversation_owner(request: HttpRequest) -> str:
+    """Whose conversations a request reads and writes: the signed-in user or the key, else
+    the browser's signed cookie (`anon:<token>`), else the anonymous address (an API client
+    of the open loopback default)."""
+    if owner_required(request):
+        return principal(request)
+    token = anonymous_token(request)
+    return f"anon:{token}" if token else principal(request)
+
+
+def anonymous_token(request: HttpRequest) -> str | None:
+    """The token of the browser's signed owner cookie, if it has a valid one."""
+    return request.get_signed_cookie(OWNER_COOKIE, default=None, salt=OWNER_SALT)
+
+
+def give_owner_cookie(request: HttpRequest, response) -> None:
+    """An anonymous browser without a valid owner cookie gets one (the chat page does this)."""
+    if anonymous_token(request) is None:
+        response.set_signed_cookie(OWNER_COOKIE, secrets.token_urlsafe(18), salt=OWNER_SALT,
+                                   max_age=OWNER_COOKIE_AGE_S, httponly=True, samesite="Lax",
+                                   secure=request.is_secure())
 
 
 def owner_required(request: HttpRequest) -> bool:

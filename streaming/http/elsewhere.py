@@ -40,7 +40,8 @@ async def claim(generation_id: str) -> Generation | None:
     engine = await ready_engine()
     return registry.add(Generation(record["request"], engine, api=record["api"],
                                    client=record["client"], created_at=record["created_at"],
-                                   owner=record.get("owner", "")))
+                                   owner=record.get("owner", ""),
+                                   in_conversation=record.get("conversation", False)))
 
 
 async def replica_once_started(generation_id: str) -> Generation | None:

@@ -12,6 +12,8 @@ RESPONSES_BACKGROUND_PER_CLIENT, and cancelled by `POST /v1/responses/<id>/cance
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -26,6 +28,7 @@ from streaming.fleet.replica import CATCH_UP_S, replicas
 from streaming.generations import stored
 from streaming.generations.answer import event_id
 from streaming.generations.registry import Generation, registry
+from streaming.http import response_conversation
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.auth import may_see, owner_required, principal
 from streaming.http.errors import openai_error_response
@@ -123,8 +126,8 @@ async def create_response(request: HttpRequest) -> HttpResponse:
     """`POST /v1/responses`: streamed, waited for, or left to run in the background."""
     body = parse_response_body(request.body)
     history = await _previous_turns(request, body)
-    generation, spec = await admit(
-        request, lambda _, engine: body.build(engine.model, history), api="responses")
+    linked = await response_conversation.link(request, body)
+    generation, spec = await admit(request, _parser(body, history, linked), api="responses")
     if body.background:
         generation.background = True
         try:
@@ -133,6 +136,8 @@ async def create_response(request: HttpRequest) -> HttpResponse:
         except StreamingError:
             registry.discard(generation)
             raise
+    if linked is not None:
+        await linked.write(generation)  # before it starts: its end always finds the item
     if body.store:
         await stored.save(spec, generation.owner, _stored_turns(generation, spec), generation)
     try:
@@ -140,6 +145,8 @@ async def create_response(request: HttpRequest) -> HttpResponse:
     except Exception:
         if body.store:
             await stored.forget(generation.id)  # refused before it began: nothing to keep
+        if linked is not None:
+            await linked.take_back()
         raise
     if body.stream:
         framer = ResponseFramer(spec, generation.stream, 0, -1)
@@ -204,6 +211,14 @@ async def cancel_response(request: HttpRequest, response_id: str) -> HttpRespons
         return JsonResponse(wire.response_object(spec, Outcome(
             status="cancelled", text=generation.stream.text() if generation.stream else "")))
     return JsonResponse(wire.response_object(spec, stored.outcome_of(generation)))
+
+
+def _parser(body: ResponseBody, history: list[Message],
+            linked: response_conversation.Linked | None) -> Callable[..., Any]:
+    """How `admit` builds the request: from the conversation, or from `history` and input."""
+    if linked is not None:
+        return lambda _, engine: linked.build(body, engine)
+    return lambda _, engine: body.build(engine.model, history)
 
 
 async def _previous_turns(request: HttpRequest, body: ResponseBody) -> list[Message]:

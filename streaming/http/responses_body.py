@@ -24,7 +24,7 @@ from streaming.wire.responses_format import ID_PREFIX, ResponseSpec
 
 SUPPORTED = {
     "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
-    "background", "store", "previous_response_id", "metadata",
+    "background", "store", "previous_response_id", "metadata", "conversation",
     "seed", "fault",  # ours, as in the native API: the same answer for the same seed
 }
 IGNORED = {"user", "service_tier", "prompt_cache_key", "safety_identifier", "parallel_tool_calls",
@@ -39,11 +39,11 @@ NEUTRAL = {
     "top_logprobs": is_none_or(0),
     "max_tool_calls": is_none_or(),
     "prompt": is_none_or(),
-    "conversation": is_none_or(),
 }
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 TEXT_PARTS = {"input_text", "output_text", "text"}
 RESPONSE_ID = re.compile(re.escape(ID_PREFIX) + "([0-9a-f]{32})")
+CONVERSATION_ID = re.compile("conv_[0-9a-f]{32}")  # conversations/records.new_conversation_id
 MAX_METADATA = 16  # OpenAI's bounds on `metadata`: pairs, key and value characters
 MAX_METADATA_KEY, MAX_METADATA_VALUE = 64, 512
 
@@ -63,34 +63,48 @@ class ResponseBody:
     background: bool
     store: bool
     previous_response_id: str | None  # its generation id
+    conversation_id: str | None = None  # `conversation`'s (response_conversation.py)
 
     def build(self, model: str, history: list[Message]) -> tuple[GenerationRequest,
                                                                  ResponseSpec]:
         """The request (instructions, then `history`, then the input) and its spec."""
+        self.check_model(model)
         data = self.data
-        requested = data.get("model")
-        if requested != model:
-            raise ModelNotFound(f"The model {requested!r} does not exist; this server serves "
-                                f"{model!r} (GET /v1/models).")
         instructions = data.get("instructions")
         turns = [*([Message("system", instructions)] if instructions else []), *history,
                  *input_messages(data.get("input"))]
         request = build_request(
             messages=parse_messages({"messages": [{"role": m.role, "content": m.content}
-                                                  for m in turns]}),
-            max_tokens=data.get("max_output_tokens"), temperature=data.get("temperature"),
-            top_p=data.get("top_p"), seed=data.get("seed"), fault=data.get("fault"),
-            max_tokens_field="max_output_tokens",
-        )
-        spec = ResponseSpec(
+                                                  for m in turns]}), **self.sampling())
+        return request, self.spec(request, model)
+
+    def check_model(self, model: str) -> None:
+        """ModelNotFound (404) unless `model` is the one served."""
+        requested = self.data.get("model")
+        if requested != model:
+            raise ModelNotFound(f"The model {requested!r} does not exist; this server serves "
+                                f"{model!r} (GET /v1/models).")
+
+    def sampling(self) -> dict[str, Any]:
+        """What the body asks of the generation, as `build_request`'s arguments."""
+        data = self.data
+        return {"max_tokens": data.get("max_output_tokens"),
+                "temperature": data.get("temperature"), "top_p": data.get("top_p"),
+                "seed": data.get("seed"), "fault": data.get("fault"),
+                "max_tokens_field": "max_output_tokens"}
+
+    def spec(self, request: GenerationRequest, model: str) -> ResponseSpec:
+        """What the response's object echoes."""
+        data = self.data
+        return ResponseSpec(
             generation_id=request.id, model=model, created_at=int(time.time()),
-            instructions=instructions, max_output_tokens=data.get("max_output_tokens"),
+            instructions=data.get("instructions"),
+            max_output_tokens=data.get("max_output_tokens"),
             temperature=data.get("temperature"), top_p=data.get("top_p"),
             metadata=data.get("metadata") or {},
             previous_response_id=data.get("previous_response_id"),
-            background=self.background, store=self.store,
+            background=self.background, store=self.store, conversation=self.conversation_id,
         )
-        return request, spec
 
 
 def parse_response_body(body: bytes) -> ResponseBody:
@@ -110,7 +124,7 @@ def parse_response_body(body: bytes) -> ResponseBody:
     if background and not store:
         raise UnsupportedParameter("background", "A background response must be stored: "
                                                  "`store` cannot be false with it.")
-    _check_metadata(data.get("metadata"))
+    check_metadata(data.get("metadata"))
     previous = data.get("previous_response_id")
     previous_id = None
     if previous is not None:
@@ -120,7 +134,24 @@ def parse_response_body(body: bytes) -> ResponseBody:
                                        "`previous_response_id` must be a response id "
                                        f"({ID_PREFIX}…).")
     input_messages(data["input"])  # its errors before any lookup
-    return ResponseBody(data, stream, background, store, previous_id)
+    return ResponseBody(data, stream, background, store, previous_id,
+                        _conversation_id(data.get("conversation"), previous_id))
+
+
+def _conversation_id(raw: Any, previous_id: str | None) -> str | None:
+    """`conversation`: an id or `{"id": …}`; not with `previous_response_id` (as OpenAI)."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and set(raw) == {"id"}:
+        raw = raw["id"]
+    if not isinstance(raw, str) or not CONVERSATION_ID.fullmatch(raw):
+        raise UnsupportedParameter("conversation", "`conversation` must be a conversation id "
+                                                   "(conv_…) or {\"id\": \"conv_…\"}.")
+    if previous_id is not None:
+        raise UnsupportedParameter("conversation", "`conversation` and `previous_response_id` "
+                                                   "cannot be used together: a response "
+                                                   "continues one or the other.")
+    return raw
 
 
 def input_messages(raw: Any) -> list[Message]:
@@ -167,7 +198,8 @@ def _flag(data: dict[str, Any], name: str, default: bool) -> bool:
     return value
 
 
-def _check_metadata(metadata: Any) -> None:
+def check_metadata(metadata: Any) -> None:
+    """OpenAI's bounds on `metadata` (responses, conversations): a 400 naming it otherwise."""
     if metadata is None:
         return
     if not isinstance(metadata, dict) or len(metadata) > MAX_METADATA or not all(

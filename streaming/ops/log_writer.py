@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,9 @@ KEEP_CONNECTION_S = 5.0  # idle this long, the writer lets its connection go
 _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generation-log")
 _rows: list[dict[str, Any]] = []
 _ends: list[tuple[str, dict[str, Any]]] = []  # stored responses' final columns, by id
+# Other writes that follow a generation (its conversation item's text, say), run in order
+# after the rows of their batch, on the writer's connection.
+_jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
 _writer: asyncio.Task[None] | None = None
 _more = asyncio.Event()  # a row was queued: wakes the writer while it keeps its connection
 _writing: set[Future[None]] = set()  # batches in the thread: waited on by flush, from any loop
@@ -42,10 +46,20 @@ def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
 
 def schedule_log(generation: Generation) -> None:
     """Queue the row (and a stored response's end): the reader's last frame is already out."""
-    global _writer, _more
     _rows.append(generation.log_fields())
     if generation.api == "responses":
         _ends.append((generation.id, stored.final_fields(generation)))
+    _wake()
+
+
+def schedule(job: Callable[..., None], *args: Any) -> None:
+    """Run `job(*args)` in the writer's thread, after the rows queued before it."""
+    _jobs.append((job, args))
+    _wake()
+
+
+def _wake() -> None:
+    global _writer, _more
     loop = asyncio.get_running_loop()
     if _writer is None or _writer.done() or _writer.get_loop() is not loop:
         _more = asyncio.Event()
@@ -63,11 +77,11 @@ def _submit(job, *args: Any) -> Future[None]:
 async def _drain() -> None:
     while True:
         _more.clear()
-        while _rows:
-            batch, ends = _take()
+        while _rows or _jobs:
+            batch, ends, jobs = _take()
             # Shielded: if this task is cancelled (its loop shutting down), the batch is still
             # written, instead of being dropped from the thread's queue with it.
-            await asyncio.shield(asyncio.wrap_future(_submit(_write, batch, ends)))
+            await asyncio.shield(asyncio.wrap_future(_submit(_write, batch, ends, jobs)))
         try:
             async with asyncio.timeout(KEEP_CONNECTION_S):
                 await _more.wait()
@@ -75,17 +89,29 @@ async def _drain() -> None:
         except TimeoutError:
             pass
         await asyncio.shield(asyncio.wrap_future(_submit(_close)))
-        if not _rows:
+        if not _rows and not _jobs:
             return  # (no await since the check: a row queued from now on starts a new writer)
 
 
-def _take() -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
-    batch, ends = _rows[:], _ends[:]
-    del _rows[:], _ends[:]
-    return batch, ends
+def _take() -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]],
+                     list[tuple[Callable[..., None], tuple[Any, ...]]]]:
+    batch, ends, jobs = _rows[:], _ends[:], _jobs[:]
+    del _rows[:], _ends[:], _jobs[:]
+    return batch, ends, jobs
 
 
-def _write(batch: list[dict[str, Any]], ends: list[tuple[str, dict[str, Any]]]) -> None:
+def _write(batch: list[dict[str, Any]], ends: list[tuple[str, dict[str, Any]]],
+           jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = ()) -> None:
+    _write_rows(batch, ends)
+    for job, args in jobs:
+        try:
+            job(*args)
+        except Exception:
+            logger.exception("a write after a generation failed (%s)", job.__qualname__)
+            connection.close()
+
+
+def _write_rows(batch: list[dict[str, Any]], ends: list[tuple[str, dict[str, Any]]]) -> None:
     for generation_id, fields in ends:
         try:
             StoredResponse.objects.filter(response_id=generation_id).update(**fields)
@@ -115,7 +141,7 @@ def _close() -> None:
 
 async def flush() -> None:
     """Write every queued row and let the connection go (shutdown and tests), from any loop."""
-    if _rows:  # whichever loop queued them: the writer may be asleep, or its loop gone
+    if _rows or _jobs:  # whichever loop queued them: the writer may be asleep, or its loop gone
         _submit(_write, *_take())
     _submit(_close)
     for future in list(_writing):

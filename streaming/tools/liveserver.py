@@ -5,13 +5,15 @@ No fixed ports (the OS picks one) and no bare sleeps (readiness is polled with a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,26 @@ def wait_until(check: Callable[[], Any], timeout: float = 10.0, interval: float 
                 return result
         time.sleep(interval)
     raise TimeoutError(f"condition not met within {timeout}s (last error: {last_error!r})")
+
+
+@contextlib.contextmanager
+def scratch_database(directory: Path, like: str = "") -> Iterator[str]:
+    """A DATABASE_URL of a database of one's own, of the vendor of `like` (a DATABASE_URL;
+    empty: SQLite): a file in `directory`, or a fresh PostgreSQL database on that server,
+    dropped afterwards."""
+    if not like.startswith(("postgres://", "postgresql://")):
+        yield f"sqlite:///{directory / 'scratch.sqlite3'}"
+        return
+    import psycopg  # only for PostgreSQL
+
+    name = f"scratch_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(like, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield like.split("?")[0].rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(like, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @dataclass

@@ -51,6 +51,7 @@ class ResponseSpec:
     previous_response_id: str | None = None
     background: bool = False
     store: bool = True
+    conversation: str | None = None  # the id of the conversation it answers in
 
     def as_json(self) -> dict[str, Any]:
         """For storing (models.StoredResponse.spec)."""
@@ -106,6 +107,7 @@ def response_object(spec: ResponseSpec, outcome: Outcome) -> dict[str, Any]:
         "parallel_tool_calls": False, "tool_choice": "none", "tools": [],
         "text": {"format": {"type": "text"}}, "truncation": "disabled",
         "usage": usage(outcome) if ended else None,
+        "conversation": {"id": spec.conversation} if spec.conversation else None,
     }
 
 

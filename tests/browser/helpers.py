@@ -1,12 +1,22 @@
-"""What the browser tests do again and again: screenshots, request rewriting, crafted streams."""
+"""What the browser tests do again and again: screenshots, request rewriting, crafted streams,
+people who sign in."""
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from bench.page_history import django_shell
+from tests.support.live import LiveServer
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+# The page's requests that make an answer: a message sent (or edited), an answer regenerated.
+ANSWERING = re.compile(
+    r"/api/conversations/conv_[0-9a-f]{32}/(messages|items/msg_[0-9a-f]{32}/regenerate)$")
 
 
 def screenshot(page: Any, name: str) -> Path:
@@ -17,45 +27,72 @@ def screenshot(page: Any, name: str) -> Path:
     return path
 
 
-def amend_generation_requests(page: Any, extra: dict[str, Any], seen: list[dict] | None = None):
-    """Merge `extra` (e.g. a deterministic-engine fault) into the page's POST /api/generations.
-
-    Test-only, and outside the product: the page itself never sends a fault.
-    """
+def amend_new_conversations(page: Any, settings: dict[str, Any]) -> None:
+    """Give the conversations the page creates these settings (e.g. `{"max_tokens": 40}`), as
+    its settings panel would."""
 
     def handle(route: Any) -> None:
         request = route.request
         if request.method != "POST":
             route.continue_()
             return
-        body = {**json.loads(request.post_data or "{}"), **extra}
-        if seen is not None:
-            seen.append(body)
-        route.continue_(post_data=json.dumps(body))
+        route.continue_(post_data=json.dumps({**json.loads(request.post_data or "{}"), **settings}))
 
-    page.route("**/api/generations", handle)
+    page.route("**/api/conversations", handle)
+
+
+def origin_of(url: str) -> str:
+    """`scheme://host:port` of `url`."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def replace_answers(page: Any, generation_for: Callable[[dict, str], dict]) -> None:
+    """Let the server make each answer the page asks for (its message, its item), then hand the
+    page another generation to read instead: `generation_for(branch, origin)` → `{"id",
+    "stream_url", "cancel_url"}`. The server's own generation is cancelled, never read.
+
+    Test-only, and outside the product: how a test gives the page a stream the deterministic
+    engine cuts or fails (its `fault`), or a hand-written one.
+    """
+
+    def handle(route: Any) -> None:
+        response = route.fetch()
+        if response.status != 201:
+            route.fulfill(response=response)
+            return
+        branch = response.json()
+        origin = origin_of(route.request.url)
+        answer = branch["items"][-1]
+        page.request.post(origin + answer["generation"]["cancel_url"])
+        answer["generation"] = generation_for(branch, origin)
+        route.fulfill(response=response, json=branch)
+
+    page.route(ANSWERING, handle)
+
+
+def answer_with(page: Any, extra: dict[str, Any]) -> None:
+    """Each answer the page asks for is the same turns asked of `POST /api/generations` with
+    `extra` (e.g. a deterministic-engine fault)."""
+
+    def generation_for(branch: dict, origin: str) -> dict:
+        turns = [{"role": item["role"], "content": item["content"]} for item in branch["items"][:-1]
+                 if item["content"] or item["role"] != "assistant"]
+        return page.request.post(origin + "/api/generations",
+                                 data={"messages": turns, **extra}).json()
+
+    replace_answers(page, generation_for)
 
 
 def serve_crafted_stream(page: Any, sse_body: str, generation_id: str = "crafted") -> list[str]:
-    """Answer the page's POST and its stream request with a hand-written event stream.
+    """Answer the page's messages with a hand-written event stream.
 
     Returns the list of stream URLs requested, so a test can count reconnects.
     """
     stream_requests: list[str] = []
     base = f"/api/generations/{generation_id}"
-
-    def create(route: Any) -> None:
-        route.fulfill(
-            status=201,
-            content_type="application/json",
-            body=json.dumps(
-                {
-                    "id": generation_id,
-                    "stream_url": f"{base}/stream",
-                    "cancel_url": f"{base}/cancel",
-                }
-            ),
-        )
+    replace_answers(page, lambda branch, origin: {
+        "id": generation_id, "stream_url": f"{base}/stream", "cancel_url": f"{base}/cancel"})
 
     def stream(route: Any) -> None:
         stream_requests.append(route.request.url)
@@ -68,10 +105,38 @@ def serve_crafted_stream(page: Any, sse_body: str, generation_id: str = "crafted
             body=sse_body,
         )
 
-    page.route("**/api/generations", create)
     page.route(f"**{base}/stream", stream)
     page.route(f"**{base}", lambda route: route.fulfill(status=404, body="{}"))
     return stream_requests
+
+
+def shown_conversation(page: Any) -> dict:
+    """The conversation the page shows, as the server has it (the page's own cookies)."""
+    item_id = page.locator("#thread .message").first.get_attribute("data-item-id")
+    listed = page.request.get(origin_of(page.url) + "/api/conversations").json()["data"]
+    for conversation in listed:
+        branch = page.request.get(origin_of(page.url) + f"/api/conversations/{conversation['id']}")
+        if any(item["id"] == item_id for item in branch.json()["items"]):
+            return branch.json()
+    raise AssertionError(f"no conversation of this browser holds {item_id}")
+
+
+def create_user(server: LiveServer, username: str, password: str) -> int:
+    """A person who may sign in to the chat; their id."""
+    code = ("import sys; from django.contrib.auth.models import User; "
+            "name, password = sys.stdin.read().split('\\n'); "
+            "print(User.objects.create_user(name, password=password).pk)")
+    return int(django_shell(server, code, f"{username}\n{password}").split()[-1])
+
+
+def sign_in(page: Any, username: str, password: str) -> None:
+    """Through the chat's own sign-in page, back to the chat."""
+    page.goto(origin_of(page.url) + "/login/?next=/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("#login-submit")
+    page.wait_for_url("**/")
+    page.wait_for_selector("html[lang]")
 
 
 def send_prompt(page: Any, text: str) -> Any:

@@ -14,13 +14,16 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.live import LiveServer, iter_sse, tokens_of
+from tests.support.live import LiveServer, iter_sse, tokens_of, wait_until
 
 from .helpers import (
-    amend_generation_requests,
+    ANSWERING,
+    amend_new_conversations,
+    answer_with,
     screenshot,
     send_prompt,
     serve_crafted_stream,
+    shown_conversation,
     token_event,
 )
 
@@ -73,7 +76,7 @@ def stays(read: Any, value: Any, seconds: float) -> bool:
 def test_tokens_appear_progressively(open_page, chat_server: LiveServer) -> None:
     """Partial text is on screen while the answer is still streaming, then the rest follows."""
     page = open_page()
-    amend_generation_requests(page, {"max_tokens": 40})
+    amend_new_conversations(page, {"max_tokens": 40})
     answer = send_prompt(page, "ストリーミングについて教えて")
     body = answer.locator(".message-body")
 
@@ -97,17 +100,16 @@ def test_tokens_appear_progressively(open_page, chat_server: LiveServer) -> None
     assert page.errors == []
 
 
-# Records, at the instant an answer's state turns final, what its body shows and what the page
-# holds as its text (saved in the same step): the two must already agree, not a frame later.
+# Records, at the instant an answer's state turns final, what its body shows: it must already be
+# the whole answer (what the server keeps as its text), not a frame later.
 WATCH_ENDINGS = """() => {
   window.endings = [];
   new MutationObserver((records) => {
     for (const record of records) {
       const el = record.target;
       if (!["done", "length", "stopped", "cut", "error"].includes(el.dataset.state)) continue;
-      const saved = JSON.parse(localStorage.getItem("chat.conversations.v1"))[0].messages.at(-1);
       const body = el.querySelector(".message-body").innerText;
-      window.endings.push({state: el.dataset.state, body, text: saved.content});
+      window.endings.push({state: el.dataset.state, body});
     }
   }).observe(document.getElementById("messages"),
              {subtree: true, attributes: true, attributeFilter: ["data-state"]});
@@ -121,7 +123,7 @@ def test_where_no_worker_can_start_the_page_reads_the_stream_itself(open_page) -
     page.route("**/static/sse-worker.js", lambda route: route.fulfill(status=404, body=""))
     page.reload()
     page.wait_for_selector("html[lang]")
-    amend_generation_requests(page, {"max_tokens": 20})
+    amend_new_conversations(page, {"max_tokens": 20})
     answer = send_prompt(page, "ワーカーなしで")
     expect(answer).to_have_attribute("data-state", FINISHED, timeout=20_000)
     assert "20 トークン" in answer.locator(".message-stats").inner_text()
@@ -138,13 +140,15 @@ def test_the_final_text_is_on_screen_when_the_answer_ends(open_page) -> None:
     """The last tokens and [DONE] often arrive in one read: the body shows them with `done`."""
     page = open_page()
     page.evaluate(WATCH_ENDINGS)
-    amend_generation_requests(page, {"max_tokens": 30})
+    amend_new_conversations(page, {"max_tokens": 30})
     answer = send_prompt(page, "ストリーミングについて教えて")
     expect(answer).to_have_attribute("data-state", FINISHED, timeout=20_000)
 
     [ending] = page.evaluate("window.endings")
-    assert squeeze(ending["text"])
-    assert squeeze(ending["body"]) == squeeze(ending["text"])
+    text = wait_until(lambda: (item := shown_conversation(page)["items"][-1])["status"]
+                      != "in_progress" and item["content"])
+    assert squeeze(text)
+    assert squeeze(ending["body"]) == squeeze(text)
     assert page.errors == []
 
 
@@ -196,7 +200,7 @@ def test_stream_cut_by_the_server_keeps_the_text_and_says_so(
     page = open_page(locale=locale)
     assert page.get_attribute("html", "lang") == language["lang"]
     expect(page.locator("#send-button")).to_have_text(language["send"])
-    amend_generation_requests(page, fault)
+    answer_with(page, fault)
     answer = send_prompt(page, prompt)
     expect(answer).to_have_attribute("data-state", "cut")
     screenshot(page, f"03-cut-{locale}")
@@ -233,7 +237,7 @@ def test_error_event_is_said_in_the_page_language(
     prompt = "長すぎる入力"
     fault = {"fault": {"at": 3, "code": code}}
     page = open_page()
-    amend_generation_requests(page, fault)
+    answer_with(page, fault)
     answer = send_prompt(page, prompt)
     expect(answer).to_have_attribute("data-state", "error")
     screenshot(page, f"04-error-event-{code}")
@@ -264,14 +268,15 @@ def test_an_unknown_error_code_gets_the_generic_words_and_keeps_the_message(open
 
 
 def test_a_refusal_before_the_stream_is_said_in_the_page_language(open_page) -> None:
-    """A 503 to the POST (a JSON error, before any stream) is translated by its code too."""
+    """A 503 to the message's POST (a JSON error, before any stream) is translated by its code
+    too."""
     for locale, expected in [
         ("ja-JP", "エラー: モデルが混み合っています。しばらくしてからお試しください。"),
         ("en-US", "Error: The model is busy. Try again shortly."),
     ]:
         page = open_page(locale=locale)
         page.route(
-            "**/api/generations",
+            ANSWERING,
             lambda route: route.fulfill(
                 status=503,
                 content_type="application/json",
@@ -297,7 +302,16 @@ def test_a_refusal_before_the_stream_is_said_in_the_page_language(open_page) -> 
 
 def error_codes() -> set[str]:
     """Every public error code: each StreamingError's, and those a stream may end with."""
+    import importlib
+    import pkgutil
+
+    import streaming
     from streaming.core import exceptions
+
+    # Subclasses exist only once their module is imported: import them all, whatever ran before.
+    for module in pkgutil.walk_packages(streaming.__path__, "streaming."):
+        if ".management." not in module.name and ".migrations." not in module.name:
+            importlib.import_module(module.name)
 
     def subclasses(cls: type) -> list[type]:
         return [cls, *(sub for child in cls.__subclasses__() for sub in subclasses(child))]
@@ -397,7 +411,7 @@ def test_summary_and_unknown_named_events_are_harmless(open_page) -> None:
 def test_a_stall_is_visible_and_stop_ends_it(open_page, chat_server: LiveServer) -> None:
     """Tokens stop coming without the stream closing: the page says so and marks the gap."""
     page = open_page()
-    amend_generation_requests(page, {"fault": {"at": 3, "kind": "stall"}})
+    answer_with(page, {"fault": {"at": 3, "kind": "stall"}})
     answer = send_prompt(page, "止まる回答")
     status = answer.locator(".message-status")
     expect(status).to_have_text(re.compile(r"^\d+ 秒間トークンが届いていません…$"), timeout=10_000)
@@ -436,21 +450,23 @@ def test_keyboard_shift_enter_newline_enter_sends_esc_stops(
 
 
 def test_multi_turn_history_survives_reload_and_new_chat(open_page) -> None:
-    """Earlier turns go to the model; conversations come back after a reload."""
+    """The conversation is the server's: every turn is kept there (the model sees them all),
+    it comes back after a reload, and a new chat is a conversation of its own."""
     page = open_page()
-    sent: list[dict] = []
-    amend_generation_requests(page, {"max_tokens": 12}, sent)
+    amend_new_conversations(page, {"max_tokens": 12})
     first = send_prompt(page, "一つ目の質問")
     expect(first).to_have_attribute("data-state", FINISHED)
     first_text = first.locator(".message-body").inner_text()
     second = send_prompt(page, "二つ目の質問")
     expect(second).to_have_attribute("data-state", FINISHED)
 
-    history = sent[1]["messages"]
-    assert [m["role"] for m in history] == ["user", "assistant", "user"]
-    assert history[0]["content"] == "一つ目の質問"
-    assert squeeze(history[1]["content"]) == squeeze(first_text)
-    assert history[2]["content"] == "二つ目の質問"
+    kept = wait_until(lambda: (c := shown_conversation(page))["items"][-1]["status"]
+                      != "in_progress" and c)
+    assert [item["role"] for item in kept["items"]] == ["user", "assistant", "user", "assistant"]
+    assert kept["items"][0]["content"] == "一つ目の質問"
+    assert squeeze(kept["items"][1]["content"]) == squeeze(first_text)
+    assert kept["items"][2]["content"] == "二つ目の質問"
+    assert kept["title"] == "一つ目の質問"
 
     page.reload()
     answers = page.locator(".message-assistant")
@@ -458,6 +474,7 @@ def test_multi_turn_history_survives_reload_and_new_chat(open_page) -> None:
     expect(answers.nth(0)).to_have_attribute("data-state", FINISHED)
     assert answers.nth(0).locator(".message-body").inner_text() == first_text
     expect(page.locator(".conversation-open")).to_have_text(["一つ目の質問"])
+    expect(page.locator("#conversation-title")).to_have_text("一つ目の質問")
     screenshot(page, "08-history-after-reload")
 
     page.click("#new-chat")
@@ -466,21 +483,24 @@ def test_multi_turn_history_survives_reload_and_new_chat(open_page) -> None:
     third = send_prompt(page, "別の会話")
     expect(third).to_have_attribute("data-state", FINISHED)
     expect(page.locator(".conversation-open")).to_have_text(["別の会話", "一つ目の質問"])
-    assert sent[-1]["messages"] == [{"role": "user", "content": "別の会話"}]
+    assert [item["content"] for item in shown_conversation(page)["items"][:1]] == ["別の会話"]
 
     page.locator(".conversation-open", has_text="一つ目の質問").click()
     expect(page.locator(".message-assistant")).to_have_count(2)
+    expect(page.locator(".conversation-open", has_text="一つ目の質問")).to_have_attribute(
+        "aria-current", "true")
 
 
 def test_copy_and_regenerate(open_page, chat_server: LiveServer) -> None:
-    """Copy puts the answer's text on the clipboard; Regenerate asks again with a new seed."""
+    """Copy puts the answer's text on the clipboard; Regenerate asks again and keeps the first
+    answer as its alternative ("1 / 2")."""
     page = open_page()
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=chat_server.url)
-    sent: list[dict] = []
-    amend_generation_requests(page, {"max_tokens": 15}, sent)
+    amend_new_conversations(page, {"max_tokens": 15})
     answer = send_prompt(page, "コピーと再生成")
     expect(answer).to_have_attribute("data-state", FINISHED)
     original = answer.locator(".message-body").inner_text()
+    original_id = answer.get_attribute("data-item-id")
 
     answer.locator(".copy-button").click()
     expect(answer.locator(".copy-button")).to_have_text("コピーしました")
@@ -490,20 +510,21 @@ def test_copy_and_regenerate(open_page, chat_server: LiveServer) -> None:
     regenerated = page.locator(".message-assistant")
     expect(regenerated).to_have_count(1)
     expect(regenerated.first).to_have_attribute("data-state", FINISHED)
+    expect(regenerated.first.locator(".alternatives-label")).to_have_text("2 / 2")
     screenshot(page, "09-regenerated")
-    assert (
-        sent[1]["messages"]
-        == sent[0]["messages"]
-        == [{"role": "user", "content": "コピーと再生成"}]
-    )
-    assert isinstance(sent[1].get("seed"), int)
-    assert regenerated.first.locator(".message-body").inner_text() != original
+    assert regenerated.first.get_attribute("data-item-id") != original_id
+
+    regenerated.first.locator(".alternative-previous").click()
+    expect(regenerated.first).to_have_attribute("data-item-id", original_id)
+    expect(regenerated.first.locator(".alternatives-label")).to_have_text("1 / 2")
+    assert regenerated.first.locator(".message-body").inner_text() == original
+    assert page.errors == []
 
 
 def test_phone_width(open_page) -> None:
     """At 375 px the page fits, streams, and keeps its conversations in a drawer."""
     page = open_page(viewport={"width": 375, "height": 740})
-    amend_generation_requests(page, {"max_tokens": 30})
+    amend_new_conversations(page, {"max_tokens": 30})
     answer = send_prompt(page, "スマートフォンでの表示を確認します。長い質問文も折り返されるはず")
     expect(answer).to_have_attribute("data-state", FINISHED)
     screenshot(page, "10-phone")

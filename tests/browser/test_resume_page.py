@@ -27,7 +27,7 @@ from tests.support.live import (
 )
 
 from .conftest import DESKTOP, PAGE_ENGINE_ENV
-from .helpers import amend_generation_requests, screenshot, send_prompt
+from .helpers import amend_new_conversations, screenshot, send_prompt
 
 CUT_TEXT = "応答が途中で切れました"
 MAX_TOKENS = 48  # about 2 s at the page's pace: room to break it, not long to wait
@@ -153,7 +153,7 @@ def open_page(browser: Any, server: LiveServer) -> tuple[Any, CuttableProxy]:
     page = context.new_page()
     page.errors = []
     page.on("pageerror", lambda error: page.errors.append(str(error)))
-    amend_generation_requests(page, {"max_tokens": MAX_TOKENS})
+    amend_new_conversations(page, {"max_tokens": MAX_TOKENS})
     page.goto(f"http://127.0.0.1:{proxy.port}/")
     page.wait_for_selector("html[lang]")
     return page, proxy
@@ -312,12 +312,12 @@ def test_a_reload_mid_answer_continues_where_it_stopped(
 def test_the_same_conversation_in_two_tabs_streams_in_both_and_stops_in_both(
     browser: Any, resume_server: LiveServer
 ) -> None:
-    context = browser.new_context(locale="ja-JP", viewport=DESKTOP)  # one localStorage
+    context = browser.new_context(locale="ja-JP", viewport=DESKTOP)  # one browser
     context.set_default_timeout(15_000)
     try:
         first, second = context.new_page(), context.new_page()
         for page in (first, second):
-            amend_generation_requests(page, {"max_tokens": 400})
+            amend_new_conversations(page, {"max_tokens": 400})
             page.goto(resume_server.url + "/")
             page.wait_for_selector("html[lang]")
         answer = send_prompt(first, "二つのタブで見る回答")
@@ -327,10 +327,7 @@ def test_the_same_conversation_in_two_tabs_streams_in_both_and_stops_in_both(
         second.locator("#stop-button").click()
         expect(there).to_have_attribute("data-state", "stopped")
         expect(answer).to_have_attribute("data-state", "stopped")
-        generation_id = first.evaluate(
-            "JSON.parse(localStorage.getItem('chat.conversations.v1'))[0].messages.at(-1)"
-            ".meta.generationId"
-        )
+        generation_id = answer.get_attribute("data-generation-id")
         final = resume_server.wait_final(generation_id)
         assert final["status"] == "cancelled"
         assert squeeze(there.locator(".message-body").inner_text()).startswith(

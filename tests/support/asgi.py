@@ -11,9 +11,11 @@ from streaming.wire.sse import EventParser
 
 
 def scope(method: str, path: str, headers: list[tuple[bytes, bytes]] | None = None) -> dict:
+    path, _, query = path.partition("?")  # a path may carry its query, as in a browser
     return {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "scheme": "http", "path": path, "raw_path": path.encode(),
+        "query_string": query.encode(),
         "root_path": "", "headers": headers or [], "client": ("127.0.0.1", 5555),
         "server": ("testserver", 80),
     }

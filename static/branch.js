@@ -1,0 +1,91 @@
+// A conversation as the page holds it: the server's branch shown (docs/conversations.md) as
+// messages, one object per item, kept while the item stays the same, so that the views on
+// screen (one per message) change only where the branch did.
+
+// An item's status (the server's) as the state an answer's view shows.
+const STATE_OF_STATUS = {
+  completed: "done",
+  incomplete: "length",
+  stopped: "stopped",
+  cut: "cut",
+  failed: "error",
+  in_progress: "streaming",
+};
+// What the page measured of an answer it read, which the server does not keep.
+const FIGURES = ["ttftMs", "lastMs", "endMs", "tokens", "times", "reasoningTokens", "graceS"];
+
+/** A new chat: nothing on the server yet (it is created with its first message). */
+export function blankConversation() {
+  return { id: null, title: "", settings: {}, updatedAt: null, messages: [], byId: new Map() };
+}
+
+/** The page's message for a server item (an answer still running: its last checkpoint). */
+export function messageFromItem(item) {
+  const message = { id: item.id, role: item.role, content: item.content, alternatives: item.alternatives };
+  if (item.role !== "assistant") return message;
+  const generation = item.generation;
+  message.meta = {
+    state: STATE_OF_STATUS[item.status] ?? "done",
+    tokens: 0,
+    times: [],
+    finishReason: item.finish_reason || undefined,
+    generationId: generation?.id,
+    streamUrl: generation?.stream_url,
+    cancelUrl: generation?.cancel_url,
+  };
+  return message;
+}
+
+/** Whether the page's `message` still says what `item` says. An answer the server has as
+ * running may have ended here already (the server writes its end a moment later). */
+function unchanged(message, item) {
+  if (message.role !== "assistant" || item.status === "in_progress") return true;
+  return message.content === item.content && message.meta.state === STATE_OF_STATUS[item.status];
+}
+
+/** A changed item's new message, with the figures this page measured of the same answer. */
+function replacement(old, item) {
+  const message = messageFromItem(item);
+  if (old.meta && old.meta.generationId === message.meta.generationId) {
+    for (const name of FIGURES) if (old.meta[name] !== undefined) message.meta[name] = old.meta[name];
+    if (old.reasoning) message.reasoning = old.reasoning;
+  }
+  return message;
+}
+
+/** Bring `conversation` up to date with `branch` (a server reply): its fields, and its messages,
+ * keeping the object of every unchanged item and of `live`, the answer this page is reading
+ * (its text is ahead of the server's). */
+export function applyBranch(conversation, branch, live = null) {
+  conversation.id = branch.id;
+  conversation.title = branch.title;
+  conversation.settings = branch.settings;
+  conversation.updatedAt = branch.updated_at;
+  const byId = new Map();
+  conversation.messages = branch.items.map((item) => {
+    let message = conversation.byId.get(item.id);
+    if (message && message !== live && !unchanged(message, item)) message = replacement(message, item);
+    message ??= messageFromItem(item);
+    message.alternatives = item.alternatives;
+    byId.set(item.id, message);
+    return message;
+  });
+  conversation.byId = byId;
+}
+
+/** The branch's last items are the messages the page showed before the server answered
+ * (`pending`, in order): they take those items' ids, and stay the same objects. */
+export function claimItems(conversation, branch, pending) {
+  const items = branch.items.slice(-pending.length);
+  pending.forEach((message, i) => {
+    if (!items[i] || items[i].role !== message.role) return;
+    message.id = items[i].id;
+    conversation.byId.set(message.id, message);
+  });
+}
+
+/** A branch as the list shows it: the conversation without its items. */
+export function listed(branch) {
+  const { items: _, item_count: __, ...conversation } = branch;
+  return conversation;
+}

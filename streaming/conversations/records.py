@@ -1,0 +1,302 @@
+"""A person's conversations and their items, as the database keeps them (docs/conversations.md).
+
+Items form a tree: each follows its `parent`, so an edited message or a regenerated answer is
+a sibling of the one it replaces, an alternative the page can switch back to ("2 / 3"). The
+branch shown is the path from the root to the conversation's `current` item. Every function
+here is synchronous (one transaction each, where it writes): the views call them in Django's
+request thread (`sync_to_async`), the log writer's thread finishes answers.
+
+Reading a conversation costs a constant number of queries, whatever its length: its items are
+read in one query and the branch is walked in memory.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from streaming.core.exceptions import BadRequest, ConversationLimit, NotFound
+from streaming.models import Conversation, ConversationItem, ItemStatus
+
+TITLE_CHARS = 80  # a conversation without a title is named by its first message's start
+ROLES = ("user", "assistant", "system", "developer")
+
+
+def new_conversation_id() -> str:
+    """A random, unguessable id in OpenAI's shape."""
+    return "conv_" + uuid.uuid4().hex
+
+
+def new_item_id() -> str:
+    """A random, unguessable item id in OpenAI's shape."""
+    return "msg_" + uuid.uuid4().hex
+
+
+def now() -> datetime:
+    """The time records are stamped with."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Branch:
+    """The items shown: the path from the root to `current`, each with its alternatives."""
+
+    conversation: Conversation
+    items: list[ConversationItem]  # root first
+    # item pk → the ids of it and its siblings (alternatives), oldest first
+    alternatives: dict[int, list[str]] = field(default_factory=dict)
+    total: int = 0  # items in the conversation, every branch counted
+
+    def messages(self) -> list[tuple[str, str]]:
+        """(role, content) of the branch, the settings' system prompt first; answers that
+        came to nothing are left out."""
+        turns = [("system", self.conversation.system_prompt)] \
+            if self.conversation.system_prompt else []
+        turns += [(item.role, item.content) for item in self.items
+                  if item.content or item.role != "assistant"]
+        return turns
+
+
+# --- conversations ----------------------------------------------------------------------------
+
+
+def get(owner: str, conversation_id: str) -> Conversation:
+    """The owner's conversation; NotFound for any other (another owner's, too)."""
+    found = Conversation.objects.filter(conversation_id=conversation_id, owner=owner).first()
+    if found is None:
+        raise NotFound("No such conversation.")
+    return found
+
+
+def create(owner: str, *, title: str = "", metadata: dict[str, str] | None = None,
+           items: Iterable[tuple[str, str]] = (), **answer_settings: Any) -> Conversation:
+    """A new conversation of `owner`, with `items` ((role, content), in order) as its branch."""
+    items = list(items)
+    _check_items(items)
+    with transaction.atomic():
+        if Conversation.objects.filter(owner=owner).count() >= \
+                settings.CONVERSATIONS_MAX_PER_OWNER:
+            raise ConversationLimit(f"At most {settings.CONVERSATIONS_MAX_PER_OWNER} "
+                                    "conversations per owner; delete one first.")
+        stamp = now()
+        conversation = Conversation.objects.create(
+            conversation_id=new_conversation_id(), owner=owner, title=title[:200],
+            created_at=stamp, updated_at=stamp, metadata=metadata or {}, **answer_settings)
+        if items:
+            _append_all(conversation, None, items)
+    return conversation
+
+
+def list_for(owner: str, *, limit: int = 50, before: str | None = None,
+             where: Q | None = None) -> list[Conversation]:
+    """The owner's conversations, most recently changed first; `before`: the page after the
+    conversation of that id; `where`: only those it selects (search.py's words)."""
+    query = Conversation.objects.filter(owner=owner)
+    if where is not None:
+        query = query.filter(where)
+    if before is not None:
+        anchor = Conversation.objects.filter(conversation_id=before, owner=owner).first()
+        if anchor is None:
+            raise BadRequest(f"`before`: no conversation {before[:40]!r}.")
+        query = query.filter(Q(updated_at__lt=anchor.updated_at)
+                             | Q(updated_at=anchor.updated_at, pk__lt=anchor.pk))
+    return list(query.order_by("-updated_at", "-pk")[:limit])
+
+
+def update(conversation: Conversation, **fields: Any) -> Conversation:
+    """Change a conversation's title, metadata or answer settings."""
+    for name, value in fields.items():
+        setattr(conversation, name, value)
+    conversation.updated_at = now()
+    conversation.save(update_fields=[*fields, "updated_at"])
+    return conversation
+
+
+def delete(conversation: Conversation) -> list[str]:
+    """Delete a conversation and every item; the generation ids of its answers (their logs
+    are the caller's to free)."""
+    generation_ids = [gid for gid in conversation.items.exclude(generation_id="")
+                      .values_list("generation_id", flat=True)]
+    conversation.delete()
+    return generation_ids
+
+
+def adopt(anonymous: str, owner: str) -> int:
+    """A person signed in: the conversations of their browser's anonymous owner become
+    theirs. How many moved."""
+    return Conversation.objects.filter(owner=anonymous).update(owner=owner)
+
+
+# --- items -------------------------------------------------------------------------------------
+
+
+def branch(conversation: Conversation, to: ConversationItem | None = None, *,
+           whole: bool = True) -> Branch:
+    """The branch shown (or the one ending at `to`; `whole=False` with `to=None`: none), with
+    every item's alternatives, in one query."""
+    items = list(ConversationItem.objects.filter(conversation=conversation)
+                 .order_by("depth", "pk"))
+    by_pk = {item.pk: item for item in items}
+    siblings: dict[int | None, list[ConversationItem]] = {}
+    for item in items:
+        siblings.setdefault(item.parent_id, []).append(item)
+    path = []
+    end = to.pk if to is not None else (conversation.current_id if whole else None)
+    item = by_pk.get(end) if end else None
+    while item is not None:
+        path.append(item)
+        item = by_pk.get(item.parent_id) if item.parent_id else None
+    path.reverse()
+    return Branch(conversation, path,
+                  {item.pk: [s.item_id for s in siblings[item.parent_id]] for item in path},
+                  len(items))
+
+
+def item(conversation: Conversation, item_id: str) -> ConversationItem:
+    """One item of the conversation; NotFound otherwise."""
+    found = ConversationItem.objects.filter(conversation=conversation, item_id=item_id).first()
+    if found is None:
+        raise NotFound("No such item in this conversation.")
+    return found
+
+
+def append(conversation: Conversation, items: Iterable[tuple[str, str]], *,
+           after: ConversationItem | None, status: str = ItemStatus.COMPLETED,
+           generation_id: str = "", last_id: str = "") -> list[ConversationItem]:
+    """Add `items` ((role, content)) after `after` (None: as first items, beside any there),
+    the last one with `status`, `generation_id` and `last_id` (its id, if not a new one: a
+    response's output item id); the branch shown now ends with them."""
+    items = list(items)
+    _check_items(items)
+    with transaction.atomic():
+        return _append_all(conversation, after, items, status=status,
+                           generation_id=generation_id, last_id=last_id)
+
+
+def last_shown(conversation: Conversation) -> ConversationItem | None:
+    """The last item of the branch shown (None: the conversation is empty)."""
+    if conversation.current_id is None:
+        return None
+    return ConversationItem.objects.get(pk=conversation.current_id)
+
+
+def answer_beside(conversation: Conversation, answer: ConversationItem,
+                  generation_id: str) -> ConversationItem:
+    """A new answer to the same message as `answer` (Regenerate): its alternative, shown."""
+    if answer.role != "assistant":
+        raise BadRequest("Only an answer can be regenerated.")
+    with transaction.atomic():
+        parent = answer.parent
+        return _append_all(conversation, parent, [("assistant", "")],
+                           status=ItemStatus.IN_PROGRESS, generation_id=generation_id)[0]
+
+
+def show(conversation: Conversation, chosen: ConversationItem) -> None:
+    """Show the branch through `chosen`: down from it, the newest item at each step."""
+    newest = chosen
+    children = _children(conversation)
+    while children.get(newest.pk):
+        newest = children[newest.pk][-1]
+    conversation.current = newest
+    conversation.updated_at = now()
+    conversation.save(update_fields=["current", "updated_at"])
+
+
+def forget_item(conversation: Conversation, doomed: ConversationItem) -> list[str]:
+    """Delete an item and what follows it; the branch shown moves to its parent if it went
+    through it. The generation ids of the answers deleted."""
+    with transaction.atomic():
+        children = _children(conversation)
+        gone, stack = [], [doomed]
+        while stack:
+            node = stack.pop()
+            gone.append(node)
+            stack.extend(children.get(node.pk, ()))
+        if conversation.current_id in {node.pk for node in gone}:
+            conversation.current = doomed.parent
+        # All at once: deleting `doomed` alone would have Django's collector recurse down the
+        # branch a level at a time (RecursionError past a few hundred items).
+        ConversationItem.objects.filter(pk__in=[node.pk for node in gone]).delete()
+        conversation.updated_at = now()
+        conversation.save(update_fields=["current", "updated_at"])
+    return [node.generation_id for node in gone if node.generation_id]
+
+
+def finish_answer(generation_id: str, text: str | None, status: str,
+                  finish_reason: str) -> None:
+    """An answer's generation ended: its item gets its text (None: its log was not kept
+    whole, so the last checkpoint stays) and how it ended (the log writer's thread; a no-op
+    when no item waits for this generation)."""
+    fields: dict[str, Any] = {"status": status, "finish_reason": finish_reason}
+    if text is not None:
+        fields["content"] = text
+    ConversationItem.objects.filter(generation_id=generation_id,
+                                    status=ItemStatus.IN_PROGRESS).update(**fields)
+
+
+def checkpoint(texts: dict[str, str]) -> None:
+    """Running answers' text so far, by generation id (the log writer's thread)."""
+    for generation_id, text in texts.items():
+        ConversationItem.objects.filter(generation_id=generation_id,
+                                        status=ItemStatus.IN_PROGRESS).update(content=text)
+
+
+# --- inside ------------------------------------------------------------------------------------
+
+
+def _check_items(items: list[tuple[str, str]]) -> None:
+    limit = settings.CONVERSATIONS_MAX_ITEM_CHARS
+    for position, (role, content) in enumerate(items):
+        if role not in ROLES:
+            raise BadRequest(f"items[{position}].role must be one of {', '.join(ROLES)}.")
+        if len(content) > limit:
+            raise BadRequest(f"items[{position}] is {len(content)} characters; the limit is "
+                             f"{limit}.")
+
+
+def _append_all(conversation: Conversation, after: ConversationItem | None,
+                items: list[tuple[str, str]], *, status: str = ItemStatus.COMPLETED,
+                generation_id: str = "", last_id: str = "") -> list[ConversationItem]:
+    limit = settings.CONVERSATIONS_MAX_ITEMS
+    if ConversationItem.objects.filter(conversation=conversation).count() + len(items) > limit:
+        raise ConversationLimit(f"At most {limit} items in one conversation (every branch "
+                                "counted); start a new one.")
+    stamp, made = now(), []
+    depth = after.depth + 1 if after is not None else 0
+    for position, (role, content) in enumerate(items):
+        last = position == len(items) - 1
+        after = ConversationItem.objects.create(
+            item_id=(last_id if last and last_id else new_item_id()),
+            conversation=conversation, parent=after, depth=depth,
+            role=role, content=content, status=status if last else ItemStatus.COMPLETED,
+            generation_id=generation_id if last else "", created_at=stamp)
+        made.append(after)
+        depth += 1
+    title = conversation.title or next(
+        (content.strip()[:TITLE_CHARS] for role, content in items if role == "user"), "")
+    Conversation.objects.filter(pk=conversation.pk).update(
+        current=after, updated_at=stamp, title=title)
+    conversation.current, conversation.updated_at, conversation.title = after, stamp, title
+    return made
+
+
+def _children(conversation: Conversation) -> dict[int, list[ConversationItem]]:
+    children: dict[int, list[ConversationItem]] = {}
+    for node in ConversationItem.objects.filter(conversation=conversation).order_by("pk"):
+        if node.parent_id is not None:
+            children.setdefault(node.parent_id, []).append(node)
+    return children
+
+
+def touch(conversation: Conversation) -> None:
+    """Mark it changed now (it moves to the top of its owner's list)."""
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=now())
+    conversation.updated_at = now()
+

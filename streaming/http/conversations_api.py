@@ -1,0 +1,210 @@
+"""The chat page's conversations (docs/conversations.md): list, open, settings, send, branch.
+
+Thin views over conversations/records.py. Whose conversations these are is
+`auth.conversation_owner`: the signed-in user (or key), else the browser's signed cookie;
+another owner's conversation is 404 on every route. Sending a message writes the person's
+item and an `in_progress` answer item, and creates the answer's generation (not started):
+the page reads its `stream_url` exactly as for `POST /api/generations`, and any reader of the
+conversation, in another browser too, joins the same answer while it runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from streaming.conversations import records, search
+from streaming.conversations.answers import settle
+from streaming.core.exceptions import BadRequest
+from streaming.http import turns
+from streaming.http.admission import api_view
+from streaming.http.auth import conversation_owner
+from streaming.http.validation import decode_json_object
+from streaming.models import Conversation, ConversationItem, ItemStatus
+
+LIST_LIMIT = 100  # conversations in one page of the list, at most
+SETTINGS = ("system_prompt", "temperature", "top_p", "max_tokens")
+
+
+def _conversation_json(conversation: Conversation) -> dict[str, Any]:
+    return {
+        "id": conversation.conversation_id, "title": conversation.title,
+        "created_at": conversation.created_at.isoformat(),
+        "updated_at": conversation.updated_at.isoformat(),
+        "metadata": conversation.metadata,
+        "settings": {name: getattr(conversation, name) for name in SETTINGS},
+    }
+
+
+def _item_json(item: ConversationItem, alternatives: list[str]) -> dict[str, Any]:
+    generation = None
+    if item.generation_id:
+        base = f"/api/generations/{item.generation_id}"
+        generation = {"id": item.generation_id, "stream_url": f"{base}/stream",
+                      "cancel_url": f"{base}/cancel"}
+    return {"id": item.item_id, "role": item.role, "content": item.content,
+            "status": item.status, "finish_reason": item.finish_reason,
+            "created_at": item.created_at.isoformat(), "generation": generation,
+            "alternatives": {"ids": alternatives, "index": alternatives.index(item.item_id)}}
+
+
+def _branch_json(branch: records.Branch) -> dict[str, Any]:
+    return {**_conversation_json(branch.conversation), "item_count": branch.total,
+            "items": [_item_json(item, branch.alternatives[item.pk]) for item in branch.items]}
+
+
+async def _branch(conversation: Conversation) -> dict[str, Any]:
+    branch = await sync_to_async(records.branch)(conversation)
+    await settle(branch.items)  # answers left running by a process that died: cut
+    return _branch_json(branch)
+
+
+def _settings_of(data: dict[str, Any]) -> dict[str, Any]:
+    """The settings a body sets (null: back to the engine's default); 400 when out of range."""
+    chosen = {}
+    for name in SETTINGS:
+        if name not in data:
+            continue
+        value = data[name]
+        if name == "system_prompt":
+            if value is None:
+                value = ""
+            if not isinstance(value, str) or len(value) > settings.CONVERSATIONS_MAX_ITEM_CHARS:
+                raise BadRequest(f"`system_prompt` must be a string of at most "
+                                 f"{settings.CONVERSATIONS_MAX_ITEM_CHARS} characters.")
+        elif value is not None:
+            low, high = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0),
+                         "max_tokens": (1, settings.STREAM_MAX_TOKENS_LIMIT)}[name]
+            integer = name == "max_tokens"
+            if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
+                raise BadRequest(f"`{name}` must be {'an integer' if integer else 'a number'} "
+                                 "or null.")
+            if not (math.isfinite(value) and low <= value <= high) or (name == "top_p"
+                                                                       and value == 0):
+                raise BadRequest(f"`{name}` must be between {low:g} and {high:g}.")
+        chosen[name] = value
+    return chosen
+
+
+def _title_of(data: dict[str, Any]) -> str | None:
+    title = data.get("title")
+    if title is not None and (not isinstance(title, str) or len(title) > 200):
+        raise BadRequest("`title` must be a string of at most 200 characters.")
+    return title
+
+
+@api_view("GET", "POST")
+async def conversations(request: HttpRequest) -> HttpResponse:
+    """`GET /api/conversations` (newest first; `?before=<id>` for the next page; `?q=` only
+    those holding each of its words, in the title or the text: search.py), `POST` a new one
+    (`title` and settings optional)."""
+    owner = conversation_owner(request)
+    if request.method == "POST":
+        data = decode_json_object(request.body or b"{}")
+        unknown = sorted(set(data) - {"title", *SETTINGS})
+        if unknown:
+            raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
+        created = await sync_to_async(records.create)(
+            owner, title=_title_of(data) or "", **_settings_of(data))
+        return JsonResponse(_conversation_json(created), status=201)
+    try:
+        limit = min(LIST_LIMIT, max(1, int(request.GET.get("limit", 50))))
+    except ValueError:
+        raise BadRequest("`limit` must be an integer.") from None
+    found = await sync_to_async(search.search)(owner, request.GET.get("q", ""),
+                                               limit=limit + 1, before=request.GET.get("before"))
+    return JsonResponse({"data": [_conversation_json(c) for c in found[:limit]],
+                         "has_more": len(found) > limit})
+
+
+@api_view("GET", "PATCH", "DELETE")
+async def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """One conversation: `GET` its branch shown, `PATCH` its title and settings, `DELETE` it
+    (and its answers' logs)."""
+    found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
+    if request.method == "DELETE":
+        generation_ids = await sync_to_async(records.delete)(found)
+        await turns.let_go(generation_ids)
+        return JsonResponse({"id": conversation_id, "deleted": True})
+    if request.method == "PATCH":
+        data = decode_json_object(request.body)
+        unknown = sorted(set(data) - {"title", *SETTINGS})
+        if unknown:
+            raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
+        fields = _settings_of(data)
+        if "title" in data:
+            fields["title"] = _title_of(data) or ""
+        await sync_to_async(records.update)(found, **fields)
+    return JsonResponse(await _branch(found))
+
+
+@api_view("POST")
+async def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """`POST /api/conversations/<id>/messages` `{"content", "after"?}`: the person's message
+    after `after` (an item id; null: as a new first message; absent: at the end of the branch
+    shown, an edit when it names an earlier item's parent), and its answer, created."""
+    found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
+    data = decode_json_object(request.body)
+    unknown = sorted(set(data) - {"content", "after"})
+    if unknown:
+        raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
+    content = data.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise BadRequest("`content` must be a non-empty string.")
+    if "after" not in data:
+        after, whole = None, True
+    elif data["after"] is None:
+        after, whole = None, False  # a new first message: an alternative to the first one
+    elif isinstance(data["after"], str):
+        after, whole = await sync_to_async(records.item)(found, data["after"]), False
+    else:
+        raise BadRequest("`after` must be an item id or null.")
+    branch = await sync_to_async(records.branch)(found, after, whole=whole)
+    after_item = branch.items[-1] if branch.items else None
+    return await _answered(
+        request, found, [*branch.messages(), ("user", content)],
+        lambda generation_id: records.append(
+            found, [("user", content), ("assistant", "")], after=after_item,
+            status=ItemStatus.IN_PROGRESS, generation_id=generation_id))
+
+
+@api_view("POST")
+async def regenerate(request: HttpRequest, conversation_id: str, item_id: str) -> HttpResponse:
+    """`POST …/items/<id>/regenerate`: a new answer beside that one (its alternative), shown."""
+    found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
+    answer = await sync_to_async(records.item)(found, item_id)
+    if answer.role != "assistant" or answer.parent_id is None:
+        raise BadRequest("Only an answer can be regenerated.")
+    asked = await sync_to_async(lambda: answer.parent)()
+    branch = await sync_to_async(records.branch)(found, asked, whole=False)
+    return await _answered(request, found, branch.messages(),
+                           lambda generation_id: records.answer_beside(found, answer,
+                                                                       generation_id))
+
+
+async def _answered(request: HttpRequest, found: Conversation, asked: list[tuple[str, str]],
+                    write: Callable[[str], Any]) -> HttpResponse:
+    """Admit the answer to `asked`, `write` its items (given its generation id), then publish
+    it: a write refused (a limit) leaves no generation behind."""
+    generation = await turns.answer(request, found, asked)
+    try:
+        await sync_to_async(write)(generation.id)
+    except BaseException:
+        turns.forget(generation)
+        raise
+    await turns.publish(request, generation)
+    return JsonResponse(await _branch(found), status=201)
+
+
+@api_view("POST")
+async def show(request: HttpRequest, conversation_id: str, item_id: str) -> HttpResponse:
+    """`POST …/items/<id>/show`: show the branch through that item (an alternative chosen)."""
+    found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
+    chosen = await sync_to_async(records.item)(found, item_id)
+    await sync_to_async(records.show)(found, chosen)
+    return JsonResponse(await _branch(found))

@@ -1,0 +1,184 @@
+"""OpenAI's Conversations API on the chat page's records: `/v1/conversations` (docs/openai.md).
+
+Thin views over conversations/records.py and shown.py, in the official client's shapes
+(openai_items.py). A conversation here is the one the chat page shows: its items are the
+branch shown, items are added at its end, and whose it is is `auth.conversation_owner`, so
+another owner's conversation is 404 on every route. What OpenAI documents and this server does
+not do (other item types, images and files, `include`) is a 400 naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from streaming.conversations import records, shown
+from streaming.conversations.answers import settle
+from streaming.core.exceptions import BadRequest, NotFound
+from streaming.http import turns
+from streaming.http.admission import api_view
+from streaming.http.auth import conversation_owner
+from streaming.http.errors import openai_error_response
+from streaming.http.openai_api import UnsupportedParameter, check_parameters
+from streaming.http.openai_items import (
+    conversation_object,
+    input_items,
+    item_object,
+    list_object,
+)
+from streaming.http.responses_body import check_metadata
+from streaming.http.validation import decode_json_object
+from streaming.models import Conversation, ConversationItem
+
+LIST_LIMIT, LIST_LIMIT_MAX = 20, 100  # OpenAI's default and bound for `limit`
+ITEM_ID = re.compile(r"msg_[0-9a-f]{32}")
+
+
+class ConversationNotFound(NotFound):
+    """No such conversation, or another owner's."""
+
+    def __init__(self, conversation_id: str, param: str | None = None) -> None:
+        super().__init__(f"No conversation with id {conversation_id[:60]!r}.")
+        self.param = param
+
+
+class ItemNotFound(NotFound):
+    """No such item in this conversation."""
+
+    def __init__(self, item_id: str) -> None:
+        super().__init__(f"No item with id {item_id[:60]!r} in this conversation.")
+
+
+async def owned(request: HttpRequest, conversation_id: str,
+                param: str | None = None) -> Conversation:
+    """The asker's conversation of that id; ConversationNotFound for any other."""
+    try:
+        return await sync_to_async(records.get)(conversation_owner(request), conversation_id)
+    except NotFound:
+        raise ConversationNotFound(conversation_id, param) from None
+
+
+@api_view("POST", errors=openai_error_response)
+async def create_conversation(request: HttpRequest) -> HttpResponse:
+    """`POST /v1/conversations` `{"items"?, "metadata"?}`: a new conversation, its items in
+    order as its branch."""
+    _query(request, set())
+    data = decode_json_object(request.body or b"{}")
+    check_parameters(data, {"items", "metadata"}, {})
+    check_metadata(data.get("metadata"))
+    raw = data.get("items")
+    pairs = [] if raw in (None, []) else input_items(raw, "items")
+    created = await sync_to_async(records.create)(
+        conversation_owner(request), metadata=data.get("metadata") or {}, items=pairs)
+    return JsonResponse(conversation_object(created))
+
+
+@api_view("GET", "POST", "DELETE", errors=openai_error_response)
+async def conversation_detail(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """`GET` a conversation, `POST` `{"metadata"}` (replaces it), `DELETE` it with its items
+    (their answers stopped and their logs freed)."""
+    _query(request, set())
+    data = decode_json_object(request.body) if request.method == "POST" else {}
+    found = await owned(request, conversation_id)
+    if request.method == "DELETE":
+        await turns.let_go(await sync_to_async(records.delete)(found))
+        return JsonResponse({"id": conversation_id, "object": "conversation.deleted",
+                             "deleted": True})
+    if request.method == "POST":
+        check_parameters(data, {"metadata"}, {})
+        if "metadata" not in data:
+            raise UnsupportedParameter("metadata", "`metadata` is required (null: none).")
+        check_metadata(data["metadata"])
+        await sync_to_async(records.update)(found, metadata=data["metadata"] or {})
+    return JsonResponse(conversation_object(found))
+
+
+@api_view("GET", "POST", errors=openai_error_response)
+async def conversation_items(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """`GET` the branch shown, a page at a time (`after`, `limit`, `order`); `POST`
+    `{"items"}`: up to 20 items added at its end, in order."""
+    if request.method == "POST":
+        _query(request, {"include"})
+        data = decode_json_object(request.body)
+        check_parameters(data, {"items"}, {})
+        if data.get("items") is None:
+            raise UnsupportedParameter("items", "`items` is required: a list of message items.")
+        pairs = input_items(data["items"], "items")
+        found = await owned(request, conversation_id)
+        added = await sync_to_async(_append_at_end)(found, pairs)
+        return JsonResponse(list_object(added, False))
+    query = _query(request, {"after", "limit", "order", "include"})
+    limit = _limit(query.get("limit"))
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise UnsupportedParameter("order", "`order` must be `asc` or `desc`.")
+    after = query.get("after")
+    if after is not None and not ITEM_ID.fullmatch(after):
+        raise UnsupportedParameter("after", "`after` must be an item id (msg_…).")
+    found = await owned(request, conversation_id)
+    try:
+        listed = await sync_to_async(shown.page)(found, after=after, limit=limit,
+                                                 newest_first=order == "desc")
+    except BadRequest as error:
+        raise UnsupportedParameter("after", error.message) from None
+    await settle(listed.items)  # answers left running by a process that died: incomplete
+    return JsonResponse(list_object(listed.items, listed.has_more))
+
+
+@api_view("GET", "DELETE", errors=openai_error_response)
+async def conversation_item(request: HttpRequest, conversation_id: str,
+                            item_id: str) -> HttpResponse:
+    """`GET` one item; `DELETE` it alone (what followed it follows its parent): the
+    conversation."""
+    _query(request, {"include"} if request.method == "GET" else set())
+    found = await owned(request, conversation_id)
+    try:
+        chosen = await sync_to_async(records.item)(found, item_id)
+    except NotFound:
+        raise ItemNotFound(item_id) from None
+    if request.method == "DELETE":
+        await turns.let_go(await sync_to_async(shown.take_out)(found, chosen))
+        return JsonResponse(conversation_object(found))
+    await settle([chosen])
+    return JsonResponse(item_object(chosen))
+
+
+def _append_at_end(conversation: Conversation,
+                   pairs: list[tuple[str, str]]) -> list[ConversationItem]:
+    return records.append(conversation, pairs, after=records.last_shown(conversation))
+
+
+def _query(request: HttpRequest, accepted: set[str]) -> dict[str, Any]:
+    """The query's parameters (`include[]` as the client writes a list), each refused by name
+    unless `accepted`; `include` only empty: none of OpenAI's extra outputs exists here."""
+    query: dict[str, Any] = {}
+    for key in request.GET:
+        name = key.removesuffix("[]")
+        if name not in accepted:
+            raise UnsupportedParameter(name, f"Unrecognized query parameter supplied: {name}.")
+        values = request.GET.getlist(key)
+        if name == "include":
+            wanted = [value for value in values if value]
+            if wanted:
+                raise UnsupportedParameter("include", f"`include` {wanted[0][:80]!r} is not "
+                                                      "supported: items here are text messages, "
+                                                      "with nothing more to include.")
+            continue
+        query[name] = values[-1]
+    return query
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return LIST_LIMIT
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= LIST_LIMIT_MAX:
+        raise UnsupportedParameter("limit", f"`limit` must be an integer from 1 to "
+                                            f"{LIST_LIMIT_MAX}.")
+    return limit

@@ -1,0 +1,120 @@
+"""A conversation's branch as a generation request: what the model sees of it, and the answer's
+generation admitted like any other (limits, engine), not started yet.
+
+The model sees the branch from its start, the settings' system prompt first. A long
+conversation does not fit the model's window (nor STREAM_MAX_PROMPT_CHARS): its oldest turns
+are left out of what the model sees, never the system prompt or the last message; the items
+themselves all stay.
+"""
+
+from __future__ import annotations
+
+from itertools import takewhile
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest
+
+from streaming.core.exceptions import BadRequest, PromptTooLong
+from streaming.core.request import GenerationRequest, Message
+from streaming.engines.base import Engine
+from streaming.engines.startup import ready_engine
+from streaming.fleet import store
+from streaming.generations.registry import Generation, registry
+from streaming.http.admission import admit
+from streaming.http.auth import principal
+from streaming.http.validation import build_request
+from streaming.models import Conversation, GenerationStatus
+
+ROLES_SEEN = ("system", "user", "assistant")  # `developer` is read as `system`
+
+
+def request_for(turns: list[tuple[str, str]], engine: Engine, conversation: Conversation,
+                **asked: Any) -> GenerationRequest:
+    """The request answering `turns` with the conversation's settings, cut to what fits;
+    `asked`: build_request's arguments from the request itself, which win where set (a
+    Responses API body's `max_output_tokens`, say)."""
+    messages = [Message("system" if role == "developer" else role, content)
+                for role, content in turns if role in (*ROLES_SEEN, "developer")]
+    if not messages or messages[-1].role != "user":
+        raise BadRequest("The branch must end with a person's message to be answered.")
+    # Every system message before the first turn stays (instructions, then the settings' prompt).
+    system = list(takewhile(lambda m: m.role == "system", messages[:-1]))
+    chosen = {"max_tokens": conversation.max_tokens, "temperature": conversation.temperature,
+              "top_p": conversation.top_p}
+    chosen.update((name, value) for name, value in asked.items() if value is not None)
+    rest = messages[len(system):]
+
+    def request_from(start: int) -> GenerationRequest:
+        return build_request(messages=tuple(system + rest[start:]), **chosen)
+
+    def fits(start: int) -> bool:
+        try:
+            engine.check_request(request_from(start))
+        except PromptTooLong:
+            return False
+        return True
+
+    # The oldest turns go that do not fit: first by characters (no engine needed), then as the
+    # engine counts (its window in tokens): the fewest dropped that fit, by halving, since each
+    # check tokenizes the whole prompt. The last message always stays.
+    last = len(rest) - 1
+    budget = settings.STREAM_MAX_PROMPT_CHARS - sum(len(m.content) for m in system)
+    start, used = last, len(rest[last].content)
+    while start > 0 and used + len(rest[start - 1].content) <= budget:
+        start -= 1
+        used += len(rest[start].content)
+    if not fits(last):
+        engine.check_request(request_from(last))  # raises what does not fit
+    low, high = start, last
+    while low < high:
+        middle = (low + high) // 2
+        if fits(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return request_from(low)
+
+
+async def answer(request: HttpRequest, conversation: Conversation,
+                 turns: list[tuple[str, str]]) -> Generation:
+    """The generation of an answer to `turns`: admitted and registered, not started (its
+    item is written next, then `publish`, then its reader's stream starts it)."""
+    generation, _ = await admit(
+        request, lambda body, engine: (request_for(turns, engine, conversation), None))
+    generation.in_conversation = True
+    return generation
+
+
+async def publish(request: HttpRequest, generation: Generation) -> None:
+    """Its item is written: with REDIS_URL the created generation goes to Redis, where any web
+    process may claim it (native_api's create does the same)."""
+    if store.enabled():
+        registry.discard(generation)
+        await store.put_pending(generation.request, api=generation.api,
+                                client=generation.client, created_at=generation.created_at,
+                                owner=generation.owner, asker=principal(request),
+                                in_conversation=True)
+
+
+def forget(generation: Generation) -> None:
+    """An admitted answer whose item could not be written (a limit): it never starts."""
+    registry.discard(generation)
+
+
+async def let_go(generation_ids: list[str]) -> None:
+    """A deleted conversation's answers: stopped if they still run, their logs freed here and
+    (REDIS_URL) in Redis, so that nothing of them stays readable."""
+    for generation_id in generation_ids:
+        generation = registry.get(generation_id)
+        if generation is not None and generation.live:
+            if generation.stream is None:
+                registry.finish(generation, GenerationStatus.CANCELLED, "cancelled")
+            else:
+                await generation.engine.abort(generation_id)
+        if generation is not None and generation.answer is not None:
+            generation.answer.free()
+        if store.enabled():
+            if generation is None:
+                await (await ready_engine()).abort_elsewhere(generation_id)
+            await store.forget(generation_id)

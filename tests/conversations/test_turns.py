@@ -1,0 +1,54 @@
+"""What the model sees of a long conversation: the newest turns that fit, the system prompt and
+the last message always (streaming/http/turns.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.core.exceptions import BadRequest, PromptTooLong
+from streaming.engines.deterministic import DeterministicEngine
+from streaming.http.turns import request_for
+from streaming.models import Conversation
+
+
+class SmallWindow(DeterministicEngine):
+    """The deterministic engine with a window of `window` characters, counting its checks."""
+
+    def __init__(self, window: int) -> None:
+        super().__init__(ttft_s=0.0, tokens_per_s=0.0)
+        self.window = window
+        self.checks = 0
+
+    def check_request(self, request) -> None:
+        self.checks += 1
+        if sum(len(m.content) for m in request.messages) > self.window:
+            raise PromptTooLong()
+
+
+def turns(count: int) -> list[tuple[str, str]]:
+    return [("system", "S" * 10)] + [(("user", "assistant")[i % 2], f"{i:03d}" + "x" * 7)
+                                     for i in range(count)] + [("user", "last")]
+
+
+def test_the_oldest_turns_go_the_system_prompt_and_the_last_message_stay():
+    engine = SmallWindow(window=10 + 4 + 10 * 20)
+    request = request_for(turns(500), engine, Conversation(max_tokens=8))
+    kept = [m.content for m in request.messages]
+    assert kept[0] == "S" * 10 and kept[-1] == "last"
+    assert len(kept) == 2 + 20  # as many of the newest as fit
+    assert kept[1].startswith("480")
+    assert engine.checks <= 12  # halving, not one check per turn dropped
+
+
+def test_characters_are_cut_first_without_the_engine(settings):
+    settings.STREAM_MAX_PROMPT_CHARS = 10 + 4 + 10 * 5
+    request = request_for(turns(500), SmallWindow(window=10**6), Conversation())
+    assert len(request.messages) == 2 + 5
+
+
+def test_a_last_message_that_alone_does_not_fit_is_refused():
+    with pytest.raises(PromptTooLong):
+        request_for([("user", "x" * 100)], SmallWindow(window=50), Conversation())
+    with pytest.raises(BadRequest):
+        request_for([("user", "hi"), ("assistant", "hello")], SmallWindow(window=50),
+                    Conversation())
