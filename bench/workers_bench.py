@@ -40,12 +40,14 @@ class Topology:
     def __init__(self, root: Path, env: dict[str, str], *, webs: int, redis: bool) -> None:
         self.parts: list = []
         self.webs = []
+        self.redis = self.worker = None
         env = dict(env)
         if redis:
-            server = start_redis(root)
-            self.parts.append(server)
-            env.update(REDIS_URL=server.url)
-            self.parts.append(start_worker(root, env))
+            self.redis = start_redis(root)
+            self.parts.append(self.redis)
+            env.update(REDIS_URL=self.redis.url)
+            self.worker = start_worker(root, env)
+            self.parts.append(self.worker)
         for index in range(webs):
             directory = root / f"web{index}"
             directory.mkdir()

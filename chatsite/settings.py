@@ -160,6 +160,9 @@ STREAMING_REMOTE_CONNECT_TIMEOUT_S = env_float("STREAMING_REMOTE_CONNECT_TIMEOUT
 STREAMING_REMOTE_READ_TIMEOUT_S = env_float("STREAMING_REMOTE_READ_TIMEOUT_S", 300.0)
 DETERMINISTIC_TTFT_MS = env_float("DETERMINISTIC_TTFT_MS", 200.0)
 DETERMINISTIC_TPS = env_float("DETERMINISTIC_TPS", 20.0)  # 0 = unpaced (benchmarks)
+# > 0: a GPU batch's shape: every running answer advances one token per step of this many ms,
+# all together (DETERMINISTIC_TPS is then unused).
+DETERMINISTIC_STEP_MS = env_float("DETERMINISTIC_STEP_MS", 0.0)
 # Length of every answer before max_tokens cuts it (0 = 48–400 tokens, drawn from the seed).
 DETERMINISTIC_ANSWER_TOKENS = env_int("DETERMINISTIC_ANSWER_TOKENS", 0)
 STREAM_HEARTBEAT_S = env_float("STREAM_HEARTBEAT_S", 15.0, minimum=0.0, exclusive=True)

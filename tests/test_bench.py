@@ -180,3 +180,16 @@ def test_the_quality_questions_are_enough_and_each_has_its_answers():
 ])
 def test_an_answer_is_right_when_it_contains_an_accepted_spelling(text, answers, right):
     assert quality_bench.is_right(text, answers) is right
+
+
+@pytest.mark.live
+def test_fleet_step_bench_counts_every_token_and_each_process_cpu(tmp_path):
+    from bench import fleet_step_bench
+
+    result = fleet_step_bench.run(tmp_path, "tiny", step_ms=5, streams=4, webs=2, redis=True,
+                                  answer_tokens=10, rounds=1)
+    assert result["failed"] == 0
+    assert sum(s["output_tokens"] for s in result["summaries"]) == 4 * 10
+    cpu = result["cpu_us_per_token"]
+    # Every process is measured; its CPU clock (10 ms ticks) may not tick for 40 tokens.
+    assert set(cpu) == {"web0", "web1", "worker", "redis"} and all(us >= 0 for us in cpu.values())

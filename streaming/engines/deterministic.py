@@ -3,11 +3,18 @@
 Its tokens are the seeded script's (script.py), cut at the first stop string (stop.py). It runs
 as a real producer task, exactly like a model would, so that its counters prove whether an abort
 really stopped the work.
+
+In step mode (DETERMINISTIC_STEP_MS) it is shaped like a GPU's batch instead: every running
+sequence advances by one token on each step of one shared clock, so tokens come N at a time, in
+one turn of the event loop, as continuous batching makes them; the fleet can then be measured
+at a GPU's output rate on a machine without one.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut
@@ -35,16 +42,18 @@ class DeterministicEngine(TaskEngine):
             max_batch=settings.STREAMING_MAX_BATCH,
             max_queue=settings.STREAMING_MAX_QUEUE,
             answer_tokens=settings.DETERMINISTIC_ANSWER_TOKENS,
+            step_s=settings.DETERMINISTIC_STEP_MS / 1000,
         )
 
     def __init__(
         self, *, ttft_s: float, tokens_per_s: float, max_batch: int = 0, max_queue: int = 0,
-        answer_tokens: int = 0,
+        answer_tokens: int = 0, step_s: float = 0.0,
     ) -> None:
         super().__init__()
         self.answer_tokens = answer_tokens  # 0: each answer's length comes from its seed
         self.ttft_s = ttft_s
         self.interval_s = 1.0 / tokens_per_s if tokens_per_s > 0 else 0.0
+        self.steps = Steps(step_s) if step_s > 0 else None  # step mode: one clock for all
         self.max_batch = max_batch
         self.max_queue = max_queue
         self._slots = asyncio.Semaphore(max_batch) if max_batch else None
@@ -53,11 +62,15 @@ class DeterministicEngine(TaskEngine):
     @property
     def model(self) -> str:
         """Named after its pace, so the log tells runs apart."""
+        if self.steps is not None:
+            return f"deterministic-{self.ttft_s * 1000:g}ms-step{self.steps.step_s * 1000:g}ms"
         return f"deterministic-{self.ttft_s * 1000:g}ms-{self.tokens_per_s:g}tps"
 
     @property
     def tokens_per_s(self) -> float:
-        """The configured pace (0: unpaced)."""
+        """The configured pace of one sequence (0: unpaced)."""
+        if self.steps is not None:
+            return 1.0 / self.steps.step_s
         return 1.0 / self.interval_s if self.interval_s else 0.0
 
     @property
@@ -97,11 +110,21 @@ class DeterministicEngine(TaskEngine):
     async def _produce(self, stream: TokenStream) -> None:
         request = stream.request
         tokens, finish_reason = tokens_for(request, self.answer_tokens)
+        start = asyncio.get_running_loop().time() + self.ttft_s
+        if self.steps is not None and self.ttft_s:
+            await asyncio.sleep(self.ttft_s)  # its prefill; then it joins the batch's steps
+        with self.steps.joined() if self.steps is not None else nullcontext():
+            await self._push_all(stream, tokens, finish_reason, start)
+
+    async def _push_all(self, stream: TokenStream, tokens: list[str], finish_reason: str,
+                        start: float) -> None:
+        request = stream.request
         gate = StopGate(request.stop, stream.push) if request.stop else None
         loop = asyncio.get_running_loop()
-        start = loop.time() + self.ttft_s
         for index, token in enumerate(tokens):
-            if self.interval_s or self.ttft_s:
+            if self.steps is not None:
+                await self.steps.next()
+            elif self.interval_s or self.ttft_s:
                 delay = start + index * self.interval_s - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
@@ -125,3 +148,47 @@ class DeterministicEngine(TaskEngine):
             await asyncio.Event().wait()  # until aborted: the stream stays open and silent
         else:
             stream.finish(error=GenerationError(fault.code or "engine_error"))
+
+
+class Steps:
+    """One clock for every running sequence: `next()` returns at the next step, together with
+    every other sequence of the batch (one Event, set once a step). A late step is not made up
+    for with a burst."""
+
+    def __init__(self, step_s: float) -> None:
+        self.step_s = step_s
+        self._step = asyncio.Event()
+        self._members = 0
+        self._ticking: asyncio.Task[None] | None = None
+
+    @contextmanager
+    def joined(self) -> Iterator[None]:
+        """A sequence in the batch, from its first step to its end (or its abort); the clock
+        runs while the batch has one."""
+        self._members += 1
+        if self._ticking is None:
+            self._ticking = asyncio.create_task(self._tick())
+        try:
+            yield
+        finally:
+            self._members -= 1
+            if not self._members and self._ticking is not None:
+                self._ticking.cancel()
+                self._ticking = None
+
+    async def next(self) -> None:
+        """Wait for the next step (a waiter cancelled leaves the step to the others)."""
+        await self._step.wait()
+
+    def advance(self) -> None:
+        """One step: every sequence waiting wakes in the same turn of the loop."""
+        step, self._step = self._step, asyncio.Event()
+        step.set()
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time()
+        while True:
+            due = max(due + self.step_s, loop.time())
+            await asyncio.sleep(due - loop.time())
+            self.advance()

@@ -12,8 +12,7 @@ import asyncio
 import logging
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -22,6 +21,7 @@ from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavail
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
+from streaming.fleet.assignments import Assignment, Follower, Following, WorkerInfo
 from streaming.fleet.protocol import (
     HEARTBEATS_GROUP,
     WORKERS_GROUP,
@@ -35,31 +35,6 @@ ABORT_ACK_S = 2.0  # how long an abort waits for the worker's final counters
 QUERY_S = 0.5  # how long a cross-process lookup waits for the owning worker to answer
 
 
-class Follower(Protocol):
-    """Who gets a followed stream's end and the worker's answer to `follow` (fleet/replica.py)."""
-
-    def followed(self, generation_id: str, state: str) -> None:
-        """The worker's answer: `live`, `logged` or `gone` (fleet/protocol.py)."""
-
-    def ended(self, generation_id: str, end: dict[str, Any]) -> None:
-        """The worker ended it; `end`: its log's last entry."""
-
-
-@dataclass
-class WorkerInfo:
-    """What the last heartbeat of one worker said."""
-
-    channel: str
-    seen_at: float
-    free: int | None
-    ready: bool
-    engine: str
-    model: str
-    totals: dict[str, int]
-    ids: frozenset[str] = field(default_factory=frozenset)
-    description: dict[str, Any] = field(default_factory=dict)  # its engine's describe()
-
-
 class ChannelLayerEngine(Engine):
     """Generations run in `runworker model-worker` processes; this side streams them."""
 
@@ -70,15 +45,10 @@ class ChannelLayerEngine(Engine):
         self.layer = None
         self.reply_channel = ""
         self.workers: dict[str, WorkerInfo] = {}
-        self.owner: dict[str, str] = {}  # generation id → worker channel
+        self.assignments: dict[str, Assignment] = {}  # generation id → where it runs
         self.assigned: Counter[str] = Counter()  # worker channel → our streams on it
-        self.sent_at: dict[str, float] = {}
-        self.logs: dict[str, dict[str, Any]] = {}  # keep_answer's options, until sent
-        # Replicas' streams, fed by their worker like ours (fleet/replica.py): id → (stream,
-        # worker channel, who gets its end and the worker's answer to `follow`).
-        self.followed: dict[str, tuple[TokenStream, str, Follower]] = {}
+        self.followed: dict[str, Following] = {}  # generation id → a replica's
         self.layer_error: str | None = None
-        self._acks: dict[str, asyncio.Future[None]] = {}
         self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         # We ping our own reply channel every beat (pub/sub can publish while our subscription
@@ -182,22 +152,24 @@ class ChannelLayerEngine(Engine):
             worker.free -= 1  # until its next heartbeat says otherwise
         stream = TokenStream(request)
         self.streams[request.id] = stream
-        self.owner[request.id] = worker.channel
-        self._spawn(self._send_generate(stream, worker.channel))
+        assignment = self.assignments[request.id] = Assignment(worker.channel)
+        self._spawn(self._send_generate(stream, assignment))
         return stream
 
-    async def _send_generate(self, stream: TokenStream, worker: str) -> None:
+    async def _send_generate(self, stream: TokenStream, assignment: Assignment) -> None:
         try:
-            await self.layer.send(worker, {"type": "generate", "reply_to": self.reply_channel,
-                                           "request": request_message(stream.request),
-                                           "log": self.logs.pop(stream.id, None)})
-            self.sent_at[stream.id] = time.monotonic()
+            await self.layer.send(assignment.worker, {
+                "type": "generate", "reply_to": self.reply_channel,
+                "request": request_message(stream.request), "log": assignment.log})
+            assignment.sent_at = time.monotonic()
         except Exception as error:
             self._fail(stream, f"Could not reach the model worker: {error}")
 
     def keep_answer(self, request_id: str, options: dict[str, Any]) -> None:
         """The worker writes this answer's log to Redis too (fleet/answer_log.py)."""
-        self.logs[request_id] = options  # sent with `generate`, which is about to go
+        assignment = self.assignments.get(request_id)
+        if assignment is not None:
+            assignment.log = options  # sent with `generate`, which is about to go
 
     async def readers_left(self, request_id: str, unread: int, leaving: bool = False) -> None:
         """Tell the workers: its worker aborts it once no web process reads it."""
@@ -210,7 +182,7 @@ class ChannelLayerEngine(Engine):
     async def follow(self, stream: TokenStream, worker: str, follower: Follower) -> None:
         """Have `worker` feed `stream`, a replica of its generation `stream.id`, from its first
         chunk on, until `unfollow`."""
-        self.followed[stream.id] = (stream, worker, follower)
+        self.followed[stream.id] = Following(stream, worker, follower)
         await self.layer.send(worker, {"type": "follow", "id": stream.id,
                                        "channel": self.reply_channel})
 
@@ -228,32 +200,30 @@ class ChannelLayerEngine(Engine):
 
     async def _stop(self, stream: TokenStream) -> None:
         """Tell the owning worker to abort, and wait (bounded) for its final counters."""
-        worker = self.owner.get(stream.id)
-        if worker is None:
+        assignment = self.assignments.get(stream.id)
+        if assignment is None:
             return
-        ack = asyncio.get_running_loop().create_future()
-        self._acks[stream.id] = ack
+        assignment.ack = ack = asyncio.get_running_loop().create_future()
         try:
             # `unread`: tokens produced before the abort that nobody read (the grace period
             # ran out, answer.py); the worker counts them as wasted with the rest.
-            await self.layer.send(worker, {"type": "abort", "id": stream.id,
-                                           "unread": stream.tokens_after_abort})
+            await self.layer.send(assignment.worker, {"type": "abort", "id": stream.id,
+                                                      "unread": stream.tokens_after_abort})
             await asyncio.wait_for(ack, ABORT_ACK_S)
         except Exception as error:
-            logger.warning("abort of %s not confirmed by %s: %r", stream.id, worker, error)
+            logger.warning("abort of %s not confirmed by %s: %r", stream.id, assignment.worker,
+                           error)
         finally:
-            self._acks.pop(stream.id, None)
+            assignment.ack = None
 
     def release(self, request_id: str) -> None:
         """Forget a finished stream."""
         super().release(request_id)
-        worker = self.owner.pop(request_id, None)
-        if worker is not None:
-            self.assigned[worker] -= 1
-            if self.assigned[worker] <= 0:
-                del self.assigned[worker]
-        self.sent_at.pop(request_id, None)
-        self.logs.pop(request_id, None)
+        assignment = self.assignments.pop(request_id, None)
+        if assignment is not None:
+            self.assigned[assignment.worker] -= 1
+            if self.assigned[assignment.worker] <= 0:
+                del self.assigned[assignment.worker]
 
     def _fail(self, stream: TokenStream, message: str) -> None:
         if not stream.finished:
@@ -316,8 +286,8 @@ class ChannelLayerEngine(Engine):
         streams, followed = self.streams, self.followed
         for generation_id, index, text, tokens, *kind in message["items"]:
             stream = streams.get(generation_id)
-            if stream is None:
-                stream = followed.get(generation_id, (None,))[0]
+            if stream is None and (following := followed.get(generation_id)) is not None:
+                stream = following.stream
             if stream is None or stream.finished:
                 continue
             if index != stream.tokens_generated:
@@ -329,23 +299,24 @@ class ChannelLayerEngine(Engine):
                 message["ends"]:
             stream = streams.get(generation_id)
             if stream is None:
-                entry = followed.get(generation_id)
-                if entry is not None and logged:
-                    entry[2].ended(generation_id, logged[0])  # its log's last entry
+                following = followed.get(generation_id)
+                if following is not None and logged:
+                    following.follower.ended(generation_id, logged[0])  # its log's last entry
                 continue
             # The worker's counters are the truth: it saw every token, read or not. (Only
             # tokens this side found unread may be missing there, if it ended before our abort.)
             stream.tokens_generated = generated
             stream.tokens_after_abort = max(after_abort, stream.tokens_after_abort)
-            ack = self._acks.get(generation_id)
+            assignment = self.assignments.get(generation_id)
+            ack = assignment.ack if assignment is not None else None
             if ack is not None and not ack.done():
                 ack.set_result(None)  # abort() finishes the stream
             elif not stream.finished:
                 end_as_the_worker_did(stream, finish_reason, error_code)
         for generation_id, state in message.get("followed", ()):
-            entry = followed.get(generation_id)
-            if entry is not None:
-                entry[2].followed(generation_id, state)
+            following = followed.get(generation_id)
+            if following is not None:
+                following.follower.followed(generation_id, state)
 
     def _on_heartbeat(self, message: dict[str, Any]) -> None:
         self.layer_error = None
@@ -360,9 +331,9 @@ class ChannelLayerEngine(Engine):
         """Streams this worker should be running but does not list were lost on the way."""
         info = self.workers[worker]
         deadline = time.monotonic() - settings.WORKER_TIMEOUT_S
-        for generation_id, owner in list(self.owner.items()):
-            sent = self.sent_at.get(generation_id)
-            if owner == worker and sent is not None and sent < deadline \
+        for generation_id, assignment in list(self.assignments.items()):
+            sent = assignment.sent_at
+            if assignment.worker == worker and sent is not None and sent < deadline \
                     and generation_id not in info.ids:
                 stream = self.streams.get(generation_id)
                 if stream is not None:
@@ -390,11 +361,11 @@ class ChannelLayerEngine(Engine):
                 if now - info.seen_at > settings.WORKER_TIMEOUT_S:
                     logger.warning("model worker %s is silent; presumed dead", worker)
                     del self.workers[worker]
-                    for generation_id, owner in list(self.owner.items()):
+                    for generation_id, assignment in list(self.assignments.items()):
                         stream = self.streams.get(generation_id)
-                        if owner == worker and stream is not None:
+                        if assignment.worker == worker and stream is not None:
                             self._fail(stream, f"{worker} stopped answering")
-                    for stream, owner, _ in list(self.followed.values()):
-                        if owner == worker:
-                            self._fail(stream, f"{worker} stopped answering")
+                    for following in list(self.followed.values()):
+                        if following.worker == worker:
+                            self._fail(following.stream, f"{worker} stopped answering")
             await asyncio.sleep(interval / 2)

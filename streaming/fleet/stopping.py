@@ -19,8 +19,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def on_signals(stop: Callable[[], Awaitable[None]]) -> None:
     """On the first signal await `stop()`, then exit by that signal; on a second, at once.
 
-    For the event loop of the main thread only (where signals arrive); elsewhere (an
-    in-process test) nothing is installed.
+    For the event loop of the main thread only (where signals arrive); a loop in another
+    thread installs nothing.
     """
     loop = asyncio.get_running_loop()
     stopping: list[asyncio.Task[None]] = []

@@ -1,10 +1,7 @@
 """The model worker: `manage.py runworker model-worker` runs generations for web processes.
 
-The messages it takes and sends are in streaming/fleet/protocol.py.
-
-One `chunks` message carries every new token for one web process: the message rate follows
-decode steps and web processes, not streams (a Redis round trip per token would cap a fleet at
-about a thousand tokens per second).
+The messages it takes and sends, and why one `chunks` message carries every new token for one
+web process, are in streaming/fleet/protocol.py.
 """
 
 from __future__ import annotations
@@ -354,16 +351,18 @@ class ModelWorkerConsumer(AsyncConsumer):
         while True:
             try:
                 await self.channel_layer.group_add(WORKERS_GROUP, self.channel_name)
-                receiving = self.pings_seen >= seq
                 seq += 1
                 await self.channel_layer.send(self.channel_name,
                                               {"type": "worker.ping", "seq": seq})
+                if seq == 1:  # no previous ping: wait for this one (a round trip, not a beat)
+                    await stopping.until(lambda: self.pings_seen >= 1,
+                                         settings.WORKER_HEARTBEAT_S)
+                receiving = self.pings_seen >= max(seq - 1, 1)
                 await self.channel_layer.group_send(HEARTBEATS_GROUP, {
                     "type": "worker.heartbeat", "worker": self.channel_name,
                     "free": self.engine.free_slots, "engine": self.engine.name,
                     "ready": self.engine.ready and receiving and not self.shutting_down,
-                    "model": self.engine.model,
-                    "in_flight": len(self.generations), "totals": self.engine.totals(),
+                    "model": self.engine.model, "totals": self.engine.totals(),
                     "ids": sorted(self.known), "description": self.engine.describe(),
                 })
             except Exception as error:

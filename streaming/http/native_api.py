@@ -28,6 +28,7 @@ from streaming.generations.registry import (
     registry,
     state_json,
 )
+from streaming.http import cancel
 from streaming.http.admission import admit, api_view, owned, start_admitted, start_new
 from streaming.http.auth import principal
 from streaming.http.elsewhere import (
@@ -177,13 +178,7 @@ async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpRes
             raise NotFound()
         return JsonResponse({"status": row.status}, status=202)
     if generation.live:
-        if generation.stream is None:
-            if store.enabled():
-                await store.mark_cancelled(generation_id)
-            registry.finish(generation, GenerationStatus.CANCELLED, "cancelled")
-        else:
-            # The reader sees the stream end with `event: error` (cancelled) and finishes it.
-            await generation.engine.abort(generation.id)
+        await cancel.stop(generation)
     return JsonResponse({"status": generation.status if not generation.live
                          else GenerationStatus.CANCELLED},
                         status=202)

@@ -28,7 +28,7 @@ from streaming.fleet.replica import CATCH_UP_S, replicas
 from streaming.generations import stored
 from streaming.generations.answer import event_id
 from streaming.generations.registry import Generation, registry
-from streaming.http import response_conversation
+from streaming.http import cancel, response_conversation
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.auth import may_see, owner_required, principal
 from streaming.http.errors import openai_error_response
@@ -169,7 +169,7 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
     if request.method == "DELETE":
         generation = await _answer_of(row)
         if generation is not None and generation.live:
-            await _cancel(generation)
+            await cancel.stop(generation)
         await stored.forget(row.response_id)
         return JsonResponse({"id": response_id, "object": "response", "deleted": True})
     streamed = request.GET.get("stream", "false")
@@ -207,7 +207,7 @@ async def cancel_response(request: HttpRequest, response_id: str) -> HttpRespons
     if generation is None:
         return JsonResponse(wire.response_object(spec, stored.stored_outcome(row)))
     if generation.live:
-        await _cancel(generation)
+        await cancel.stop(generation)
         return JsonResponse(wire.response_object(spec, Outcome(
             status="cancelled", text=generation.stream.text() if generation.stream else "")))
     return JsonResponse(wire.response_object(spec, stored.outcome_of(generation)))
@@ -253,13 +253,6 @@ async def _answer_of(row: StoredResponse) -> Generation | None:
         except Gone:
             return None
     return generation
-
-
-async def _cancel(generation: Generation) -> None:
-    if generation.stream is None:
-        registry.finish(generation, GenerationStatus.CANCELLED, "cancelled")
-    else:
-        await generation.engine.abort(generation.id)
 
 
 def _starting_after(request: HttpRequest) -> int:

@@ -21,10 +21,11 @@ from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.fleet import store
 from streaming.generations.registry import Generation, registry
+from streaming.http import cancel
 from streaming.http.admission import admit
 from streaming.http.auth import principal
 from streaming.http.validation import build_request
-from streaming.models import Conversation, GenerationStatus
+from streaming.models import Conversation
 
 ROLES_SEEN = ("system", "user", "assistant")  # `developer` is read as `system`
 
@@ -108,10 +109,7 @@ async def let_go(generation_ids: list[str]) -> None:
     for generation_id in generation_ids:
         generation = registry.get(generation_id)
         if generation is not None and generation.live:
-            if generation.stream is None:
-                registry.finish(generation, GenerationStatus.CANCELLED, "cancelled")
-            else:
-                await generation.engine.abort(generation_id)
+            await cancel.stop(generation)
         if generation is not None and generation.answer is not None:
             generation.answer.free()
         if store.enabled():

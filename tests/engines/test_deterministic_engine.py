@@ -178,3 +178,48 @@ async def test_text_held_back_for_a_stop_string_that_never_comes_is_sent_at_the_
     assert chunks[-1].text.endswith(script[-1])
     assert (stream.finish_reason, stream.tokens_generated) == ("length", 12)
     assert sum(c.tokens for c in chunks) == 12
+
+
+async def settle() -> None:
+    """Let every woken producer run to its next wait."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_step_mode_advances_every_running_sequence_together():
+    # A step of an hour: the test makes the steps itself, so nothing here depends on time.
+    engine = DeterministicEngine(ttft_s=0, tokens_per_s=0, step_s=3600)
+    streams = [engine.generate(request(max_tokens=n, id=f"g{n}")) for n in (2, 5, 5)]
+    await settle()
+    assert [s.tokens_generated for s in streams] == [0, 0, 0]
+    for step in range(1, 6):
+        engine.steps.advance()
+        await settle()
+        assert [s.tokens_generated for s in streams] == [min(step, 2), step, step]
+    assert [s.finish_reason for s in streams] == ["length"] * 3
+    assert engine.steps._ticking is None  # an empty batch stops the clock
+
+
+async def test_step_mode_gives_the_same_tokens_and_an_abort_leaves_the_batch():
+    engine = DeterministicEngine(ttft_s=0, tokens_per_s=0, step_s=0.001)
+    _, text = await collect(engine, request(max_tokens=30))
+    assert text == tokens_for(request(max_tokens=30))[0]
+    slow = DeterministicEngine(ttft_s=0, tokens_per_s=0, step_s=3600)
+    kept, gone = (slow.generate(request(max_tokens=3, id=i)) for i in ("kept", "gone"))
+    await settle()  # both wait for the first step
+    slow.steps.advance()
+    await settle()
+    await slow.abort("gone")
+    for _ in range(2):
+        slow.steps.advance()
+        await settle()
+    assert (kept.tokens_generated, kept.finish_reason) == (3, "length")
+    assert gone.tokens_generated == 1
+    assert slow.model == "deterministic-0ms-step3.6e+06ms"
+
+
+def test_step_mode_comes_from_its_setting(settings):
+    assert DeterministicEngine.from_settings(settings).steps is None  # off by default
+    settings.DETERMINISTIC_STEP_MS = 25
+    engine = DeterministicEngine.from_settings(settings)
+    assert (engine.steps.step_s, engine.tokens_per_s) == (0.025, 40)

@@ -1,0 +1,57 @@
+"""What a web process keeps of the fleet (fleet/engine.py): each generation of its own on a
+worker, each replica it follows, each worker's last heartbeat. One record each, made and freed
+in one place."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from streaming.core.stream import TokenStream
+
+
+class Follower(Protocol):
+    """Who gets a followed stream's end and the worker's answer to `follow` (fleet/replica.py)."""
+
+    def followed(self, generation_id: str, state: str) -> None:
+        """The worker's answer: `live`, `logged` or `gone` (fleet/protocol.py)."""
+
+    def ended(self, generation_id: str, end: dict[str, Any]) -> None:
+        """The worker ended it; `end`: its log's last entry."""
+
+
+@dataclass
+class Assignment:
+    """One generation of ours on a worker (its stream is in `streams`): made by `generate`,
+    freed by `release`, nowhere else."""
+
+    worker: str  # the worker's channel
+    log: dict[str, Any] | None = None  # keep_answer's options, sent with `generate`
+    sent_at: float | None = None  # when `generate` went (None: not yet)
+    ack: asyncio.Future[None] | None = None  # an abort waiting for the worker's final counters
+
+
+@dataclass
+class Following:
+    """A replica's stream (fleet/replica.py), fed by its worker like ours: from `follow` to
+    `unfollow`."""
+
+    stream: TokenStream
+    worker: str
+    follower: Follower
+
+
+@dataclass
+class WorkerInfo:
+    """What the last heartbeat of one worker said."""
+
+    channel: str
+    seen_at: float
+    free: int | None
+    ready: bool
+    engine: str
+    model: str
+    totals: dict[str, int]
+    ids: frozenset[str] = field(default_factory=frozenset)
+    description: dict[str, Any] = field(default_factory=dict)  # its engine's describe()
