@@ -137,7 +137,24 @@ class OwnerFilter(admin.SimpleListFilter):
         return queryset.filter(owner=chosen)
 
 
-class ConversationItemInline(admin.TabularInline):
+class WhatWasSaid:
+    """A conversation and its items, read-only here: the APIs make them, and deleting is their
+    owner's, through the APIs (which also stop the answers)."""
+
+    def has_add_permission(self, request, obj=None):
+        """Made by the APIs only."""
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        """A record of what was said."""
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        """The owner's, through the APIs."""
+        return False
+
+
+class ConversationItemInline(WhatWasSaid, admin.TabularInline):
     """A conversation's items, every branch, in order; an answer with its latencies from its
     log row (one query for them all: annotated, not looked up per row)."""
 
@@ -168,21 +185,9 @@ class ConversationItemInline(admin.TabularInline):
         """Its answer's time per output token."""
         return _ms(getattr(item, "tpot", None))
 
-    def has_add_permission(self, request, obj=None):
-        """Items come from the APIs only."""
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        """A record of what was said."""
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        """Deleting is its owner's, through the APIs (which also stop its answers)."""
-        return False
-
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(WhatWasSaid, admin.ModelAdmin):
     """People's conversations, read-only: by owner, searched by title and text (the search
     index, as the page's `?q=`), each with its items and their answers' latencies."""
 
@@ -220,18 +225,6 @@ class ConversationAdmin(admin.ModelAdmin):
     def item_count(self, conversation):
         """Items, every branch counted."""
         return conversation.items_counted
-
-    def has_add_permission(self, request):
-        """Conversations are made by the APIs."""
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        """A record of what was said."""
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        """Deleting is its owner's, through the APIs (which also stop its answers)."""
-        return False
 
 
 def _ms(value: float | None) -> str:

@@ -144,9 +144,7 @@ def branch(conversation: Conversation, to: ConversationItem | None = None, *,
     items = list(ConversationItem.objects.filter(conversation=conversation)
                  .order_by("depth", "pk"))
     by_pk = {item.pk: item for item in items}
-    siblings: dict[int | None, list[ConversationItem]] = {}
-    for item in items:
-        siblings.setdefault(item.parent_id, []).append(item)
+    siblings = _by_parent(items)
     path = []
     end = to.pk if to is not None else (conversation.current_id if whole else None)
     item = by_pk.get(end) if end else None
@@ -189,9 +187,8 @@ def last_shown(conversation: Conversation) -> ConversationItem | None:
 
 def answer_beside(conversation: Conversation, answer: ConversationItem,
                   generation_id: str) -> ConversationItem:
-    """A new answer to the same message as `answer` (Regenerate): its alternative, shown."""
-    if answer.role != "assistant":
-        raise BadRequest("Only an answer can be regenerated.")
+    """A new answer to the same message as `answer` (Regenerate): its alternative, shown (the
+    view has checked that it is an answer)."""
     with transaction.atomic():
         parent = answer.parent
         return _append_all(conversation, parent, [("assistant", "")],
@@ -287,16 +284,14 @@ def _append_all(conversation: Conversation, after: ConversationItem | None,
     return made
 
 
-def _children(conversation: Conversation) -> dict[int, list[ConversationItem]]:
-    children: dict[int, list[ConversationItem]] = {}
-    for node in ConversationItem.objects.filter(conversation=conversation).order_by("pk"):
-        if node.parent_id is not None:
-            children.setdefault(node.parent_id, []).append(node)
+def _children(conversation: Conversation) -> dict[int | None, list[ConversationItem]]:
+    return _by_parent(ConversationItem.objects.filter(conversation=conversation).order_by("pk"))
+
+
+def _by_parent(items: Iterable[ConversationItem]) -> dict[int | None, list[ConversationItem]]:
+    """Each item's children (None: the first items), oldest first as `items` come."""
+    children: dict[int | None, list[ConversationItem]] = {}
+    for item in items:
+        children.setdefault(item.parent_id, []).append(item)
     return children
-
-
-def touch(conversation: Conversation) -> None:
-    """Mark it changed now (it moves to the top of its owner's list)."""
-    Conversation.objects.filter(pk=conversation.pk).update(updated_at=now())
-    conversation.updated_at = now()
 

@@ -10,7 +10,6 @@ conversation, in another browser too, joins the same answer while it runs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,7 @@ from streaming.core.exceptions import BadRequest
 from streaming.http import turns
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
-from streaming.http.validation import decode_json_object
+from streaming.http.validation import decode_json_object, refuse_unknown, sampling
 from streaming.models import Conversation, ConversationItem, ItemStatus
 
 LIST_LIMIT = 100  # conversations in one page of the list, at most
@@ -78,15 +77,7 @@ def _settings_of(data: dict[str, Any]) -> dict[str, Any]:
                 raise BadRequest(f"`system_prompt` must be a string of at most "
                                  f"{settings.CONVERSATIONS_MAX_ITEM_CHARS} characters.")
         elif value is not None:
-            low, high = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0),
-                         "max_tokens": (1, settings.STREAM_MAX_TOKENS_LIMIT)}[name]
-            integer = name == "max_tokens"
-            if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
-                raise BadRequest(f"`{name}` must be {'an integer' if integer else 'a number'} "
-                                 "or null.")
-            if not (math.isfinite(value) and low <= value <= high) or (name == "top_p"
-                                                                       and value == 0):
-                raise BadRequest(f"`{name}` must be between {low:g} and {high:g}.")
+            sampling(name, value)  # checked as a request's would be; kept as given
         chosen[name] = value
     return chosen
 
@@ -106,9 +97,7 @@ async def conversations(request: HttpRequest) -> HttpResponse:
     owner = conversation_owner(request)
     if request.method == "POST":
         data = decode_json_object(request.body or b"{}")
-        unknown = sorted(set(data) - {"title", *SETTINGS})
-        if unknown:
-            raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
+        refuse_unknown(data, {"title", *SETTINGS})
         created = await sync_to_async(records.create)(
             owner, title=_title_of(data) or "", **_settings_of(data))
         return JsonResponse(_conversation_json(created), status=201)
@@ -133,9 +122,7 @@ async def conversation(request: HttpRequest, conversation_id: str) -> HttpRespon
         return JsonResponse({"id": conversation_id, "deleted": True})
     if request.method == "PATCH":
         data = decode_json_object(request.body)
-        unknown = sorted(set(data) - {"title", *SETTINGS})
-        if unknown:
-            raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
+        refuse_unknown(data, {"title", *SETTINGS})
         fields = _settings_of(data)
         if "title" in data:
             fields["title"] = _title_of(data) or ""
@@ -150,9 +137,7 @@ async def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
     shown, an edit when it names an earlier item's parent), and its answer, created."""
     found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
     data = decode_json_object(request.body)
-    unknown = sorted(set(data) - {"content", "after"})
-    if unknown:
-        raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
+    refuse_unknown(data, {"content", "after"})
     content = data.get("content")
     if not isinstance(content, str) or not content.strip():
         raise BadRequest("`content` must be a non-empty string.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -59,9 +60,7 @@ def parse_generation_body(body: bytes, *, engine_name: str = "",
     if refused:
         raise BadRequest(f"`{refused[0]}`: the {engine_name or 'local'} engine does not take "
                          "it; only the openai engine passes it to its upstream.")
-    unknown = sorted(set(data) - BODY_KEYS)
-    if unknown:
-        raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
+    refuse_unknown(data, BODY_KEYS)
     return build_request(
         messages=parse_messages(data),
         max_tokens=data.get("max_tokens"),
@@ -101,15 +100,30 @@ def build_request(
             default=settings.STREAM_DEFAULT_MAX_TOKENS,
         ),
         # Unset stays None: each engine has its own default (the model's, or its upstream's).
-        temperature=None if temperature is None else _number("temperature", temperature,
-                                                              0.0, 2.0, default=1.0),
-        top_p=None if top_p is None else _number("top_p", top_p, 0.0, 1.0, default=1.0,
-                                                 open_low=True),
+        temperature=None if temperature is None else sampling("temperature", temperature),
+        top_p=None if top_p is None else sampling("top_p", top_p),
         seed=None if seed is None else _integer("seed", seed, 0, MAX_SEED),
         fault=None if fault is None else parse_fault(fault),
         stop=parse_stop(stop),
         upstream_options=upstream_options,
     )
+
+
+def refuse_unknown(data: dict[str, Any], known: Iterable[str]) -> None:
+    """BadRequest naming every field of `data` not in `known`."""
+    unknown = sorted(set(data).difference(known))
+    if unknown:
+        raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
+
+
+def sampling(name: str, value: Any) -> float:
+    """`temperature`, `top_p` or `max_tokens` (not None) checked as every API checks it
+    (BadRequest otherwise): for settings kept to be used later too (a conversation's)."""
+    if name == "max_tokens":
+        return _integer(name, value, 1, settings.STREAM_MAX_TOKENS_LIMIT)
+    if name == "temperature":
+        return _number(name, value, 0.0, 2.0, default=1.0)
+    return _number(name, value, 0.0, 1.0, default=1.0, open_low=True)
 
 
 def parse_messages(data: dict[str, Any]) -> tuple[Message, ...]:

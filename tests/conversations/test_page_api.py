@@ -35,6 +35,14 @@ async def read_answer(item: dict, headers=None) -> str:
                    if e.event == "message" and e.data != "[DONE]")
 
 
+async def first_token_of(item: dict) -> Exchange:
+    """A reader of the answer's stream, once its first token has come."""
+    stream = await Exchange("GET", item["generation"]["stream_url"]).start()
+    while not [e for e in stream.events if e.event == "message"]:
+        await stream.next_body()
+    return stream
+
+
 async def test_a_message_and_its_answer_are_kept_with_how_the_answer_ended(engine):
     me = browser("alice")
     status, conversation = await call("POST", "/api/conversations", {"max_tokens": 6}, me)
@@ -108,9 +116,7 @@ async def test_stop_keeps_the_partial_text_marked_stopped(engine):
     path = f"/api/conversations/{conversation['id']}"
     _, shown = await call("POST", path + "/messages", {"content": "tell me"}, me)
     answer = shown["items"][1]
-    stream = await Exchange("GET", answer["generation"]["stream_url"]).start()
-    while not [e for e in stream.events if e.event == "message"]:
-        await stream.next_body()
+    stream = await first_token_of(answer)
     await call("POST", answer["generation"]["cancel_url"])
     await stream.read_all()
     await log_writer.flush()
@@ -123,6 +129,8 @@ async def test_settings_are_checked_and_kept(engine):
     me = browser("frank")
     status, error = await call("POST", "/api/conversations", {"temperature": 3}, me)
     assert status == 400 and "temperature" in error["error"]["message"]
+    status, error = await call("POST", "/api/conversations", {"top_p": 10 ** 400}, me)
+    assert status == 400 and "top_p" in error["error"]["message"]  # as a request's: no 500
     _, conversation = await call("POST", "/api/conversations",
                                  {"system_prompt": "Be brief.", "top_p": 0.5}, me)
     status, shown = await call("PATCH", f"/api/conversations/{conversation['id']}",
@@ -139,9 +147,7 @@ async def test_deleting_a_conversation_stops_its_answer_and_frees_its_log(engine
     path = f"/api/conversations/{conversation['id']}"
     _, shown = await call("POST", path + "/messages", {"content": "a long one"}, me)
     answer = shown["items"][1]
-    stream = await Exchange("GET", answer["generation"]["stream_url"]).start()
-    while not [e for e in stream.events if e.event == "message"]:
-        await stream.next_body()
+    stream = await first_token_of(answer)
     status, deleted = await call("DELETE", path, None, me)
     assert (status, deleted) == (200, {"id": conversation["id"], "deleted": True})
     ended = await stream.read_all()
