@@ -122,11 +122,14 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 # A worker announces itself this often; silent for WORKER_TIMEOUT_S, it is presumed dead and
-# its streams end with `worker_unavailable`. Web processes announce themselves to the workers
+# its streams go on on another worker (`worker_unavailable` when none is left). Web processes announce themselves to the workers
 # as often: one silent for WORKER_TIMEOUT_S has its generations aborted. Keep the timeout well
 # above 1 s: channels_redis' pub/sub reader pauses a second after any connection error.
 WORKER_HEARTBEAT_S = env_float("WORKER_HEARTBEAT_S", 1.0, minimum=0.05)
 WORKER_TIMEOUT_S = env_float("WORKER_TIMEOUT_S", 3.0, minimum=0.1)
+# SIGTERM: a worker takes no new work, lets what it runs finish this long, then hands the rest
+# over to other workers (a rolling restart loses nothing); Ctrl-C hands over at once.
+WORKER_DRAIN_S = env_float("WORKER_DRAIN_S", 10.0)
 
 # --- Streaming (docs/api.md, "Settings") ------------------------------------------------
 # The engines STREAMING_ENGINE may name, by dotted path (as Channels names a layer's backend).

@@ -86,6 +86,11 @@ class ChunkLog:
             return self.first + len(ids) + offset + 1
         return None
 
+    def extend(self, chunks: list[Chunk]) -> None:
+        """Append chunks after the last (a stream's push appends one itself, inline)."""
+        self.recent += chunks
+        self.recent_chars += sum(len(chunk.text) for chunk in chunks)
+
     def chunks(self, start: int, stop: int) -> list[Chunk]:
         """The chunks from position `start` to `stop` (a new list)."""
         ids = self.ids

@@ -29,6 +29,14 @@ class Fault:
 
 
 @dataclass(frozen=True, slots=True)
+class Continuation:
+    """An answer taken over from a model worker that died or left: what was made before."""
+
+    tokens: int  # tokens already made (and streamed): the next one is token `tokens`
+    text: str  # their answer text, which a model prefills after the prompt
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationRequest:
     """A validated request, the same for every engine and API."""
 
@@ -43,6 +51,7 @@ class GenerationRequest:
     # JSON of OpenAI parameters only an upstream acts on (`tools`, `tool_choice`, …): the
     # `openai` engine sends them as they came; the local engines never get any.
     upstream_options: str = ""
+    continuation: Continuation | None = None  # set only for a handover (fleet/handover.py)
 
     @property
     def prompt_chars(self) -> int:

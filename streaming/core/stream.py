@@ -9,6 +9,7 @@ cancellation works (`tokens_after_abort`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from array import array
 from collections.abc import AsyncIterator, Callable
@@ -33,12 +34,7 @@ class Counters:
 
     def as_dict(self) -> dict[str, int]:
         """The JSON shape of `/api/stats`."""
-        return {
-            "tokens_generated_total": self.tokens_generated_total,
-            "tokens_after_abort_total": self.tokens_after_abort_total,
-            "generations_in_flight": self.generations_in_flight,
-            "generations_total": self.generations_total,
-        }
+        return dataclasses.asdict(self)
 
 
 COUNTERS = Counters()
@@ -132,6 +128,11 @@ class TokenStream:
         elif not self._readers and self.max_log_bytes:
             log.compact(len(recent))  # kept for a reader to come back: compact at once
         self._wake()
+
+    def carry_over(self, tokens: int, chunks: list[Chunk]) -> None:
+        """A handover: go on after `tokens` made elsewhere, their `chunks` logged, uncounted."""
+        self._log.extend(chunks)
+        self.tokens_generated = tokens  # the next chunk's id (only engines of TEXT go on)
 
     def recount(self, tokens: int) -> None:
         """Correct the total to what the producer learnt at the end (a remote upstream's usage)."""

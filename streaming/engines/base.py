@@ -24,6 +24,8 @@ class Engine(ABC):
 
     name: str = "engine"
     supports_faults = False  # only the deterministic engine honours the `fault` test hook
+    # It can go on with an answer another worker began (a request's `continuation`: a handover).
+    continues = False
     ready = False  # set by start() once the engine can serve
     # Its generations may be read in other web processes too (a fleet's): a reader leaving
     # here detaches (`readers_left`) and the engine aborts once no process reads.
@@ -80,6 +82,9 @@ class Engine(ABC):
             raise BadRequest(
                 f"`fault` is a test hook of the deterministic engine, not of {self.name}."
             )
+        if request.continuation is not None and not self.continues:
+            raise BadRequest(f"The {self.name} engine cannot go on with an answer begun "
+                             "elsewhere.")
         if not self.passes_upstream_options and (
                 request.upstream_options or any(m.extra for m in request.messages)):
             raise BadRequest(f"The {self.name} engine does not take tools or upstream options; "

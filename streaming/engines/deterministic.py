@@ -30,6 +30,7 @@ class DeterministicEngine(TaskEngine):
 
     name = "deterministic"
     supports_faults = True
+    continues = True
     sampling_defaults = SAMPLING  # what its seeded script draws with when a request sets none
     YIELD_EVERY = 32  # tokens between yields to the loop when unpaced, so others run too
 
@@ -110,6 +111,8 @@ class DeterministicEngine(TaskEngine):
     async def _produce(self, stream: TokenStream) -> None:
         request = stream.request
         tokens, finish_reason = tokens_for(request, self.answer_tokens)
+        if request.continuation is not None:  # a handover: the same script, from where it was
+            tokens = tokens[request.continuation.tokens:]
         start = asyncio.get_running_loop().time() + self.ttft_s
         if self.steps is not None and self.ttft_s:
             await asyncio.sleep(self.ttft_s)  # its prefill; then it joins the batch's steps

@@ -76,6 +76,7 @@ class TransformersEngine(Engine):
     """SmolLM2-135M-Instruct (or `model`) through transformers' continuous batching."""
 
     name = "transformers"
+    continues = True  # a handover's text so far is prefilled after the prompt
     DEFAULT_MAX_BATCH = 8  # sequences per forward pass; 8 keeps each above reading speed on 2 cores
     CPU_CONTEXT_TOKENS = 2048  # default window on CPU: the KV cache is sized from it (RAM)
     KV_TOKENS_PER_SEQUENCE = 1024  # CPU KV cache = max(window, max_batch x this) tokens
@@ -202,10 +203,8 @@ class TransformersEngine(Engine):
 
     def _encode(self, request: GenerationRequest) -> list[int]:
         ids = self._encoded.pop(request.id, None)
-        if ids is None:
-            ids = self._encode_messages([{"role": m.role, "content": m.content}
-                                         for m in request.messages])
-        return ids
+        return ids if ids is not None else self._encode_messages(
+            [{"role": m.role, "content": m.content} for m in request.messages])
 
     def check_request(self, request: GenerationRequest) -> None:
         """Refuse a fault hook, and a prompt that leaves no room for an answer in the window."""
@@ -237,21 +236,22 @@ class TransformersEngine(Engine):
         if self.decode_loop.failure is not None or not self._loaded.is_set():
             raise EngineUnavailable(self.decode_loop.failure or "The model is still loading.")
         if len(self._running) >= self.max_batch and len(self._waiting) >= self.max_queue:
-            raise EngineBusy(
-                f"{len(self._running)} generations running and {len(self._waiting)} waiting."
-            )
+            raise EngineBusy(f"{len(self._running)} generations running and "
+                             f"{len(self._waiting)} waiting.")
         self.check_request(request)
-        prompt_ids = self._encode(request)
+        assert self._tokenizer is not None
+        tokenizer, went_on = self._tokenizer, request.continuation  # a handover: text prefilled
+        prompt_ids = self._encode(request) + (
+            tokenizer.encode(went_on.text, add_special_tokens=False) if went_on else [])
+        made = went_on.tokens if went_on else 0
         room = self.context_tokens - len(prompt_ids)
         sampling = self.sampling_defaults.for_request(request)  # what the request leaves unset
         stream = TokenStream(request)
-        assert self._tokenizer is not None
-        tokenizer = self._tokenizer
         job = _Job(
             stream=stream,
             prompt_ids=prompt_ids,
-            max_new_tokens=min(request.max_tokens, room),
-            limited_by_context=room < request.max_tokens,
+            max_new_tokens=max(1, min(request.max_tokens - made, room)),
+            limited_by_context=room < request.max_tokens - made,
             loop=asyncio.get_running_loop(),
             detokenizer=IncrementalDetokenizer(
                 lambda ids: tokenizer.decode(ids, skip_special_tokens=True)

@@ -90,6 +90,10 @@ class Writer:
             log.whole = False
         self._queue(generation_id, "x", {})
 
+    def drop(self, generation_id: str) -> None:
+        """Write no more of a generation's log: another worker goes on with it (a handover)."""
+        self.open.pop(generation_id, None)
+
     def end(self, generation_id: str, chunks: list[Chunk], ending: dict[str, Any],
             then: Callable[[], None] = lambda: None) -> None:
         """Close a generation's log: all its chunks, then its `e` entry (`ended_at` added

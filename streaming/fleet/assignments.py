@@ -20,6 +20,9 @@ class Follower(Protocol):
     def ended(self, generation_id: str, end: dict[str, Any]) -> None:
         """The worker ended it; `end`: its log's last entry."""
 
+    def moved(self, generation_id: str) -> None:
+        """Its worker died or stopped: it goes on on another, to be followed there."""
+
 
 @dataclass
 class Assignment:
@@ -30,6 +33,9 @@ class Assignment:
     log: dict[str, Any] | None = None  # keep_answer's options, sent with `generate`
     sent_at: float | None = None  # when `generate` went (None: not yet)
     ack: asyncio.Future[None] | None = None  # an abort waiting for the worker's final counters
+    handovers: int = 0  # times it went on on another worker (fleet/handover.py)
+    handing_over: bool = False  # looking for the worker to go on with it
+    resending: bool = False  # lost tokens asked for again, the worker's answer not yet here
 
 
 @dataclass
@@ -40,6 +46,7 @@ class Following:
     stream: TokenStream
     worker: str
     follower: Follower
+    resending: bool = False  # lost tokens asked for again, the worker's answer not yet here
 
 
 @dataclass

@@ -16,11 +16,13 @@ from streaming.core.stream import TokenStream
 
 
 class Audience:
-    """The web processes that read one generation now, and an abort waiting for one back."""
+    """One generation on the worker, from `generate` until its end has gone to its readers:
+    its stream, the web processes that read it now, and an abort waiting for one back."""
 
     def __init__(self, stream: TokenStream, home: str, *, grace_s: float,
                  background: bool = False) -> None:
         self.stream = stream
+        self.home = home  # the web process that sent `generate` (or, after a handover, took it)
         self.channels = {home}  # the web process that sent `generate` reads it first
         self.fed = {home}  # the web processes its chunks go to: home, and those that follow it
         self.sent = 0  # its chunks before this position went to every one of them

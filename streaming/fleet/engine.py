@@ -2,8 +2,9 @@
 
 Each web process has one reply channel; a reader task hands incoming chunks to the local
 TokenStreams, so the views cannot tell this engine from an in-process one. Workers announce
-themselves by heartbeat; a worker silent for WORKER_TIMEOUT_S is presumed dead and its streams
-end with `worker_unavailable`. The messages are in streaming/fleet/protocol.py.
+themselves by heartbeat; a worker silent for WORKER_TIMEOUT_S is presumed dead and its answers
+go on on another (fleet/handover.py; `worker_unavailable` when none is left). Tokens lost on the
+way (Redis restarted) are asked for again. The messages are in streaming/fleet/protocol.py.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter, deque
+from collections import Counter
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -21,9 +22,11 @@ from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavail
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
+from streaming.fleet import handover
 from streaming.fleet.assignments import Assignment, Follower, Following, WorkerInfo
+from streaming.fleet.presence import Presence
 from streaming.fleet.protocol import (
-    HEARTBEATS_GROUP,
+    HANDED_OVER,
     WORKERS_GROUP,
     end_as_the_worker_did,
     request_message,
@@ -35,7 +38,7 @@ ABORT_ACK_S = 2.0  # how long an abort waits for the worker's final counters
 QUERY_S = 0.5  # how long a cross-process lookup waits for the owning worker to answer
 
 
-class ChannelLayerEngine(Engine):
+class ChannelLayerEngine(handover.HandsOver, Engine):
     """Generations run in `runworker model-worker` processes; this side streams them."""
 
     shares_answers = True
@@ -44,29 +47,26 @@ class ChannelLayerEngine(Engine):
         super().__init__()
         self.layer = None
         self.reply_channel = ""
-        self.workers: dict[str, WorkerInfo] = {}
+        self.presence = Presence()
         self.assignments: dict[str, Assignment] = {}  # generation id → where it runs
         self.assigned: Counter[str] = Counter()  # worker channel → our streams on it
         self.followed: dict[str, Following] = {}  # generation id → a replica's
-        self.layer_error: str | None = None
+        # Answers handed over or followed again: chunks of theirs count only from their worker.
+        self.moved: set[str] = set()
         self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        # We ping our own reply channel every beat (pub/sub can publish while our subscription
-        # is still down); workers count only while our pings come back within
-        # WORKER_TIMEOUT_S (a ping merely late, behind a burst of chunks, is no outage).
-        self.pings_sent = 0
-        self.pings_seen = 0
-        self.unanswered: deque[tuple[int, float]] = deque(maxlen=64)  # (seq, sent at)
 
     # --- identity ---------------------------------------------------------------------------
 
-    def _any_worker(self) -> WorkerInfo | None:
-        return next(iter(self.workers.values()), None)
+    @property
+    def workers(self) -> dict[str, WorkerInfo]:
+        """Each worker's last heartbeat."""
+        return self.presence.workers
 
     @property
     def name(self) -> str:  # type: ignore[override]
         """The workers' engine."""
-        worker = self._any_worker()
+        worker = self.presence.any_worker()
         return worker.engine if worker else "model-worker"
 
     @property
@@ -77,13 +77,13 @@ class ChannelLayerEngine(Engine):
     @property
     def model(self) -> str:
         """The workers' model."""
-        worker = self._any_worker()
+        worker = self.presence.any_worker()
         return worker.model if worker else "unknown"
 
     def describe(self) -> dict[str, Any]:
         """What a live worker announced of its engine (every worker runs the same one)."""
-        if not (described := [w.description for w in self._live() if w.description]):
-            raise WorkerUnavailable(self._why_unavailable())
+        if not (described := [w.description for w in self.presence.live() if w.description]):
+            raise WorkerUnavailable(self.presence.why_unavailable())
         return described[0]
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -101,66 +101,62 @@ class ChannelLayerEngine(Engine):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _live(self) -> list[WorkerInfo]:
-        if self.unanswered and (time.monotonic() - self.unanswered[0][1]
-                                > settings.WORKER_TIMEOUT_S):
-            return []  # our own reply channel is not receiving: nothing sent now would return
-        return [w for w in self.workers.values() if w.ready]
-
     async def check_health(self) -> None:
         """Healthy while at least one worker answers."""
-        if not self._live():
-            raise WorkerUnavailable(self._why_unavailable())
-
-    def _why_unavailable(self) -> str:
-        if self.layer_error:
-            return f"The channel layer (Redis) is unreachable: {self.layer_error}"
-        return "No model worker is running (start one with `manage.py runworker model-worker`)."
+        if not self.presence.live():
+            raise WorkerUnavailable(self.presence.why_unavailable())
 
     @property
     def free_slots(self) -> int | None:
         """Room across all workers (None if any is unbounded)."""
-        slots = [w.free for w in self._live()]
+        slots = [w.free for w in self.presence.live()]
         return None if any(s is None for s in slots) else sum(slots)  # type: ignore[misc]
 
     def totals(self) -> dict[str, Any]:
         """The fleet's counters as of each worker's last heartbeat: their sum, and each one's."""
-        keys = ("tokens_generated_total", "tokens_after_abort_total", "generations_in_flight",
-                "generations_total")
-        fleet: dict[str, Any] = {
-            key: sum(w.totals.get(key, 0) for w in self.workers.values()) for key in keys
-        }
-        fleet["workers"] = [{"worker": w.channel, "free": w.free, **w.totals}
-                            for w in self.workers.values()]
-        return fleet
+        return self.presence.totals()
 
     # --- generating -------------------------------------------------------------------------
 
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Send the request to the worker with the most room; refuse when none has any."""
-        live = self._live()
+        live = self.presence.live()
         if not live:
-            raise WorkerUnavailable(self._why_unavailable())
-        open_ = [w for w in live if w.free is None or w.free > 0]
-        if not open_:
+            raise WorkerUnavailable(self.presence.why_unavailable())
+        worker = handover.choose(live, self.assigned)
+        if worker is None:
             raise EngineBusy("Every model worker is at capacity.")
-        # Most room first; among equals (or unbounded ones), the one we gave the fewest streams.
-        worker = max(open_, key=lambda w: (float("inf") if w.free is None else w.free,
-                                           -self.assigned[w.channel]))
-        self.assigned[worker.channel] += 1
-        if worker.free is not None:
-            worker.free -= 1  # until its next heartbeat says otherwise
-        stream = TokenStream(request)
+        # Kept whole (up to the cap), so that another worker can go on with it.
+        stream = TokenStream(request, max_log_bytes=settings.STREAM_RESUME_MAX_BYTES)
         self.streams[request.id] = stream
-        assignment = self.assignments[request.id] = Assignment(worker.channel)
+        assignment = self.assignments[request.id] = Assignment("")
+        self._assign(assignment, worker)
         self._spawn(self._send_generate(stream, assignment))
         return stream
 
-    async def _send_generate(self, stream: TokenStream, assignment: Assignment) -> None:
+    def _assign(self, assignment: Assignment, worker: WorkerInfo) -> None:
+        if assignment.worker:
+            self._unassign(assignment)
+        assignment.worker = worker.channel
+        self.assigned[worker.channel] += 1
+        if worker.free is not None:
+            worker.free -= 1  # until its next heartbeat says otherwise
+
+    def _unassign(self, assignment: Assignment) -> None:
+        self.assigned[assignment.worker] -= 1
+        if self.assigned[assignment.worker] <= 0:
+            del self.assigned[assignment.worker]
+
+    async def _send_generate(self, stream: TokenStream, assignment: Assignment,
+                             request: GenerationRequest | None = None,
+                             carried: list[list[Any]] | None = None) -> None:
+        message = {"type": "generate", "reply_to": self.reply_channel,
+                   "request": request_message(request or stream.request), "log": assignment.log}
+        if carried:
+            message["carried"] = carried
+        assignment.sent_at = None
         try:
-            await self.layer.send(assignment.worker, {
-                "type": "generate", "reply_to": self.reply_channel,
-                "request": request_message(stream.request), "log": assignment.log})
+            await self.layer.send(assignment.worker, message)
             assignment.sent_at = time.monotonic()
         except Exception as error:
             self._fail(stream, f"Could not reach the model worker: {error}")
@@ -180,15 +176,20 @@ class ChannelLayerEngine(Engine):
         self._spawn(self._tell_workers("attach", request_id))
 
     async def follow(self, stream: TokenStream, worker: str, follower: Follower) -> None:
-        """Have `worker` feed `stream`, a replica of its generation `stream.id`, from its first
-        chunk on, until `unfollow`."""
+        """Have `worker` feed `stream`, a replica of its generation `stream.id`, from the token
+        it has on, until `unfollow`."""
+        if stream.id in self.followed:
+            self.moved.add(stream.id)  # followed again, on another worker: only its chunks count
         self.followed[stream.id] = Following(stream, worker, follower)
         await self.layer.send(worker, {"type": "follow", "id": stream.id,
-                                       "channel": self.reply_channel})
+                                       "channel": self.reply_channel,
+                                       "after": stream.tokens_generated})
 
     def unfollow(self, generation_id: str) -> None:
         """Feed that stream no more."""
         self.followed.pop(generation_id, None)
+        if generation_id not in self.streams:
+            self.moved.discard(generation_id)
 
     async def _tell_workers(self, kind: str, request_id: str, **fields: Any) -> None:
         try:
@@ -221,9 +222,8 @@ class ChannelLayerEngine(Engine):
         super().release(request_id)
         assignment = self.assignments.pop(request_id, None)
         if assignment is not None:
-            self.assigned[assignment.worker] -= 1
-            if self.assigned[assignment.worker] <= 0:
-                del self.assigned[assignment.worker]
+            self._unassign(assignment)
+        self.moved.discard(request_id)
 
     def _fail(self, stream: TokenStream, message: str) -> None:
         if not stream.finished:
@@ -262,7 +262,7 @@ class ChannelLayerEngine(Engine):
             try:
                 message = await self.layer.receive(self.reply_channel)
             except Exception as error:
-                self.layer_error = str(error) or type(error).__name__
+                self.presence.layer_error = str(error) or type(error).__name__
                 await asyncio.sleep(0.5)
                 continue
             try:
@@ -270,11 +270,9 @@ class ChannelLayerEngine(Engine):
                 if kind == "chunks":
                     self._on_chunks(message)
                 elif kind == "worker.heartbeat":
-                    self._on_heartbeat(message)
+                    self._check_lost(self.presence.heard(message))
                 elif kind == "web.ping":
-                    self.pings_seen = max(self.pings_seen, message["seq"])
-                    while self.unanswered and self.unanswered[0][0] <= self.pings_seen:
-                        self.unanswered.popleft()
+                    self.presence.pinged(message["seq"])
                 elif kind == "state":
                     future = self._queries.get(message["id"])
                     if future is not None and not future.done():
@@ -283,25 +281,41 @@ class ChannelLayerEngine(Engine):
                 logger.exception("bad message from the channel layer: %r", message)
 
     def _on_chunks(self, message: dict[str, Any]) -> None:
-        streams, followed = self.streams, self.followed
+        streams, followed, moved = self.streams, self.followed, self.moved
+        sender = message.get("worker")
         for generation_id, index, text, tokens, *kind in message["items"]:
             stream = streams.get(generation_id)
             if stream is None and (following := followed.get(generation_id)) is not None:
                 stream = following.stream
             if stream is None or stream.finished:
                 continue
+            if moved and generation_id in moved and sender != self._worker_of(generation_id):
+                continue  # from the worker it left
             if index != stream.tokens_generated:
-                # A message expired or was lost (Redis restarted): the text has a hole.
-                self._fail(stream, f"tokens {stream.tokens_generated}..{index} were lost")
-                continue
+                if index > stream.tokens_generated:
+                    # A message expired or was lost (Redis restarted): ask for it again.
+                    self._resend(stream, self._worker_of(generation_id),
+                                 self.assignments.get(generation_id))
+                continue  # (below: a chunk sent again that we have)
             stream.push(text, tokens, *kind)  # a kind only when not TEXT
         for generation_id, finish_reason, error_code, generated, after_abort, *logged in \
                 message["ends"]:
+            if moved and generation_id in moved and sender != self._worker_of(generation_id):
+                continue
             stream = streams.get(generation_id)
             if stream is None:
                 following = followed.get(generation_id)
-                if following is not None and logged:
+                if following is not None and error_code == HANDED_OVER:
+                    following.follower.moved(generation_id)
+                elif following is not None and logged:
                     following.follower.ended(generation_id, logged[0])  # its log's last entry
+                continue
+            if error_code == HANDED_OVER:
+                self._spawn(self._hand_over(stream, HANDED_OVER))
+                continue
+            if error_code is None and not stream.aborted and generated > stream.tokens_generated:
+                # Its last tokens were lost on the way, with the worker's copy: go on from ours.
+                self._spawn(self._hand_over(stream, "its last tokens were lost", again=True))
                 continue
             # The worker's counters are the truth: it saw every token, read or not. (Only
             # tokens this side found unread may be missing there, if it ended before our abort.)
@@ -314,18 +328,22 @@ class ChannelLayerEngine(Engine):
             elif not stream.finished:
                 end_as_the_worker_did(stream, finish_reason, error_code)
         for generation_id, state in message.get("followed", ()):
-            following = followed.get(generation_id)
-            if following is not None:
+            if (assignment := self.assignments.get(generation_id)) is not None:
+                # Our own, asked for again after a loss: its worker no longer has it all.
+                assignment.resending = False
+                if state != "live":
+                    self._spawn(self._hand_over(streams[generation_id],
+                                                f"its worker has it no more ({state})"))
+            elif (following := followed.get(generation_id)) is not None:
+                following.resending = False
                 following.follower.followed(generation_id, state)
 
-    def _on_heartbeat(self, message: dict[str, Any]) -> None:
-        self.layer_error = None
-        self.workers[message["worker"]] = WorkerInfo(
-            channel=message["worker"], seen_at=time.monotonic(), free=message["free"],
-            ready=message["ready"], engine=message["engine"], model=message["model"],
-            totals=message["totals"], ids=frozenset(message.get("ids", ())),
-            description=message.get("description") or {})
-        self._check_lost(message["worker"])
+    def _worker_of(self, generation_id: str) -> str:
+        assignment = self.assignments.get(generation_id)
+        if assignment is not None:
+            return assignment.worker
+        following = self.followed.get(generation_id)
+        return following.worker if following is not None else ""
 
     def _check_lost(self, worker: str) -> None:
         """Streams this worker should be running but does not list were lost on the way."""
@@ -337,35 +355,20 @@ class ChannelLayerEngine(Engine):
                     and generation_id not in info.ids:
                 stream = self.streams.get(generation_id)
                 if stream is not None:
-                    self._fail(stream, f"{worker} does not know it (a message was lost)")
+                    assignment.sent_at = None  # once
+                    self._spawn(self._hand_over(stream, f"{worker} does not know it (a "
+                                                "message was lost)", again=True))
 
     async def _presence_loop(self) -> None:
-        interval = settings.WORKER_HEARTBEAT_S
         while True:
-            try:
-                # Re-joined every beat: Redis keeps nothing across a restart.
-                await self.layer.group_add(HEARTBEATS_GROUP, self.reply_channel)
-                # Noted before it is sent: it may come back before send() returns.
-                self.pings_sent += 1
-                self.unanswered.append((self.pings_sent, time.monotonic()))
-                await self.layer.send(self.reply_channel,
-                                      {"type": "web.ping", "seq": self.pings_sent})
-                # Workers stop what they generate for a web process that has gone silent (a
-                # killed process sends no aborts; with pub/sub, messages to it just vanish).
-                await self.layer.group_send(WORKERS_GROUP, {"type": "web.heartbeat",
-                                                            "channel": self.reply_channel})
-            except Exception as error:
-                self.layer_error = str(error) or type(error).__name__
-            now = time.monotonic()
-            for worker, info in list(self.workers.items()):
-                if now - info.seen_at > settings.WORKER_TIMEOUT_S:
-                    logger.warning("model worker %s is silent; presumed dead", worker)
-                    del self.workers[worker]
-                    for generation_id, assignment in list(self.assignments.items()):
-                        stream = self.streams.get(generation_id)
-                        if assignment.worker == worker and stream is not None:
-                            self._fail(stream, f"{worker} stopped answering")
-                    for following in list(self.followed.values()):
-                        if following.worker == worker:
-                            self._fail(following.stream, f"{worker} stopped answering")
-            await asyncio.sleep(interval / 2)
+            await self.presence.beat(self.layer, self.reply_channel)
+            for worker in self.presence.silent():
+                logger.warning("model worker %s is silent; presumed dead", worker)
+                for generation_id, assignment in list(self.assignments.items()):
+                    if assignment.worker == worker:
+                        self._spawn(self._hand_over(self.streams[generation_id],
+                                                    f"{worker} stopped answering"))
+                for following in list(self.followed.values()):
+                    if following.worker == worker:
+                        following.follower.moved(following.stream.id)
+            await asyncio.sleep(settings.WORKER_HEARTBEAT_S / 2)

@@ -1,10 +1,21 @@
-"""What a model worker has for one web process and has not sent yet (fleet/worker.py)."""
+"""What a model worker has for each web process and has not sent yet, and the sending
+(fleet/worker.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from channels.exceptions import ChannelFull
+
 from streaming.core.chunk_log import Chunk
+
+logger = logging.getLogger(__name__)
+
+RETRY_FULL_S = 0.05  # a web process' channel is full: wait this long, then send the merged text
+GIVE_UP_FULL_S = 10.0  # full this long: its reader is gone; abort what we generate for it
 
 
 class Outbox:
@@ -53,3 +64,67 @@ class Outbox:
         self.items = items
         self.ends = message["ends"] + self.ends
         self.followed = message.get("followed", []) + self.followed
+
+
+class Outboxes:
+    """One outbox per web process, each with its own send loop (at most one send in flight);
+    every message says which worker sent it (`worker`)."""
+
+    def __init__(self, layer: Any, sender: str, spawn: Callable[[Any], Any], *,
+                 delivered: Callable[[str, list[list[Any]]], None],
+                 abandon: Callable[[str], Awaitable[None]],
+                 in_use: Callable[[str], bool]) -> None:
+        self.layer, self.sender, self._spawn = layer, sender, spawn
+        self._delivered = delivered  # these ends reached that web process
+        self._abandon = abandon  # it has not read for GIVE_UP_FULL_S: abort its generations
+        self._in_use = in_use  # we still generate for it (else its empty outbox goes)
+        self.boxes: dict[str, Outbox] = {}
+
+    def __getitem__(self, web: str) -> Outbox:
+        box = self.boxes.get(web)
+        if box is None:
+            box = self.boxes[web] = Outbox()
+        return box
+
+    @property
+    def idle(self) -> bool:
+        """Nothing left to send to anyone."""
+        return not any(box.sending or box.items or box.ends for box in self.boxes.values())
+
+    def flush(self, web: str) -> None:
+        """Send what `web`'s outbox holds, unless a send to it is in flight (it takes it next)."""
+        box = self.boxes[web]
+        if not box.sending:
+            box.sending = True
+            self._spawn(self._send_all(web, box))
+
+    async def _send_all(self, web: str, box: Outbox) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while (message := box.take()) is not None:
+                message["worker"] = self.sender
+                try:
+                    await self.layer.send(web, message)
+                    box.full_since = None
+                    self._delivered(web, message["ends"])
+                except ChannelFull:
+                    box.put_back(message)
+                    box.full_since = box.full_since or loop.time()
+                    if loop.time() - box.full_since > GIVE_UP_FULL_S:
+                        logger.warning("%s has not read for %ss: aborting its generations", web,
+                                       GIVE_UP_FULL_S)
+                        self.boxes.pop(web, None)
+                        self._delivered(web, box.ends)
+                        await self._abandon(web)
+                        return
+                    await asyncio.sleep(RETRY_FULL_S)
+                except Exception:
+                    logger.exception("sending to %s failed; retrying", web)
+                    box.put_back(message)
+                    await asyncio.sleep(RETRY_FULL_S * 10)
+        finally:
+            box.sending = False
+            if box.items or box.ends:
+                self.flush(web)
+            elif not self._in_use(web):
+                self.boxes.pop(web, None)

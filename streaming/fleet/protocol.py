@@ -4,10 +4,15 @@ workers (fleet/worker.py) speak it.
 
 Messages, all over the channel layer (Redis):
 
-    web → worker (its own channel)  generate {request, reply_to, log}
-                                    abort {id, unread}  (unread: wasted before the abort)
-                                    follow {id, channel}   a replica of it here: send me its
-                                                    chunks so far, then the rest, then its end
+    web → worker (its own channel)  generate {request, reply_to, log(, carried)}
+                                                    carried: a handover's chunks so far
+                                                    (request.continuation says how far)
+                                    abort {id, unread(, handed_over)}  (unread: wasted before
+                                                    the abort; handed_over: it goes on
+                                                    elsewhere, end it without an end)
+                                    follow {id, channel, after}   a replica of it here: send
+                                                    me its chunks from token `after`, then
+                                                    the rest, then its end
     web → group "model-workers"     abort {id}          query {id, reply_to}
                                     attach {id, channel}           a reader of it here (again)
                                     detach {id, channel, unread, leaving}
@@ -15,14 +20,15 @@ Messages, all over the channel layer (Redis):
                                                     since the last left; `leaving`: shutting
                                                     down, its readers may come back elsewhere
                                     web.heartbeat {channel}   (every WORKER_HEARTBEAT_S)
-    worker → web (reply_to, and     chunks {items: [[id, index, text, tokens(, kind)], ...],
+    worker → web (reply_to, and     chunks {worker, items: [[id, index, text, tokens(, kind)], ...],
       each follower)                        ends: [[id, finish_reason, error_code,
                                                     tokens_generated, tokens_after_abort
                                                     (, the log's `e` entry)]],
                                             followed: [[id, live | logged | gone]]}
                                                     (followed: only in answer to `follow`,
                                                     after the chunks it hands over)
-                                    state {id, tokens_generated, tokens_after_abort, finished}
+                                    state {id, tokens_generated, tokens_after_abort, finished,
+                                           worker}
     worker → group "model-worker-heartbeats"   worker.heartbeat {worker, free, ready, ...,
                                                     description}  (its engine's defaults:
                                                     Engine.describe(), for GET /api/engine)
@@ -45,7 +51,7 @@ from __future__ import annotations
 from typing import Any
 
 from streaming.core.exceptions import GenerationError, StreamCut
-from streaming.core.request import Fault, GenerationRequest, Message
+from streaming.core.request import Continuation, Fault, GenerationRequest, Message
 from streaming.core.stream import FinishReason, TokenStream
 
 WORKER_CHANNEL = "model-worker"  # `manage.py runworker model-worker`
@@ -67,8 +73,14 @@ def request_message(request: GenerationRequest) -> dict[str, Any]:
         "fault": None if fault is None else [fault.at, fault.code, fault.kind],
         "stop": list(request.stop),
         "upstream_options": request.upstream_options,
+        "continuation": None if request.continuation is None
+        else [request.continuation.tokens, request.continuation.text],
     }
 
+
+# An `ends` item's code for an answer that goes on on another worker (the worker stopping, or
+# taking no new work): never a reader's, the web process hands it over (fleet/handover.py).
+HANDED_OVER = "handed_over"
 
 # The codes an abort ends a stream with (client_disconnected: the worker's, nobody reading).
 ABORT_CODES = ("cancelled", "server_shutdown", "client_disconnected")
@@ -92,7 +104,7 @@ def end_as_the_worker_did(stream: TokenStream, finish_reason: FinishReason | Non
 
 def request_from_message(data: dict[str, Any]) -> GenerationRequest:
     """The inverse of `request_message`."""
-    fault = data.get("fault")
+    fault, continuation = data.get("fault"), data.get("continuation")
     return GenerationRequest(
         id=data["id"],
         messages=tuple(Message(*turn) for turn in data["messages"]),
@@ -104,4 +116,5 @@ def request_from_message(data: dict[str, Any]) -> GenerationRequest:
         # A message from a web process of the release before `stop` (a rolling restart) has none.
         stop=tuple(data.get("stop") or ()),
         upstream_options=data.get("upstream_options") or "",
+        continuation=None if continuation is None else Continuation(*continuation),
     )

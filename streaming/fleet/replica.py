@@ -19,6 +19,8 @@ import time
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+
 from streaming.core.exceptions import GenerationError, Gone, StreamCut
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
@@ -33,6 +35,7 @@ logger = logging.getLogger(__name__)
 # A reader who read the answer live from the process that started it may be ahead of the
 # replica by a message: its Last-Event-ID waits this long. The worker's answer to `follow` too.
 CATCH_UP_S = 2.0
+FIND_AGAIN_POLL_S = 0.1  # its worker gone: how often we ask which worker goes on with it
 
 
 class Replicas(Engine):
@@ -116,6 +119,9 @@ class Replicas(Engine):
         if kind != "r":
             raise Gone()  # the start of the log is lost (a Redis restart): not whole
         parsed = [answer_log.parse(fields) for _, fields in entries[1:]]
+        # After a handover, the worker that went on with it wrote its own `r` (fleet/handover.py).
+        worker = next((value.get("worker") for kind, value in reversed(parsed) if kind == "r"),
+                      first.get("worker"))
         for kind, value in parsed:
             if kind == "x" or (kind == "e" and time.time() >= value["ended_at"]
                                + value["retention_s"]):
@@ -135,7 +141,7 @@ class Replicas(Engine):
         if parsed and parsed[-1][0] == "e":
             self._read_log(generation, stream, parsed)
         else:
-            await self._follow(generation, stream, first.get("worker"))
+            await self._follow(generation, stream, worker)
         return generation
 
     async def _follow(self, generation: Generation, stream: TokenStream,
@@ -152,9 +158,7 @@ class Replicas(Engine):
             state = await asyncio.wait_for(answer, CATCH_UP_S)
             if state == "logged":  # it ended meanwhile: its log in Redis has all of it
                 self._unfollow(stream.id)
-                entries = await store.call("xrange", answer_log.key(stream.id))
-                self._read_log(generation, stream,
-                               [answer_log.parse(fields) for _, fields in entries[1:]])
+                await self._read_rest(generation)
         except Exception as error:
             self._fail(stream, f"following it failed: {error!r}")
         finally:
@@ -171,6 +175,55 @@ class Replicas(Engine):
         answer = self._answers.get(generation_id)
         if answer is not None and not answer.done():
             answer.set_result(state)
+            return
+        generation = self._following.get(generation_id)
+        if generation is None or generation.stream is None or state == "live":
+            return
+        # An answer to asking again (after a loss, or on the worker that took it over).
+        if state == "logged":
+            self._unfollow(generation_id)
+            asyncio.get_running_loop().create_task(self._read_rest(generation))
+        else:
+            self._fail(generation.stream, "its worker no longer has all of it")
+
+    def moved(self, generation_id: str) -> None:
+        """Its worker died or stopped: follow it on the worker that goes on with it."""
+        generation = self._following.get(generation_id)
+        if generation is not None and generation.stream is not None:
+            asyncio.get_running_loop().create_task(self._find_again(generation))
+
+    async def _find_again(self, generation: Generation) -> None:
+        stream = generation.stream
+        assert stream is not None
+        gone = self.fleet.followed[stream.id].worker if stream.id in self.fleet.followed else ""
+        loop = asyncio.get_running_loop()
+        # Its home sees the worker's silence when we do, then hands it over (a round trip).
+        deadline = loop.time() + settings.WORKER_TIMEOUT_S + CATCH_UP_S
+        while not stream.finished and loop.time() < deadline:
+            try:
+                state = await self.fleet.query(stream.id)
+                if state is not None and state.get("worker") not in (None, gone):
+                    await self.fleet.follow(stream, state["worker"], self)
+                    return
+                if state is None and await self._ended_in_log(stream.id):
+                    self._unfollow(stream.id)
+                    await self._read_rest(generation)
+                    return
+            except Exception as error:
+                logger.warning("replica of %s: finding its worker: %r", stream.id, error)
+            await asyncio.sleep(FIND_AGAIN_POLL_S)
+        self._fail(stream, "no worker went on with it")
+
+    async def _ended_in_log(self, generation_id: str) -> bool:
+        entries = await store.call("xrevrange", answer_log.key(generation_id), count=1)
+        return bool(entries) and answer_log.parse(entries[0][1])[0] == "e"
+
+    async def _read_rest(self, generation: Generation) -> None:
+        """Take what the replica lacks from its answer's log in Redis (it has ended)."""
+        assert generation.stream is not None
+        entries = await store.call("xrange", answer_log.key(generation.id))
+        self._read_log(generation, generation.stream,
+                       [answer_log.parse(fields) for _, fields in entries[1:]])
 
     def ended(self, generation_id: str, end: dict[str, Any]) -> None:
         """The worker ended a replica's generation; `end`: its log's last entry."""
@@ -195,6 +248,8 @@ class Replicas(Engine):
             return
         if kind == "c":
             for index, text, tokens, *kind in value:
+                if index < stream.tokens_generated:
+                    continue  # it has that one (followed live before the end)
                 if index != stream.tokens_generated:
                     self._fail(stream, f"tokens {stream.tokens_generated}..{index} are missing")
                     return

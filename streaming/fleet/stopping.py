@@ -1,10 +1,8 @@
 """A model worker stopping on Ctrl-C or SIGTERM: it finishes what it owes its readers first.
 
-Without this, Ctrl-C ended the worker's event loop and then the process waited for ever on the
-transformers decode loop's thread, and SIGTERM killed it at once: its readers learned of it
-only once it had been silent for WORKER_TIMEOUT_S (`worker_unavailable`). Now its answers end
-with `server_shutdown`, their ends reach the web processes (which write the rows), the engine's
-threads stop, and the process exits as the signal would have made it.
+Its answers go on on other workers (a handover, after WORKER_DRAIN_S on SIGTERM; ended with
+`server_shutdown` where no other worker is left), their ends reach the web processes, the
+engine's threads stop, and the process exits as the signal would have made it.
 """
 
 from __future__ import annotations
@@ -16,8 +14,8 @@ from collections.abc import Awaitable, Callable
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def on_signals(stop: Callable[[], Awaitable[None]]) -> None:
-    """On the first signal await `stop()`, then exit by that signal; on a second, at once.
+def on_signals(stop: Callable[[int], Awaitable[None]]) -> None:
+    """On the first signal await `stop(signum)`, then exit by that signal; on a second, at once.
 
     For the event loop of the main thread only (where signals arrive); a loop in another
     thread installs nothing.
@@ -34,7 +32,7 @@ def on_signals(stop: Callable[[], Awaitable[None]]) -> None:
         if stopping:
             exit_by(signum)
             return
-        task = loop.create_task(stop())
+        task = loop.create_task(stop(signum))
         stopping.append(task)
         task.add_done_callback(lambda _: exit_by(signum))
 

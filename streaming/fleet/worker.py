@@ -1,7 +1,7 @@
 """The model worker: `manage.py runworker model-worker` runs generations for web processes.
 
 The messages it takes and sends, and why one `chunks` message carries every new token for one
-web process, are in streaming/fleet/protocol.py.
+web process, are in streaming/fleet/protocol.py; a generation's life here is in docs/fleet.md.
 """
 
 from __future__ import annotations
@@ -10,30 +10,33 @@ import asyncio
 import functools
 import logging
 import os
+import signal
 import time
 from bisect import bisect_right
 from typing import Any
 
 from channels.consumer import AsyncConsumer, get_handler_name
-from channels.exceptions import ChannelFull
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from streaming.core.exceptions import GenerationError, ShuttingDown, StreamCut, StreamingError
+from streaming.core.chunk_log import Chunk
+from streaming.core.exceptions import GenerationError, StreamCut, StreamingError
 from streaming.core.latency import summarize
-from streaming.core.stream import TokenStream
 from streaming.engines import build_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
 from streaming.fleet import answer_log, stopping, store
 from streaming.fleet.audience import Audience
-from streaming.fleet.outbox import Outbox
-from streaming.fleet.protocol import HEARTBEATS_GROUP, WORKERS_GROUP, request_from_message
+from streaming.fleet.outbox import RETRY_FULL_S, Outboxes
+from streaming.fleet.protocol import (
+    HANDED_OVER,
+    HEARTBEATS_GROUP,
+    WORKERS_GROUP,
+    request_from_message,
+)
 
 logger = logging.getLogger(__name__)
 
-RETRY_FULL_S = 0.05  # a web process' channel is full: wait this long, then send the merged text
-GIVE_UP_FULL_S = 10.0  # full this long: its reader is gone; abort what we generate for it
 STOP_S = 5.0  # stopping: how long the last ends may take to reach the web processes
 
 
@@ -51,20 +54,20 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.scope, self.base_send = scope, send
         self.channel_layer = get_channel_layer()
         self.channel_name = await self.channel_layer.new_channel("model-worker.")
-        self.generations: dict[str, tuple[TokenStream, str]] = {}
+        # One record per generation, from `generate` until its end reached its readers.
+        self.audiences: dict[str, Audience] = {}
         # Ids a web process may still wait for: live, or ended but the end not yet delivered to
         # the one that started it (id → its channel).
         self.known: dict[str, str] = {}
-        self.outboxes: dict[str, Outbox] = {}
         # When each web process we generate for was last heard of (its heartbeats, or work
         # it sent): silent for WORKER_TIMEOUT_S, it is gone and so are its readers.
         self.webs_heard: dict[str, float] = {}
-        # Who reads each generation: the web processes with a reader of it now. Nobody left:
-        # it is aborted (fleet/protocol.py, attach/detach).
-        self.audiences: dict[str, Audience] = {}
         self.leaving: set[str] = set()  # web processes that said they are shutting down
         self.logs = answer_log.Writer(store.redis(), retained_max=settings.STREAM_RETAINED_MAX)
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.outboxes = Outboxes(self.channel_layer, self.channel_name, self._spawn,
+                                 delivered=self._delivered, abandon=self._abandon,
+                                 in_use=self._in_use)
         self.shutting_down = False
         self.engine = build_engine(local=True)
         stopping.on_signals(self.stop)  # before the engine's start, which may take minutes
@@ -83,17 +86,26 @@ class ModelWorkerConsumer(AsyncConsumer):
         own = functools.partial(self.channel_layer.receive, self.channel_name)
         await asyncio.gather(self._listen(receive), self._listen(own))
 
-    async def stop(self) -> None:
-        """Ctrl-C or SIGTERM: every answer ends with `server_shutdown` for its readers (their
-        web processes write the rows); once those ends are delivered, the engine stops."""
+    @property
+    def generations(self) -> dict[str, Audience]:
+        """The generations still being made (their ends may not have been sent yet)."""
+        return {gid: a for gid, a in self.audiences.items() if not a.stream.finished}
+
+    async def stop(self, signum: int = signal.SIGTERM) -> None:
+        """SIGTERM: take no new work, let what runs finish within WORKER_DRAIN_S, hand the rest
+        over to other workers through their web processes (Ctrl-C: at once); once those ends
+        are delivered, the engine stops."""
         self.shutting_down = True  # heartbeats say "not ready": no new work comes
-        logger.info("model worker stopping: ending %d generation(s)", len(self.generations))
-        await asyncio.gather(*(self.engine.abort(generation_id, "server_shutdown")
+        if signum == signal.SIGTERM:
+            logger.info("model worker stopping: draining %d generation(s) for %gs",
+                        len(self.generations), settings.WORKER_DRAIN_S)
+            await stopping.until(lambda: not self.generations, settings.WORKER_DRAIN_S)
+        logger.info("model worker stopping: handing over %d generation(s)",
+                    len(self.generations))
+        await asyncio.gather(*(self.engine.abort(generation_id, HANDED_OVER)
                                for generation_id in list(self.generations)),
                              return_exceptions=True)
-        await stopping.until(lambda: not self.audiences and not any(
-            outbox.sending or outbox.items or outbox.ends for outbox in self.outboxes.values()),
-            STOP_S)
+        await stopping.until(lambda: not self.audiences and self.outboxes.idle, STOP_S)
         await asyncio.to_thread(self.engine.close)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -126,58 +138,72 @@ class ModelWorkerConsumer(AsyncConsumer):
     # --- handlers (one per message type) --------------------------------------------------
 
     async def generate(self, message: dict[str, Any]) -> None:
-        """Start a generation; its tokens go to `reply_to`."""
+        """Start a generation (or go on with one handed over: `carried`); its tokens go to
+        `reply_to`."""
         reply_to = message["reply_to"]
         self.webs_heard[reply_to] = time.monotonic()
         request = request_from_message(message["request"])
+        self.known[request.id] = reply_to
         try:
             if self.shutting_down:
-                raise ShuttingDown()
+                # Sent before our last heartbeat said "not ready": let another worker take it.
+                self._tell(reply_to, [request.id, None, HANDED_OVER, 0, 0])
+                return
             self.engine.check_request(request)
             stream = self.engine.generate(request)
         except StreamingError as error:
-            self._outbox(reply_to).ends.append([request.id, None, error.code, 0, 0])
-            self.known[request.id] = reply_to
-            self._flush(reply_to)
+            self._tell(reply_to, [request.id, None, error.code, 0, 0])
             return
-        self.generations[request.id] = (stream, reply_to)
-        self.known[request.id] = reply_to
         log = message.get("log")
-        self.audiences[request.id] = Audience(
+        audience = self.audiences[request.id] = Audience(
             stream, reply_to, grace_s=log["grace_s"] if log else 0.0,
             background=bool(log and log.get("background")))
+        if request.continuation is not None:
+            # What the worker before us made: logged for followers, but its home has it.
+            stream.carry_over(request.continuation.tokens,
+                              [Chunk(*item) for item in message.get("carried") or ()])
+            audience.sent = stream.end
+        # Kept whole here, up to its cap, for web processes that follow it later, or to send
+        # again what was lost on the way.
+        stream.max_log_bytes = log["max_bytes"] if log else settings.STREAM_RESUME_MAX_BYTES
         if log is not None:
-            # Kept whole here, up to its cap, for web processes that follow it later.
-            stream.max_log_bytes = log["max_bytes"]
             self.logs.start(request.id, {"request": message["request"], **log["meta"],
                                          "worker": self.channel_name},
                             retention_s=log["retention_s"])
-        self._spawn(self._pump(stream, reply_to))
+        self._spawn(self._pump(audience))
 
     async def abort(self, message: dict[str, Any]) -> None:
-        """Stop a generation, if it is ours (aborts are broadcast to every worker)."""
-        entry = self.generations.get(message["id"])
-        if entry is not None:
-            entry[0].count_unread(message.get("unread", 0))  # produced, never read: wasted
-            await self.engine.abort(message["id"])
+        """Stop a generation, if it is ours (aborts are broadcast to every worker);
+        `handed_over`: it goes on elsewhere, so it ends here without an end for anyone."""
+        audience = self.generations.get(message["id"])
+        if audience is not None:
+            audience.stream.count_unread(message.get("unread", 0))  # made, never read: wasted
+            code = HANDED_OVER if message.get("handed_over") else "cancelled"
+            await self.engine.abort(message["id"], code)
 
     async def follow(self, message: dict[str, Any]) -> None:
         """A web process reads a generation of ours from now on (a replica): send it every
-        chunk so far, then each new one as its home gets it, then the end."""
+        chunk from token `after` on, then each new one as its home gets it, then the end."""
         channel, generation_id = message["channel"], message["id"]
         self.webs_heard[channel] = time.monotonic()
         audience = self.audiences.get(generation_id)
-        outbox = self._outbox(channel)
+        outbox = self.outboxes[channel]
+        after = message.get("after", 0)
         if audience is None:
             state = "logged"  # ended, and its log is in Redis: read it there
         elif not audience.stream.complete:
             state = "gone"  # past its cap: no longer whole
         else:
-            state = "live"
-            outbox.add(generation_id, audience.stream.logged(audience.sent))
-            audience.follow(channel)
+            chunks = [c for c in audience.stream.logged(audience.sent)
+                      if c.index + c.tokens > after]
+            if chunks and chunks[0].index < after:
+                state = "gone"  # it has a part of that chunk only: its text would have a seam
+            else:
+                state = "live"
+                outbox.add(generation_id, chunks)
+                audience.follow(channel)
         outbox.followed.append([generation_id, state])
-        self._flush(channel)
+        self.outboxes.flush(channel)
 
     async def attach(self, message: dict[str, Any]) -> None:
         """A web process has a reader of a generation again (or a first one), if it is ours."""
@@ -194,13 +220,12 @@ class ModelWorkerConsumer(AsyncConsumer):
         if audience is None or not audience.detach(message["channel"]):
             return
         if message.get("leaving"):
-            entry = self.generations.get(message["id"])
-            if entry is not None:
+            if not audience.stream.finished:
                 # With no grace period its last readers were ended by a shutdown, and say so.
                 code = "client_disconnected" if audience.grace_s > 0 else "server_shutdown"
                 audience.after_grace(self._spawn, functools.partial(self._nobody_reads,
                                                                     code=code),
-                                     entry[0].tokens_generated)
+                                     audience.stream.tokens_generated)
         else:
             # The last to leave says how much came, unread, since its last reader left.
             await self._nobody_reads(message["id"], message["unread"])
@@ -209,11 +234,10 @@ class ModelWorkerConsumer(AsyncConsumer):
                             code: str = "client_disconnected") -> None:
         """No web process reads it any more: abort, counting the `unread` tokens made since
         the last reader left as wasted."""
-        entry, audience = self.generations.get(generation_id), self.audiences.get(generation_id)
-        if entry is None or audience is None or audience.channels or audience.background:
+        audience = self.generations.get(generation_id)
+        if audience is None or audience.channels or audience.background:
             return
-        stream = entry[0]
-        stream.count_unread(unread)
+        audience.stream.count_unread(unread)
         await self.engine.abort(generation_id, code)
 
     async def web_heartbeat(self, message: dict[str, Any]) -> None:
@@ -226,28 +250,29 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     async def query(self, message: dict[str, Any]) -> None:
         """Report a live generation's counters, if it is ours."""
-        entry = self.generations.get(message["id"])
-        if entry is not None:
-            stream = entry[0]
+        audience = self.generations.get(message["id"])
+        if audience is not None:
+            stream = audience.stream
             await self.channel_layer.send(message["reply_to"], {
                 "type": "state", "id": stream.id, "tokens_generated": stream.tokens_generated,
                 "tokens_after_abort": stream.tokens_after_abort, "finished": stream.finished,
+                "worker": self.channel_name,
             })
 
     # --- streaming out ---------------------------------------------------------------------
 
-    async def _pump(self, stream: TokenStream, reply_to: str) -> None:
+    async def _pump(self, audience: Audience) -> None:
+        stream = audience.stream
         error_code, finish_reason = None, None
         logged = stream.id in self.logs.open
-        audience = self.audiences[stream.id]
-        reader = stream.join()
+        reader = stream.join(audience.sent)
         try:
             async for batch in stream.batches(settings.STREAM_HEARTBEAT_S, reader=reader):
                 if not batch:
                     continue
                 for channel in audience.fed:  # its home, and any web process following it
-                    self._outbox(channel).add(stream.id, batch)
-                    self._flush(channel)
+                    self.outboxes[channel].add(stream.id, batch)
+                    self.outboxes.flush(channel)
                 audience.sent = reader.position
                 if logged and not stream.complete:
                     self.logs.spoil(stream.id)  # past its cap: no longer whole
@@ -257,7 +282,6 @@ class ModelWorkerConsumer(AsyncConsumer):
         except StreamCut:
             error_code = "cut"
         finally:
-            self.generations.pop(stream.id, None)
             self.engine.release(stream.id)
             audience.close()
         ending = [stream.id, finish_reason, error_code, stream.tokens_generated,
@@ -266,15 +290,16 @@ class ModelWorkerConsumer(AsyncConsumer):
         def tell_the_readers(*logged_end: dict[str, Any]) -> None:
             self.audiences.pop(stream.id, None)
             for channel in audience.fed:
-                self._outbox(channel).ends.append([*ending, *logged_end])
-                self._flush(channel)
+                self._tell(channel, [*ending, *logged_end])
 
-        if not logged:
+        if error_code == HANDED_OVER:
+            self.logs.drop(stream.id)  # the worker that goes on with it writes its log
+        if not logged or error_code == HANDED_OVER:
             tell_the_readers()
             return
         # The web process that started it is gone: a reader elsewhere writes its row, with
         # the latencies measured here.
-        orphan = not self._alive(reply_to)
+        orphan = not self._alive(audience.home)
         end = {
             "finish_reason": finish_reason, "error_code": error_code,
             "tokens_generated": stream.tokens_generated,
@@ -287,56 +312,22 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.logs.end(stream.id, stream.logged(stream.end) if stream.complete else [], end,
                       then=lambda: tell_the_readers(end))
 
-    def _outbox(self, reply_to: str) -> Outbox:
-        outbox = self.outboxes.get(reply_to)
-        if outbox is None:
-            outbox = self.outboxes[reply_to] = Outbox()
-        return outbox
+    def _tell(self, web: str, end: list[Any]) -> None:
+        """Queue a generation's end for `web` (after the chunks queued before it)."""
+        self.outboxes[web].ends.append(end)
+        self.outboxes.flush(web)
 
-    def _flush(self, reply_to: str) -> None:
-        outbox = self.outboxes[reply_to]
-        if not outbox.sending:
-            outbox.sending = True
-            self._spawn(self._send_all(reply_to, outbox))
-
-    async def _send_all(self, reply_to: str, outbox: Outbox) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while (message := outbox.take()) is not None:
-                try:
-                    await self.channel_layer.send(reply_to, message)
-                    outbox.full_since = None
-                    self._delivered(reply_to, message["ends"])
-                except ChannelFull:
-                    outbox.put_back(message)
-                    outbox.full_since = outbox.full_since or loop.time()
-                    if loop.time() - outbox.full_since > GIVE_UP_FULL_S:
-                        await self._abandon(reply_to, outbox)
-                        return
-                    await asyncio.sleep(RETRY_FULL_S)
-                except Exception:
-                    logger.exception("sending to %s failed; retrying", reply_to)
-                    outbox.put_back(message)
-                    await asyncio.sleep(RETRY_FULL_S * 10)
-        finally:
-            outbox.sending = False
-            if outbox.items or outbox.ends:
-                self._flush(reply_to)
-            elif not any(r == reply_to for _, r in self.generations.values()):
-                self.outboxes.pop(reply_to, None)
+    def _in_use(self, web: str) -> bool:
+        return any(a.home == web for a in self.audiences.values())
 
     def _delivered(self, web: str, ends: list[list[Any]]) -> None:
         for end in ends:
             if self.known.get(end[0]) == web:
                 del self.known[end[0]]
 
-    async def _abandon(self, reply_to: str, outbox: Outbox) -> None:
-        logger.warning("%s has not read for %ss: aborting its generations", reply_to,
-                       GIVE_UP_FULL_S)
-        self.outboxes.pop(reply_to, None)
-        self._delivered(reply_to, outbox.ends)
-        for generation_id, (_, owner) in list(self.generations.items()):
-            if owner == reply_to:
+    async def _abandon(self, web: str) -> None:
+        for generation_id, audience in list(self.generations.items()):
+            if audience.home == web:
                 await self.engine.abort(generation_id)
 
     # --- presence --------------------------------------------------------------------------
@@ -365,9 +356,15 @@ class ModelWorkerConsumer(AsyncConsumer):
                     "model": self.engine.model, "totals": self.engine.totals(),
                     "ids": sorted(self.known), "description": self.engine.describe(),
                 })
+                cut_off = not receiving
             except Exception as error:
                 logger.warning("heartbeat failed: %s", error)
                 self.pings_seen = 0  # a ping from before the outage proves nothing after it
+                cut_off = True
+            if cut_off:
+                # We hear nobody (Redis is down): the web processes' silence is not theirs.
+                now = time.monotonic()
+                self.webs_heard = dict.fromkeys(self.webs_heard, now)
             await self._abort_for_silent_webs()
             await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
 
@@ -379,21 +376,17 @@ class ModelWorkerConsumer(AsyncConsumer):
         """A web process that has gone silent has no readers left: a generation nobody else
         reads is aborted (after its grace period, for a reader to come back elsewhere)."""
         silent_since = time.monotonic() - settings.WORKER_TIMEOUT_S
-        for generation_id, (stream, _) in list(self.generations.items()):
-            audience = self.audiences.get(generation_id)
-            if audience is None:
-                continue
+        for generation_id, audience in list(self.generations.items()):
             for web in [w for w in audience.channels if not self._alive(w)]:
                 logger.warning("%s is silent: it reads %s no more", web, generation_id)
                 audience.fed.discard(web)
                 if audience.detach(web):
                     # Its readers left at the latest when it was last heard of.
                     heard = self.webs_heard.get(web, silent_since)
-                    left_at = bisect_right(stream.token_times, heard)
+                    left_at = bisect_right(audience.stream.token_times, heard)
                     audience.after_grace(self._spawn, self._nobody_reads, left_at)
         in_use = {web for audience in self.audiences.values() for web in audience.channels}
         for web in [w for w, heard in self.webs_heard.items() if heard < silent_since]:
             if web not in in_use:
                 del self.webs_heard[web]
                 self.leaving.discard(web)  # it has left: its channel name is never reused
-

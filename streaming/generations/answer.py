@@ -61,8 +61,10 @@ class Answer:
         # Runs with nobody reading (the Responses API's `background`): never abandoned.
         self.background = background
         self.retention_s = retention_s
-        # Kept whole only if someone could read it again: a rejoin, or a read after the end.
-        stream.max_log_bytes = max_bytes if grace_s > 0 or retention_s > 0 else 0
+        # Kept whole if someone could read it again: a rejoin, or a read after the end (else
+        # as its engine keeps it: a fleet's, for a handover to another worker).
+        if grace_s > 0 or retention_s > 0:
+            stream.max_log_bytes = max_bytes
         self._abandon = abandon  # abort and finish: the generation's business, not ours
         self._back = back  # a reader again after `abandon` (a fleet's engine is told)
         self._abandoned = False

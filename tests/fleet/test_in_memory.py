@@ -1,178 +1,23 @@
 """The fleet's logic in one event loop: a web process's ChannelLayerEngine and a model worker's
-consumer, run as `manage.py runworker model-worker` runs it, over Channels' InMemoryChannelLayer.
+consumer, run as `manage.py runworker model-worker` runs it, over Channels' InMemoryChannelLayer
+(tests/fleet/in_memory.py).
 
 No Redis, no subprocess, no socket: what the live tests (test_workers.py and the rest) show
 with real processes, these show in a second, through the real message handlers on both sides.
-Generations here keep no durable log (`log` None), so nothing may touch Redis: a stand-in
-client records any use and the test fails on it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from channels import DEFAULT_CHANNEL_LAYER
-from channels.layers import InMemoryChannelLayer, channel_layers
-from channels.routing import ChannelNameRouter
+from channels.layers import InMemoryChannelLayer
 
-from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavailable
-from streaming.core.request import GenerationRequest, Message
-from streaming.core.stream import TokenStream
 from streaming.engines.script import tokens_for
-from streaming.fleet import stopping, store
-from streaming.fleet import worker as worker_module
-from streaming.fleet.engine import ChannelLayerEngine
-from streaming.fleet.protocol import WORKER_CHANNEL
-from streaming.fleet.worker import ModelWorkerConsumer
-from streaming.management.commands.runworker import ModelWorker
-
-WITHIN_S = 10.0  # the deadline of every wait: far past anything here, short of pytest's timeout
-
-FLEET_SETTINGS: dict[str, Any] = {
-    "REDIS_URL": "",
-    "STREAMING_ENGINE": "deterministic",
-    "DETERMINISTIC_TTFT_MS": 0.0,
-    "DETERMINISTIC_TPS": 0.0,  # unpaced unless a test needs a generation still running
-    "DETERMINISTIC_ANSWER_TOKENS": 0,
-    "STREAMING_MAX_BATCH": 0,
-    "STREAMING_MAX_QUEUE": 64,
-    "WORKER_HEARTBEAT_S": 0.05,
-    # Long, unless a test is about silence: in one loop a slow turn delays both sides alike,
-    # but a short timeout could still see the other side as dead.
-    "WORKER_TIMEOUT_S": 5.0,
-}
-
-
-class NoRedis:
-    """Stands in for the Redis client: records every use (a generation without a durable log
-    must not touch Redis; the worker's handlers log and swallow exceptions, so none is raised)."""
-
-    def __init__(self) -> None:
-        self.touched: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        self.touched.append(name)
-        raise ConnectionError(f"no Redis in this test (asked for {name!r})")
-
-
-async def eventually(check: Callable[[], Any], within_s: float = WITHIN_S) -> None:
-    """Poll `check` until it holds (a deadline, not a fixed wait)."""
-    deadline = asyncio.get_running_loop().time() + within_s
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "never happened"
-        await asyncio.sleep(0.005)
-
-
-def request(max_tokens: int = 20, prompt: str = "hello") -> GenerationRequest:
-    return GenerationRequest(id=uuid.uuid4().hex, messages=(Message("user", prompt),),
-                             max_tokens=max_tokens, seed=7)
-
-
-async def read(stream: TokenStream) -> tuple[list[Chunk], GenerationError | None]:
-    """Every chunk a reader of `stream` gets, and the error it ends with (None: it completed)."""
-    chunks: list[Chunk] = []
-
-    async def all_of_it() -> None:
-        async with aclosing(stream.batches(WITHIN_S)) as batches:
-            async for batch in batches:
-                chunks.extend(batch)
-
-    try:
-        await asyncio.wait_for(all_of_it(), WITHIN_S)
-    except GenerationError as error:
-        return chunks, error
-    return chunks, None
-
-
-@dataclass
-class Fleet:
-    """One web process's engine and one model worker, sharing one InMemoryChannelLayer."""
-
-    layer: InMemoryChannelLayer
-    web: ChannelLayerEngine
-    worker: ModelWorkerConsumer
-    runner: ModelWorker
-    running: asyncio.Task[None]
-
-    def running_on_worker(self, generation_id: str) -> TokenStream:
-        """The worker's own stream of a generation (its counters are the truth)."""
-        return self.worker.generations[generation_id][0]
-
-    async def kill_worker(self) -> None:
-        """The worker falls silent at once, as a killed process would: no end, no heartbeat."""
-        consumer = self.worker
-        streams = list(consumer.engine.streams.values())
-        tasks = [self.running, *consumer.tasks, *consumer.engine._tasks.values(),
-                 *(instance["future"] for instance in self.runner.application_instances.values())]
-        await cancel(tasks)
-        for stream in streams:
-            # A dead process's counters die with it; this one shares the test's COUNTERS.
-            stream.finish(error=GenerationError("server_shutdown"))
-
-    async def kill_web(self) -> None:
-        """The web process falls silent: no heartbeat, nothing read."""
-        await cancel(list(self.web._tasks))
-
-    async def close(self) -> None:
-        await self.kill_worker()
-        await self.kill_web()
-        for stream in list(self.web.streams.values()):
-            stream.finish(error=GenerationError("server_shutdown"))
-
-
-async def cancel(tasks: list[asyncio.Future[Any]]) -> None:
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-
-@pytest.fixture
-async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]]:
-    """`await start_fleet(**settings)`: a fleet of one web and one worker, once the web process
-    sees the worker ready; stopped after the test."""
-    redis = NoRedis()
-    monkeypatch.setattr(store, "redis", lambda: redis)  # answer_log.Writer needs a client
-    # A signal to pytest must stop pytest, not install this worker's drain on the test's loop.
-    monkeypatch.setattr(stopping, "on_signals", lambda stop: None)
-    # gc.freeze() here would keep every test's objects alive for the rest of the session.
-    monkeypatch.setattr(worker_module, "freeze_loaded", lambda: None)
-    started: list[Fleet] = []
-
-    async def start(*, wait: bool = True, **overrides: Any) -> Fleet:
-        for name, value in {**FLEET_SETTINGS, **overrides}.items():
-            setattr(settings, name, value)
-        # Channels caches layers: each fleet gets a fresh one, found by get_channel_layer().
-        layer = InMemoryChannelLayer()
-        monkeypatch.setitem(channel_layers.backends, DEFAULT_CHANNEL_LAYER, layer)
-        consumers: list[ModelWorkerConsumer] = []
-
-        async def model_worker(scope, receive, send) -> None:
-            # What ModelWorkerConsumer.as_asgi() does, keeping the instance for the test.
-            consumers.append(consumer := ModelWorkerConsumer())
-            await consumer(scope, receive, send)
-
-        # `manage.py runworker model-worker`: its worker class on the project's channel router.
-        runner = ModelWorker(application=ChannelNameRouter({WORKER_CHANNEL: model_worker}),
-                             channels=[WORKER_CHANNEL], channel_layer=layer)
-        running = asyncio.create_task(runner.arun())
-        web = ChannelLayerEngine()
-        await web.start()
-        await eventually(lambda: consumers and (web._live() or not wait))
-        fleet = Fleet(layer, web, consumers[0], runner, running)
-        started.append(fleet)
-        return fleet
-
-    yield start
-    for fleet in started:
-        await fleet.close()
-    assert not redis.touched, f"a generation without a log touched Redis: {redis.touched}"
+from streaming.fleet.presence import Presence
+from tests.fleet.in_memory import eventually, read, request
 
 
 @pytest.mark.parametrize(("max_tokens", "finish_reason"), [(20, "length"), (500, "stop")])
@@ -351,11 +196,11 @@ async def test_a_worker_that_cannot_hear_itself_never_says_it_is_ready(start_fle
 
     monkeypatch.setattr(InMemoryChannelLayer, "send", dropping_pings)
     said: list[bool] = []
-    on_heartbeat = ChannelLayerEngine._on_heartbeat
-    monkeypatch.setattr(ChannelLayerEngine, "_on_heartbeat",
-                        lambda web, message: (said.append(message["ready"]),
-                                              on_heartbeat(web, message)))
+    heard = Presence.heard
+    monkeypatch.setattr(Presence, "heard",
+                        lambda presence, message: (said.append(message["ready"]),
+                                                   heard(presence, message))[1])
     fleet = await start_fleet(wait=False)
     await eventually(lambda: len(said) >= 3)
     assert said[:3] == [False, False, False]  # the first beat too
-    assert not fleet.web._live()
+    assert not fleet.web.presence.live()

@@ -80,7 +80,7 @@ def test_ctrl_c_stops_a_model_worker_running_the_model(tmp_path):
         assert worker.process.wait(15) == 0, worker.log()
         final = web.wait_final(urls["id"])
         assert (final["status"], final["error_code"]) == ("error", "server_shutdown")
-        assert "model worker stopping: ending 1 generation(s)" in worker.log()
+        assert "model worker stopping: handing over 1 generation(s)" in worker.log()
 
 
 @pytest.mark.parametrize("first", [0, 1])

@@ -1,0 +1,102 @@
+"""What a web process knows of the model workers (fleet/engine.py): each one's last heartbeat,
+and whether it hears anyone at all.
+
+It pings its own reply channel every beat (with pub/sub a publish can succeed while the
+subscription is still down): workers count only while those pings come back within
+WORKER_TIMEOUT_S (a ping merely late, behind a burst of chunks, is no outage). While none comes
+back, the silence of the workers is not theirs: nobody is presumed dead for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from django.conf import settings
+
+from streaming.fleet.assignments import WorkerInfo
+from streaming.fleet.protocol import HEARTBEATS_GROUP, WORKERS_GROUP
+
+TOTALS = ("tokens_generated_total", "tokens_after_abort_total", "generations_in_flight",
+          "generations_total")
+
+
+class Presence:
+    """The workers as of their heartbeats, and our own pings."""
+
+    def __init__(self) -> None:
+        self.workers: dict[str, WorkerInfo] = {}
+        self.layer_error: str | None = None
+        self.pings_sent = 0
+        self.pings_seen = 0
+        self.unanswered: deque[tuple[int, float]] = deque(maxlen=64)  # (seq, sent at)
+
+    def any_worker(self) -> WorkerInfo | None:
+        """One worker (every worker runs the same engine)."""
+        return next(iter(self.workers.values()), None)
+
+    def live(self) -> list[WorkerInfo]:
+        """The workers ready for work, as far as we can hear them."""
+        if self.unanswered and (time.monotonic() - self.unanswered[0][1]
+                                > settings.WORKER_TIMEOUT_S):
+            return []  # our own reply channel is not receiving: nothing sent now would return
+        return [w for w in self.workers.values() if w.ready]
+
+    def why_unavailable(self) -> str:
+        """Why no worker is live, in a sentence for the 503."""
+        if self.layer_error:
+            return f"The channel layer (Redis) is unreachable: {self.layer_error}"
+        return "No model worker is running (start one with `manage.py runworker model-worker`)."
+
+    def heard(self, message: dict[str, Any]) -> str:
+        """A worker's heartbeat; returns its channel."""
+        self.layer_error = None
+        self.workers[message["worker"]] = WorkerInfo(
+            channel=message["worker"], seen_at=time.monotonic(), free=message["free"],
+            ready=message["ready"], engine=message["engine"], model=message["model"],
+            totals=message["totals"], ids=frozenset(message.get("ids", ())),
+            description=message.get("description") or {})
+        return message["worker"]
+
+    def pinged(self, seq: int) -> None:
+        """One of our own pings came back."""
+        self.pings_seen = max(self.pings_seen, seq)
+        while self.unanswered and self.unanswered[0][0] <= self.pings_seen:
+            self.unanswered.popleft()
+
+    async def beat(self, layer: Any, channel: str) -> None:
+        """One beat: join the heartbeats group, ping ourselves, tell the workers we live."""
+        try:
+            # Re-joined every beat: Redis keeps nothing across a restart.
+            await layer.group_add(HEARTBEATS_GROUP, channel)
+            # Noted before it is sent: it may come back before send() returns.
+            self.pings_sent += 1
+            self.unanswered.append((self.pings_sent, time.monotonic()))
+            await layer.send(channel, {"type": "web.ping", "seq": self.pings_sent})
+            # Workers stop what they generate for a web process that has gone silent (a
+            # killed process sends no aborts; with pub/sub, messages to it just vanish).
+            await layer.group_send(WORKERS_GROUP, {"type": "web.heartbeat", "channel": channel})
+        except Exception as error:
+            self.layer_error = str(error) or type(error).__name__
+
+    def silent(self) -> list[str]:
+        """The workers silent for WORKER_TIMEOUT_S, forgotten here: presumed dead."""
+        now = time.monotonic()
+        if self.unanswered and now - self.unanswered[0][1] > settings.WORKER_HEARTBEAT_S * 2:
+            for info in self.workers.values():
+                info.seen_at = now  # we hear nobody (Redis is down): their silence is not theirs
+            return []
+        dead = [w for w, info in self.workers.items()
+                if now - info.seen_at > settings.WORKER_TIMEOUT_S]
+        for worker in dead:
+            del self.workers[worker]
+        return dead
+
+    def totals(self) -> dict[str, Any]:
+        """The fleet's counters as of each worker's last heartbeat: their sum, and each one's."""
+        workers = self.workers.values()
+        fleet: dict[str, Any] = {key: sum(w.totals.get(key, 0) for w in workers)
+                                 for key in TOTALS}
+        fleet["workers"] = [{"worker": w.channel, "free": w.free, **w.totals} for w in workers]
+        return fleet

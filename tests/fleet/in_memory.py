@@ -1,0 +1,132 @@
+"""A fleet in one event loop for tests: a web process's ChannelLayerEngine and model workers'
+consumers, run as `manage.py runworker model-worker` runs them, over Channels'
+InMemoryChannelLayer (test_in_memory.py, test_handover.py).
+
+Generations here keep no durable log (`log` None), so nothing may touch Redis: a stand-in
+client records any use and the test fails on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from channels.layers import InMemoryChannelLayer
+
+from streaming.core.chunk_log import Chunk
+from streaming.core.exceptions import GenerationError
+from streaming.core.request import GenerationRequest, Message
+from streaming.core.stream import TokenStream
+from streaming.fleet.engine import ChannelLayerEngine
+from streaming.fleet.worker import ModelWorkerConsumer
+from streaming.management.commands.runworker import ModelWorker
+
+WITHIN_S = 10.0  # the deadline of every wait: far past anything here, short of pytest's timeout
+
+FLEET_SETTINGS: dict[str, Any] = {
+    "REDIS_URL": "",
+    "STREAMING_ENGINE": "deterministic",
+    "DETERMINISTIC_TTFT_MS": 0.0,
+    "DETERMINISTIC_TPS": 0.0,  # unpaced unless a test needs a generation still running
+    "DETERMINISTIC_ANSWER_TOKENS": 0,
+    "STREAMING_MAX_BATCH": 0,
+    "STREAMING_MAX_QUEUE": 64,
+    "WORKER_HEARTBEAT_S": 0.05,
+    # Long, unless a test is about silence: in one loop a slow turn delays both sides alike,
+    # but a short timeout could still see the other side as dead.
+    "WORKER_TIMEOUT_S": 5.0,
+}
+
+
+class NoRedis:
+    """Stands in for the Redis client: records every use (a generation without a durable log
+    must not touch Redis; the worker's handlers log and swallow exceptions, so none is raised)."""
+
+    def __init__(self) -> None:
+        self.touched: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.touched.append(name)
+        raise ConnectionError(f"no Redis in this test (asked for {name!r})")
+
+
+async def eventually(check: Callable[[], Any], within_s: float = WITHIN_S) -> None:
+    """Poll `check` until it holds (a deadline, not a fixed wait)."""
+    deadline = asyncio.get_running_loop().time() + within_s
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "never happened"
+        await asyncio.sleep(0.005)
+
+
+def request(max_tokens: int = 20, prompt: str = "hello") -> GenerationRequest:
+    return GenerationRequest(id=uuid.uuid4().hex, messages=(Message("user", prompt),),
+                             max_tokens=max_tokens, seed=7)
+
+
+async def read(stream: TokenStream) -> tuple[list[Chunk], GenerationError | None]:
+    """Every chunk a reader of `stream` gets, and the error it ends with (None: it completed)."""
+    chunks: list[Chunk] = []
+
+    async def all_of_it() -> None:
+        async with aclosing(stream.batches(WITHIN_S)) as batches:
+            async for batch in batches:
+                chunks.extend(batch)
+
+    try:
+        await asyncio.wait_for(all_of_it(), WITHIN_S)
+    except GenerationError as error:
+        return chunks, error
+    return chunks, None
+
+
+@dataclass
+class Fleet:
+    """One web process's engine and model workers (`worker`: the first), sharing one
+    InMemoryChannelLayer."""
+
+    layer: InMemoryChannelLayer
+    web: ChannelLayerEngine
+    workers: list[ModelWorkerConsumer]
+    runners: list[ModelWorker]
+    running: list[asyncio.Task[None]]
+
+    @property
+    def worker(self) -> ModelWorkerConsumer:
+        return self.workers[0]
+
+    def running_on_worker(self, generation_id: str) -> TokenStream:
+        """The worker's own stream of a generation (its counters are the truth)."""
+        return next(w.audiences[generation_id].stream for w in self.workers
+                    if generation_id in w.audiences)
+
+    async def kill_worker(self, index: int = 0) -> None:
+        """A worker falls silent at once, as a killed process would: no end, no heartbeat."""
+        consumer, runner = self.workers[index], self.runners[index]
+        streams = list(consumer.engine.streams.values())
+        tasks = [self.running[index], *consumer.tasks, *consumer.engine._tasks.values(),
+                 *(instance["future"] for instance in runner.application_instances.values())]
+        await cancel(tasks)
+        for stream in streams:
+            # A dead process's counters die with it; this one shares the test's COUNTERS.
+            stream.finish(error=GenerationError("server_shutdown"))
+
+    async def kill_web(self) -> None:
+        """The web process falls silent: no heartbeat, nothing read."""
+        await cancel(list(self.web._tasks))
+
+    async def close(self) -> None:
+        for index in range(len(self.workers)):
+            await self.kill_worker(index)
+        await self.kill_web()
+        for stream in list(self.web.streams.values()):
+            stream.finish(error=GenerationError("server_shutdown"))
+
+
+async def cancel(tasks: list[asyncio.Future[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,121 @@
+"""No answer lost to a model worker's death, a stop or a lost message: it goes on on another
+worker (fleet/handover.py), in one event loop over InMemoryChannelLayer (tests/fleet/in_memory.py).
+
+The deterministic engine goes on with the very script, so every answer here must equal an
+uninterrupted run's, token for token, with its event ids 0, 1, 2, … and no gap or repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import signal
+from typing import Any
+
+import pytest
+
+from streaming.core.chunk_log import Chunk
+from streaming.engines.script import tokens_for
+from tests.fleet.in_memory import eventually, read, request
+
+PACED = {"DETERMINISTIC_TPS": 200.0, "WORKER_TIMEOUT_S": 0.3}
+
+
+def assert_whole(asked, chunks: list[Chunk], error) -> None:
+    """The answer as an uninterrupted run makes it, with every event id once, in order."""
+    assert error is None
+    expected, _ = tokens_for(asked)
+    assert "".join(c.text for c in chunks) == "".join(expected)
+    ids = [c.index for c in chunks]
+    assert ids == sorted(set(ids)) and ids[0] == 0
+    assert all(b.index == a.index + a.tokens for a, b in itertools.pairwise(chunks))
+
+
+async def start_answers(fleet, count: int = 6, max_tokens: int = 60):
+    asked = [request(max_tokens, prompt=f"question {n}") for n in range(count)]
+    streams = [fleet.web.generate(each) for each in asked]
+    readers = [asyncio.create_task(read(stream)) for stream in streams]
+    await eventually(lambda: all(stream.tokens_generated >= 5 for stream in streams))
+    return asked, streams, readers
+
+
+async def test_a_killed_workers_answers_go_on_on_the_other_whole(start_fleet):
+    fleet = await start_fleet(workers=2, **PACED)
+    asked, streams, readers = await start_answers(fleet)
+    on_first = [s.id for s in streams if s.id in fleet.workers[0].audiences]
+    assert on_first and len(on_first) < len(streams)  # both workers have some
+
+    await fleet.kill_worker(0)
+
+    for each, reader in zip(asked, readers, strict=True):
+        assert_whole(each, *await reader)
+    second = fleet.workers[1].channel_name
+    assert all(fleet.web.assignments[s].worker == second for s in on_first)
+    assert [fleet.web.assignments[s.id].handovers for s in streams] == [
+        1 if s.id in on_first else 0 for s in streams]
+    assert fleet.workers[0].channel_name not in fleet.web.workers
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_a_stopping_worker_hands_its_answers_over(start_fleet, signum):
+    # SIGTERM drains first: answers shorter than WORKER_DRAIN_S end there, the rest move.
+    fleet = await start_fleet(workers=2, WORKER_DRAIN_S=0.1, **PACED)
+    asked, _streams, readers = await start_answers(fleet)
+    first = fleet.workers[0]
+
+    await first.stop(signum)
+
+    for each, reader in zip(asked, readers, strict=True):
+        assert_whole(each, *await reader)
+    assert not first.audiences and first.outboxes.idle
+
+
+async def test_with_no_worker_left_a_stopping_one_ends_its_answers_with_server_shutdown(
+        start_fleet):
+    fleet = await start_fleet(**PACED)
+    _asked, _streams, readers = await start_answers(fleet, count=2, max_tokens=10_000)
+
+    await fleet.worker.stop(signal.SIGINT)
+
+    for reader in readers:
+        chunks, error = await reader
+        assert error is not None and error.code == "server_shutdown"
+        assert chunks
+
+
+def lose_one(fleet, monkeypatch, which) -> list[dict[str, Any]]:
+    """The first `chunks` message `which(message)` picks vanishes, as a publish does while
+    Redis restarts; returns the list it goes to."""
+    send = fleet.layer.send
+    lost: list[dict[str, Any]] = []
+
+    async def losing(channel: str, message: dict[str, Any]) -> None:
+        if not lost and message["type"] == "chunks" and which(message):
+            lost.append(message)
+            return
+        await send(channel, message)
+
+    monkeypatch.setattr(fleet.layer, "send", losing)
+    return lost
+
+
+async def test_a_lost_chunks_message_is_sent_again(start_fleet, monkeypatch):
+    fleet = await start_fleet(**PACED)
+    lost = lose_one(fleet, monkeypatch, lambda m: m["items"] and m["items"][0][1] >= 3)
+    asked = request(60)
+
+    assert_whole(asked, *await read(fleet.web.generate(asked)))
+    assert lost
+    assert fleet.web.assignments[asked.id].handovers == 0  # the same worker sent them again
+
+
+async def test_a_lost_end_goes_on_from_the_text_here(start_fleet, monkeypatch):
+    # The last chunks and the end vanish together: the worker has forgotten the answer, so
+    # another run of it goes on from what this process has.
+    fleet = await start_fleet(**PACED)
+    lost = lose_one(fleet, monkeypatch, lambda m: m["ends"])
+    asked = request(30)
+
+    assert_whole(asked, *await read(fleet.web.generate(asked)))
+    assert lost
+    assert fleet.web.assignments[asked.id].handovers == 1
