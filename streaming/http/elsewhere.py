@@ -1,8 +1,9 @@
 """Lookups past this process's registry: Redis, the model workers, the log.
 
 A generation may have been created by another web process (it waits in Redis until one claims
-it), be streamed by another (its worker knows), or have ended (its log row says how). Each
-lookup checks that the asker may see what it finds.
+it), be streamed by another (its worker knows), or have ended (its log row says how). Every
+call this package makes to the engine about another process's answer is here; lookup.py says
+in which order to make them.
 """
 
 from __future__ import annotations
@@ -51,20 +52,32 @@ async def replica_once_started(generation_id: str) -> Generation | None:
     reached its worker: a reader that comes at the same moment (a second tab, two tabs
     reconnecting together behind a round-robin balancer) waits for it, bounded, and joins.
     """
-    replicas_here = replicas(await ready_engine())
-    generation = await replicas_here.replicate(generation_id)
+    generation = await replica(generation_id)
     if generation is None and await store.was_claimed(generation_id):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLAIMED_WAIT_S
         while generation is None and loop.time() < deadline:
             await asyncio.sleep(CLAIMED_POLL_S)  # no event to wait on: its worker writes Redis
-            generation = await replicas_here.replicate(generation_id)
+            generation = await replica(generation_id)
     return generation
+
+
+async def replica(generation_id: str) -> Generation | None:
+    """With REDIS_URL: a replica of an answer whose log is in Redis (None if it has none).
+
+    Raises Gone when the log is there but no longer whole.
+    """
+    return await replicas(await ready_engine()).replicate(generation_id)
 
 
 async def streamed_elsewhere(generation_id: str) -> dict | None:
     """With REDIS_URL: a generation another web process is streaming (its worker answers)."""
     return await (await ready_engine()).query(generation_id)
+
+
+async def abort_elsewhere(generation_id: str) -> None:
+    """With REDIS_URL: abort a generation another web process streams (its worker stops)."""
+    await (await ready_engine()).abort_elsewhere(generation_id)
 
 
 async def logged(request: HttpRequest, generation_id: str) -> GenerationLog | None:

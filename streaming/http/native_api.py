@@ -1,8 +1,9 @@
 """The native streaming API (docs/api.md): create, stream, cancel, inspect; health, stats and
 the engine's defaults.
 
-Views are thin: admission.py admits, responses.py frames and handles cancellation (in
-`event_stream`), elsewhere.py finds what this process does not hold.
+Views are thin: admission.py admits, lookup.py finds the answer to read (here or in another web
+process), cancel.py stops it, responses.py frames and handles a reader leaving (in
+`event_stream`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ import logging
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.exceptions import AlreadyStreaming, BadRequest, Gone, NotFound
+from streaming.core.exceptions import NotFound
 from streaming.core.request import GenerationRequest
 from streaming.engines import get_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.fleet import store
-from streaming.fleet.replica import replicas
-from streaming.generations.answer import Answer, event_id, retry_ms
+from streaming.generations.answer import retry_ms
 from streaming.generations.registry import (
     FIGURES,
     PENDING,
@@ -29,24 +29,16 @@ from streaming.generations.registry import (
     state_json,
 )
 from streaming.http import cancel
-from streaming.http.admission import admit, api_view, owned, start_admitted, start_new
+from streaming.http.admission import admit, api_view, owned, start_new
 from streaming.http.auth import principal
-from streaming.http.elsewhere import (
-    claim,
-    logged,
-    may_see_elsewhere,
-    replica_once_started,
-    streamed_elsewhere,
-)
+from streaming.http.elsewhere import logged, may_see_elsewhere, streamed_elsewhere
+from streaming.http.lookup import FIRST, NeverStarted, Position, locate
 from streaming.http.responses import cancelled_stream, open_event_stream
 from streaming.http.validation import parse_generation_body
 from streaming.models import GenerationStatus
 from streaming.wire import sse
 
 logger = logging.getLogger(__name__)
-
-NOT_STARTED = "Last-Event-ID names no event: this stream has not started."
-
 
 def _native_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, None]:
     return parse_generation_body(body, engine_name=engine.name,
@@ -88,69 +80,16 @@ async def stream_generation(request: HttpRequest, generation_id: str) -> HttpRes
     `?last_event_id=`) names; a finished answer stays readable for STREAM_RETENTION_S
     (docs/resume.md).
     """
-    generation = owned(request, registry.get(generation_id))
     last_event_id = request.headers.get("Last-Event-ID", request.GET.get("last_event_id"))
-    if store.enabled() and generation is None:
-        return await _stream_elsewhere(request, generation_id, last_event_id)
-    if generation is None:
-        raise NotFound()
-    return await _open(request, generation, last_event_id)
-
-
-async def _open(request: HttpRequest, generation: Generation,
-                last_event_id: str | None) -> HttpResponse:
-    if generation.status == GenerationStatus.CANCELLED and generation.stream is None:
+    at = FIRST if last_event_id is None else Position(last_event_id=last_event_id)
+    try:
+        generation = await locate(request, generation_id, at)
+    except NeverStarted:
         return cancelled_stream()
-    if generation.status == PENDING:
-        if last_event_id is not None:
-            raise BadRequest(NOT_STARTED)
-        try:
-            await start_admitted(request, generation, durable=True)
-        except AlreadyStreaming:
-            if generation.answer is None:
-                raise
-            # Started by a reader that came at the same moment: this one joins it too.
-    else:
-        named = event_id(last_event_id)
-        if named is not None:
-            await generation.engine.catch_up(generation.id, named)
     # Another reader, or the same one back: 400 for a stray id, 410 once it is not kept.
-    position = _answer(generation).position(last_event_id)
+    position = generation.answer.position(last_event_id)
     return await open_event_stream(generation, preamble=_resume_preamble(generation),
                                    position=position)
-
-
-def _answer(generation: Generation) -> Answer:
-    if generation.answer is None:
-        raise Gone()  # ended before it started (unclaimed, say): there is no log to read
-    return generation.answer
-
-
-async def _stream_elsewhere(request: HttpRequest, generation_id: str,
-                            last_event_id: str | None) -> HttpResponse:
-    """With REDIS_URL: a generation this process does not hold (yet)."""
-    if not await may_see_elsewhere(request, generation_id):
-        raise NotFound()
-    if last_event_id is None:
-        generation = await claim(generation_id)
-        if generation is None:
-            # Started by another web process (alive or not, or claimed a moment ago): read
-            # here from its log in Redis.
-            generation = await replica_once_started(generation_id)
-    else:
-        # A reconnect: the answer has started, so its log comes first (one round trip).
-        generation = await replicas(await ready_engine()).replicate(generation_id)
-        if generation is None and await store.peek_pending(generation_id) is not None:
-            raise BadRequest(NOT_STARTED)  # and it stays unclaimed, for a correct request
-    if generation is not None:
-        return await _open(request, generation, last_event_id)
-    if await store.was_cancelled(generation_id):
-        return cancelled_stream()
-    if await streamed_elsewhere(generation_id) is not None:
-        raise AlreadyStreaming()  # streamed by a process that keeps no log of it to share
-    if await logged(request, generation_id):
-        raise Gone()
-    raise NotFound()
 
 
 def _resume_preamble(generation: Generation) -> bytes:
@@ -164,24 +103,18 @@ def _resume_preamble(generation: Generation) -> bytes:
 @api_view("POST")
 async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
     """`POST /api/generations/<id>/cancel`: abort it on the engine; idempotent."""
-    generation = owned(request, registry.get(generation_id))
-    if store.enabled() and generation is None and await may_see_elsewhere(request,
-                                                                            generation_id):
-        generation = await claim(generation_id)
-        if generation is None and await streamed_elsewhere(generation_id) is not None:
-            # Streamed by another web process: its worker aborts, its reader hears why.
-            await (await ready_engine()).abort_elsewhere(generation_id)
-            return JsonResponse({"status": GenerationStatus.CANCELLED}, status=202)
-    if generation is None:
+    found = await cancel.cancel(request, generation_id)
+    generation = found.generation
+    if generation is not None:
+        status = generation.status if not generation.live else GenerationStatus.CANCELLED
+    elif found.stopped:
+        status = GenerationStatus.CANCELLED  # streamed by another web process
+    else:
         row = await logged(request, generation_id)
         if row is None:
             raise NotFound()
-        return JsonResponse({"status": row.status}, status=202)
-    if generation.live:
-        await cancel.stop(generation)
-    return JsonResponse({"status": generation.status if not generation.live
-                         else GenerationStatus.CANCELLED},
-                        status=202)
+        status = row.status
+    return JsonResponse({"status": status}, status=202)
 
 
 @api_view("GET")

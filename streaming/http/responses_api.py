@@ -22,9 +22,6 @@ from streaming.core.chunk_log import LOGPROBS, TEXT, Chunk, answer_text
 from streaming.core.exceptions import BadRequest, GenerationError, Gone, NotFound, StreamingError
 from streaming.core.request import Message
 from streaming.core.stream import TokenStream
-from streaming.engines.startup import ready_engine
-from streaming.fleet import store
-from streaming.fleet.replica import CATCH_UP_S, replicas
 from streaming.generations import stored
 from streaming.generations.answer import event_id
 from streaming.generations.registry import Generation, registry
@@ -33,6 +30,7 @@ from streaming.http.admission import admit, api_view, start_new
 from streaming.http.auth import may_see, owner_required, principal
 from streaming.http.errors import openai_error_response
 from streaming.http.limits import BACKGROUND, limits
+from streaming.http.lookup import REFUSED, Position, find, locate
 from streaming.http.responses import event_stream, open_event_stream
 from streaming.http.responses_body import ResponseBody, generation_id_of, parse_response_body
 from streaming.models import GenerationStatus, StoredResponse
@@ -167,32 +165,28 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
     """`GET /v1/responses/<id>` (its state, or `?stream=true` its events), `DELETE` (forget)."""
     row = await _stored(request, response_id)
     if request.method == "DELETE":
-        generation = await _answer_of(row)
-        if generation is not None and generation.live:
-            await cancel.stop(generation)
+        await cancel.cancel(request, row.response_id)
         await stored.forget(row.response_id)
         return JsonResponse({"id": response_id, "object": "response", "deleted": True})
     streamed = request.GET.get("stream", "false")
     if streamed not in ("true", "false"):
         raise BadRequest("`stream` must be true or false.")
-    generation = await _answer_of(row)
     spec = stored.spec_of(row)
     if streamed == "false":
+        generation = await find(request, row.response_id)
         outcome = (stored.outcome_of(generation) if generation is not None
                    else stored.stored_outcome(row))
         return JsonResponse(wire.response_object(spec, outcome))
-    if generation is None or generation.answer is None or not generation.answer.readable:
-        raise Gone("This response's events are no longer kept (STREAM_RETENTION_S); GET it "
-                   "without `stream` for its final state.")
     after = _starting_after(request)
-    stream = generation.stream
-    if generation.engine.shares_answers:
-        # A reader of another process may be ahead of this one's copy of the answer (by a
-        # message from its worker): wait a little for it to catch up.
-        needed = after - wire.PREAMBLE_EVENTS + 1
-        await stream.until(lambda: stream.end >= needed, CATCH_UP_S)
-    position, after = _position(stream, after)
-    framer = ResponseFramer(spec, stream, position, after)
+    # The chunks a reader that has every event up to `after` has read.
+    at = Position(chunks=after - wire.PREAMBLE_EVENTS + 1)
+    try:
+        generation = await locate(request, row.response_id, at, explain=False)
+    except REFUSED:
+        raise Gone("This response's events are no longer kept (STREAM_RETENTION_S); GET it "
+                   "without `stream` for its final state.") from None
+    position, after = _position(generation.stream, after)
+    framer = ResponseFramer(spec, generation.stream, position, after)
     return await open_event_stream(
         generation, framer, preamble=wire.preamble(spec, Outcome("in_progress"), after),
         position=position)
@@ -202,14 +196,14 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
 async def cancel_response(request: HttpRequest, response_id: str) -> HttpResponse:
     """`POST /v1/responses/<id>/cancel`: stop it within a token; the response as it ends."""
     row = await _stored(request, response_id)
-    generation = await _answer_of(row)
-    spec = stored.spec_of(row)
+    found = await cancel.cancel(request, row.response_id)
+    generation, spec = found.generation, stored.spec_of(row)
+    if found.stopped:
+        stream = generation.stream if generation is not None else None
+        return JsonResponse(wire.response_object(spec, Outcome(
+            status="cancelled", text=stream.text() if stream is not None else "")))
     if generation is None:
         return JsonResponse(wire.response_object(spec, stored.stored_outcome(row)))
-    if generation.live:
-        await cancel.stop(generation)
-        return JsonResponse(wire.response_object(spec, Outcome(
-            status="cancelled", text=generation.stream.text() if generation.stream else "")))
     return JsonResponse(wire.response_object(spec, stored.outcome_of(generation)))
 
 
@@ -242,17 +236,6 @@ async def _stored(request: HttpRequest, response_id: str) -> StoredResponse:
     if row is None or (owner_required(request) and not may_see(request, row.owner)):
         raise ResponseNotFound(response_id)
     return row
-
-
-async def _answer_of(row: StoredResponse) -> Generation | None:
-    """The generation behind a stored response, here or (its log in Redis) from any process."""
-    generation = registry.get(row.response_id)
-    if generation is None and store.enabled():
-        try:
-            generation = await replicas(await ready_engine()).replicate(row.response_id)
-        except Gone:
-            return None
-    return generation
 
 
 def _starting_after(request: HttpRequest) -> int:

@@ -18,12 +18,12 @@ from django.http import HttpRequest
 from streaming.core.exceptions import BadRequest, PromptTooLong
 from streaming.core.request import GenerationRequest, Message
 from streaming.engines.base import Engine
-from streaming.engines.startup import ready_engine
 from streaming.fleet import store
 from streaming.generations.registry import Generation, registry
 from streaming.http import cancel
 from streaming.http.admission import admit
 from streaming.http.auth import principal
+from streaming.http.elsewhere import abort_elsewhere
 from streaming.http.validation import build_request
 from streaming.models import Conversation
 
@@ -114,5 +114,5 @@ async def let_go(generation_ids: list[str]) -> None:
             generation.answer.free()
         if store.enabled():
             if generation is None:
-                await (await ready_engine()).abort_elsewhere(generation_id)
+                await abort_elsewhere(generation_id)
             await store.forget(generation_id)

@@ -49,14 +49,23 @@ def test_a_background_response_outlives_its_web_process_and_is_reread_elsewhere(
             "incomplete", text, 300)
 
 
-def test_a_background_response_started_on_one_process_is_cancelled_from_the_other(tmp_path):
-    with running_fleet(tmp_path) as fleet:
+PAST_ITS_CAP = {"STREAM_RESUME_MAX_BYTES": "1024", "DETERMINISTIC_ANSWER_TOKENS": "2000"}
+
+
+# Past its cap no process can replicate it (410), yet the cancel reaches its worker all the same.
+@pytest.mark.parametrize(("env", "made"), [({}, 3), (PAST_ITS_CAP, 300)],
+                         ids=["kept", "past_its_cap"])
+def test_a_background_response_started_on_one_process_is_cancelled_from_the_other(
+        tmp_path, env, made):
+    with running_fleet(tmp_path, env) as fleet:
         home, other = fleet.webs
         model = client_of(home).models.list().data[0].id
         response = client_of(home).responses.create(
             model=model, input=PROMPT, max_output_tokens=2000, background=True)
         generation_id = response.id.removeprefix("resp_")
-        wait_until(lambda: home.state(generation_id)["tokens_generated"] >= 3, 10)
+        wait_until(lambda: home.state(generation_id)["tokens_generated"] >= made, 10)
+        if env is PAST_ITS_CAP:
+            assert _events_gone(other, response.id)
         assert client_of(other).responses.cancel(response.id).status == "cancelled"
         final = home.wait_final(generation_id)
         assert final["status"] == "cancelled"
@@ -86,3 +95,12 @@ def _background(web, model):
                                                background=True)
     except openai.RateLimitError:
         return None  # the first one's slot is on its way back
+
+
+def _events_gone(web, response_id) -> bool:
+    """Whether `web` refuses to stream the response from its start (410)."""
+    try:
+        client_of(web).responses.retrieve(response_id, stream=True).close()
+    except openai.APIStatusError as error:
+        return error.status_code == 410
+    return False
