@@ -122,9 +122,10 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 # A worker announces itself this often; silent for WORKER_TIMEOUT_S, it is presumed dead and
-# its streams go on on another worker (`worker_unavailable` when none is left). Web processes announce themselves to the workers
-# as often: one silent for WORKER_TIMEOUT_S has its generations aborted. Keep the timeout well
-# above 1 s: channels_redis' pub/sub reader pauses a second after any connection error.
+# its answers go on on another worker (`worker_unavailable` when none is left). Web processes
+# announce themselves to the workers as often: one silent for WORKER_TIMEOUT_S has its
+# generations aborted. Keep the timeout well above 1 s: channels_redis' pub/sub reader pauses a
+# second after any connection error.
 WORKER_HEARTBEAT_S = env_float("WORKER_HEARTBEAT_S", 1.0, minimum=0.05)
 WORKER_TIMEOUT_S = env_float("WORKER_TIMEOUT_S", 3.0, minimum=0.1)
 # SIGTERM: a worker takes no new work, lets what it runs finish this long, then hands the rest
