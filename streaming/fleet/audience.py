@@ -26,6 +26,7 @@ class Audience:
         self.channels = {home}  # the web process that sent `generate` reads it first
         self.fed = {home}  # the web processes its chunks go to: home, and those that follow it
         self.sent = 0  # its chunks before this position went to every one of them
+        self.streamed = 0  # the id of the next chunk to be sent (its end says it: none lost)
         self.grace_s = grace_s
         self.background = background  # runs with nobody reading: never aborted for that
         self._grace: asyncio.Task[Any] | None = None

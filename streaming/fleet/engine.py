@@ -298,8 +298,8 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
                                  self.assignments.get(generation_id))
                 continue  # (below: a chunk sent again that we have)
             stream.push(text, tokens, *kind)  # a kind only when not TEXT
-        for generation_id, finish_reason, error_code, generated, after_abort, *logged in \
-                message["ends"]:
+        for generation_id, finish_reason, error_code, generated, after_abort, streamed, \
+                *logged in message["ends"]:
             if moved and generation_id in moved and sender != self._worker_of(generation_id):
                 continue
             stream = streams.get(generation_id)
@@ -313,7 +313,7 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
             if error_code == HANDED_OVER:
                 self._spawn(self._hand_over(stream, HANDED_OVER))
                 continue
-            if error_code is None and not stream.aborted and generated > stream.tokens_generated:
+            if error_code is None and not stream.aborted and streamed > stream.tokens_generated:
                 # Its last tokens were lost on the way, with the worker's copy: go on from ours.
                 self._spawn(self._hand_over(stream, "its last tokens were lost", again=True))
                 continue

@@ -22,7 +22,8 @@ Messages, all over the channel layer (Redis):
                                     web.heartbeat {channel}   (every WORKER_HEARTBEAT_S)
     worker → web (reply_to, and     chunks {worker, items: [[id, index, text, tokens(, kind)], ...],
       each follower)                        ends: [[id, finish_reason, error_code,
-                                                    tokens_generated, tokens_after_abort
+                                                    tokens_generated, tokens_after_abort,
+                                                    streamed: the next chunk's id
                                                     (, the log's `e` entry)]],
                                             followed: [[id, live | logged | gone]]}
                                                     (followed: only in answer to `follow`,

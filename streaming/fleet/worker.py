@@ -147,12 +147,12 @@ class ModelWorkerConsumer(AsyncConsumer):
         try:
             if self.shutting_down:
                 # Sent before our last heartbeat said "not ready": let another worker take it.
-                self._tell(reply_to, [request.id, None, HANDED_OVER, 0, 0])
+                self._tell(reply_to, [request.id, None, HANDED_OVER, 0, 0, 0])
                 return
             self.engine.check_request(request)
             stream = self.engine.generate(request)
         except StreamingError as error:
-            self._tell(reply_to, [request.id, None, error.code, 0, 0])
+            self._tell(reply_to, [request.id, None, error.code, 0, 0, 0])
             return
         log = message.get("log")
         audience = self.audiences[request.id] = Audience(
@@ -162,7 +162,7 @@ class ModelWorkerConsumer(AsyncConsumer):
             # What the worker before us made: logged for followers, but its home has it.
             stream.carry_over(request.continuation.tokens,
                               [Chunk(*item) for item in message.get("carried") or ()])
-            audience.sent = stream.end
+            audience.sent, audience.streamed = stream.end, request.continuation.tokens
         # Kept whole here, up to its cap, for web processes that follow it later, or to send
         # again what was lost on the way.
         stream.max_log_bytes = log["max_bytes"] if log else settings.STREAM_RESUME_MAX_BYTES
@@ -274,6 +274,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                     self.outboxes[channel].add(stream.id, batch)
                     self.outboxes.flush(channel)
                 audience.sent = reader.position
+                audience.streamed = batch[-1].index + batch[-1].tokens
                 if logged and not stream.complete:
                     self.logs.spoil(stream.id)  # past its cap: no longer whole
             finish_reason = stream.finish_reason
@@ -285,7 +286,7 @@ class ModelWorkerConsumer(AsyncConsumer):
             self.engine.release(stream.id)
             audience.close()
         ending = [stream.id, finish_reason, error_code, stream.tokens_generated,
-                  stream.tokens_after_abort]
+                  stream.tokens_after_abort, audience.streamed]
 
         def tell_the_readers(*logged_end: dict[str, Any]) -> None:
             self.audiences.pop(stream.id, None)
