@@ -36,6 +36,14 @@ class Chunk:
     kind: int = TEXT
 
 
+def as_list(chunk: Chunk) -> list:
+    """A chunk as a JSON/msgpack list: [index, text, tokens(, kind)], a kind only when not TEXT
+    (the inverse: `Chunk(*item)`)."""
+    if chunk.kind:
+        return [chunk.index, chunk.text, chunk.tokens, chunk.kind]
+    return [chunk.index, chunk.text, chunk.tokens]
+
+
 def answer_text(chunk: Chunk) -> str:
     """What of a chunk is the answer's text: all of TEXT, the text of LOGPROBS, else none."""
     if chunk.kind == TEXT:

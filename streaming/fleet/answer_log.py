@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from streaming.core.chunk_log import Chunk
+from streaming.core.chunk_log import Chunk, as_list
 
 logger = logging.getLogger(__name__)
 
@@ -105,9 +105,7 @@ class Writer:
             return
         self.after_end[generation_id] = then
         if chunks:
-            self._queue(generation_id, "c", [
-                [c.index, c.text, c.tokens, c.kind] if c.kind else [c.index, c.text, c.tokens]
-                for c in chunks])
+            self._queue(generation_id, "c", [as_list(c) for c in chunks])
         self._queue(generation_id, "e", {**ending, "ended_at": time.time(),
                                          "retention_s": log.retention_s})
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
+from streaming.core.chunk_log import as_list
 from streaming.core.exceptions import GenerationError
 from streaming.core.request import Continuation, GenerationRequest
 from streaming.core.stream import TokenStream
@@ -36,9 +37,7 @@ def continued(stream: TokenStream) -> tuple[GenerationRequest, list[list[Any]]]:
     """The request that goes on from where `stream` is, and its chunks so far (as `carried`)."""
     request = dataclasses.replace(stream.request, continuation=Continuation(
         tokens=stream.tokens_generated, text=stream.text()))
-    carried = [[c.index, c.text, c.tokens, c.kind] if c.kind else [c.index, c.text, c.tokens]
-               for c in stream.logged(stream.end)]
-    return request, carried
+    return request, [as_list(c) for c in stream.logged(stream.end)]
 
 
 def choose(live: list[WorkerInfo], assigned: Counter[str],
@@ -122,4 +121,3 @@ class HandsOver:
         self._spawn(self._send_quietly(worker, {
             "type": "follow", "id": stream.id, "channel": self.reply_channel,
             "after": stream.tokens_generated}))
-

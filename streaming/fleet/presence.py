@@ -9,17 +9,18 @@ back, the silence of the workers is not theirs: nobody is presumed dead for it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from typing import Any
 
 from django.conf import settings
 
+from streaming.core.stream import Counters
 from streaming.fleet.assignments import WorkerInfo
 from streaming.fleet.protocol import HEARTBEATS_GROUP, WORKERS_GROUP
 
-TOTALS = ("tokens_generated_total", "tokens_after_abort_total", "generations_in_flight",
-          "generations_total")
+TOTALS = tuple(field.name for field in dataclasses.fields(Counters))  # each worker's, summed
 
 
 class Presence:
@@ -36,10 +37,13 @@ class Presence:
         """One worker (every worker runs the same engine)."""
         return next(iter(self.workers.values()), None)
 
+    def deaf_for(self) -> float:
+        """Seconds since our oldest ping still unanswered was sent (0: none is)."""
+        return time.monotonic() - self.unanswered[0][1] if self.unanswered else 0.0
+
     def live(self) -> list[WorkerInfo]:
         """The workers ready for work, as far as we can hear them."""
-        if self.unanswered and (time.monotonic() - self.unanswered[0][1]
-                                > settings.WORKER_TIMEOUT_S):
+        if self.deaf_for() > settings.WORKER_TIMEOUT_S:
             return []  # our own reply channel is not receiving: nothing sent now would return
         return [w for w in self.workers.values() if w.ready]
 
@@ -83,7 +87,7 @@ class Presence:
     def silent(self) -> list[str]:
         """The workers silent for WORKER_TIMEOUT_S, forgotten here: presumed dead."""
         now = time.monotonic()
-        if self.unanswered and now - self.unanswered[0][1] > settings.WORKER_HEARTBEAT_S * 2:
+        if self.deaf_for() > settings.WORKER_HEARTBEAT_S * 2:
             for info in self.workers.values():
                 info.seen_at = now  # we hear nobody (Redis is down): their silence is not theirs
             return []

@@ -91,6 +91,11 @@ class ModelWorkerConsumer(AsyncConsumer):
         """The generations still being made (their ends may not have been sent yet)."""
         return {gid: a for gid, a in self.audiences.items() if not a.stream.finished}
 
+    def _running(self, generation_id: str) -> Audience | None:
+        """The generation, if it is ours and still being made."""
+        audience = self.audiences.get(generation_id)
+        return audience if audience is not None and not audience.stream.finished else None
+
     async def stop(self, signum: int = signal.SIGTERM) -> None:
         """SIGTERM: take no new work, let what runs finish within WORKER_DRAIN_S, hand the rest
         over to other workers through their web processes (Ctrl-C: at once); once those ends
@@ -175,7 +180,7 @@ class ModelWorkerConsumer(AsyncConsumer):
     async def abort(self, message: dict[str, Any]) -> None:
         """Stop a generation, if it is ours (aborts are broadcast to every worker);
         `handed_over`: it goes on elsewhere, so it ends here without an end for anyone."""
-        audience = self.generations.get(message["id"])
+        audience = self._running(message["id"])
         if audience is not None:
             audience.stream.count_unread(message.get("unread", 0))  # made, never read: wasted
             code = HANDED_OVER if message.get("handed_over") else "cancelled"
@@ -234,7 +239,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                             code: str = "client_disconnected") -> None:
         """No web process reads it any more: abort, counting the `unread` tokens made since
         the last reader left as wasted."""
-        audience = self.generations.get(generation_id)
+        audience = self._running(generation_id)
         if audience is None or audience.channels or audience.background:
             return
         audience.stream.count_unread(unread)
@@ -250,7 +255,7 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     async def query(self, message: dict[str, Any]) -> None:
         """Report a live generation's counters, if it is ours."""
-        audience = self.generations.get(message["id"])
+        audience = self._running(message["id"])
         if audience is not None:
             stream = audience.stream
             await self.channel_layer.send(message["reply_to"], {
