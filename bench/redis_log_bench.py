@@ -33,6 +33,7 @@ from channels_redis.pubsub import RedisPubSubChannelLayer
 from redis.utils import HIREDIS_AVAILABLE
 
 from streaming.fleet.outbox import Outbox
+from streaming.fleet.protocol import Chunks
 
 RESULTS = Path(__file__).parent / "results"
 PREFIX = "bench:log:"
@@ -191,7 +192,7 @@ def stream_sender(
     async def send(items: list[Item]) -> None:
         if merge:  # the worker's own merge: one chunk per generation
             outbox = Outbox()
-            outbox.put_back({"items": items, "ends": []})
+            outbox.put_back(Chunks("", items))
             items = outbox.items
         pipe = writer.pipeline(transaction=False)
         for generation_id, index, text, count in items:

@@ -10,11 +10,13 @@ way (Redis restarted) are asked for again. The messages are in streaming/fleet/p
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import Counter
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.layers import get_channel_layer
 from django.conf import settings
 
@@ -22,15 +24,10 @@ from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavail
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
-from streaming.fleet import handover
+from streaming.fleet import handover, protocol
 from streaming.fleet.assignments import Assignment, Follower, Following, WorkerInfo
 from streaming.fleet.presence import Presence
-from streaming.fleet.protocol import (
-    HANDED_OVER,
-    WORKERS_GROUP,
-    end_as_the_worker_did,
-    request_message,
-)
+from streaming.fleet.protocol import HANDED_OVER, WORKERS_GROUP, end_as_the_worker_did
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +50,7 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         self.followed: dict[str, Following] = {}  # generation id → a replica's
         # Answers handed over or followed again: chunks of theirs count only from their worker.
         self.moved: set[str] = set()
-        self._queries: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._queries: dict[str, asyncio.Future[protocol.State]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- identity ---------------------------------------------------------------------------
@@ -150,13 +147,11 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
     async def _send_generate(self, stream: TokenStream, assignment: Assignment,
                              request: GenerationRequest | None = None,
                              carried: list[list[Any]] | None = None) -> None:
-        message = {"type": "generate", "reply_to": self.reply_channel,
-                   "request": request_message(request or stream.request), "log": assignment.log}
-        if carried:
-            message["carried"] = carried
+        message = protocol.Generate(request or stream.request, self.reply_channel,
+                                    assignment.log, carried or [])
         assignment.sent_at = None
         try:
-            await self.layer.send(assignment.worker, message)
+            await self.layer.send(assignment.worker, message.encode())
             assignment.sent_at = time.monotonic()
         except Exception as error:
             self._fail(stream, f"Could not reach the model worker: {error}")
@@ -169,11 +164,11 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
 
     async def readers_left(self, request_id: str, unread: int, leaving: bool = False) -> None:
         """Tell the workers: its worker aborts it once no web process reads it."""
-        await self._tell_workers("detach", request_id, unread=unread, leaving=leaving)
+        await self._tell_workers(protocol.Detach(request_id, self.reply_channel, unread, leaving))
 
     def readers_back(self, request_id: str) -> None:
         """Tell the workers, soon (a reader joins synchronously)."""
-        self._spawn(self._tell_workers("attach", request_id))
+        self._spawn(self._tell_workers(protocol.Attach(request_id, self.reply_channel)))
 
     async def follow(self, stream: TokenStream, worker: str, follower: Follower) -> None:
         """Have `worker` feed `stream`, a replica of its generation `stream.id`, from the token
@@ -181,9 +176,8 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         if stream.id in self.followed:
             self.moved.add(stream.id)  # followed again, on another worker: only its chunks count
         self.followed[stream.id] = Following(stream, worker, follower)
-        await self.layer.send(worker, {"type": "follow", "id": stream.id,
-                                       "channel": self.reply_channel,
-                                       "after": stream.tokens_generated})
+        message = protocol.Follow(stream.id, self.reply_channel, stream.tokens_generated)
+        await self.layer.send(worker, message.encode())
 
     def unfollow(self, generation_id: str) -> None:
         """Feed that stream no more."""
@@ -191,13 +185,12 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         if generation_id not in self.streams:
             self.moved.discard(generation_id)
 
-    async def _tell_workers(self, kind: str, request_id: str, **fields: Any) -> None:
+    async def _tell_workers(self, message: protocol.Attach | protocol.Detach) -> None:
         try:
-            await self.layer.group_send(WORKERS_GROUP, {"type": kind, "id": request_id,
-                                                        "channel": self.reply_channel, **fields})
+            await self.layer.group_send(WORKERS_GROUP, message.encode())
         except Exception as error:
             # A lost detach: the worker aborts once this process is silent, or at the end.
-            logger.warning("%s of %s not sent: %r", kind, request_id, error)
+            logger.warning("%s of %s not sent: %r", message.type, message.id, error)
 
     async def _stop(self, stream: TokenStream) -> None:
         """Tell the owning worker to abort, and wait (bounded) for its final counters."""
@@ -208,8 +201,8 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         try:
             # `unread`: tokens produced before the abort that nobody read (the grace period
             # ran out, answer.py); the worker counts them as wasted with the rest.
-            await self.layer.send(assignment.worker, {"type": "abort", "id": stream.id,
-                                                      "unread": stream.tokens_after_abort})
+            abort = protocol.Abort(stream.id, unread=stream.tokens_after_abort)
+            await self.layer.send(assignment.worker, abort.encode())
             await asyncio.wait_for(ack, ABORT_ACK_S)
         except Exception as error:
             logger.warning("abort of %s not confirmed by %s: %r", stream.id, assignment.worker,
@@ -234,7 +227,7 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
 
     async def abort_elsewhere(self, generation_id: str) -> None:
         """Abort a generation that some other web process streams."""
-        await self.layer.group_send(WORKERS_GROUP, {"type": "abort", "id": generation_id})
+        await self.layer.group_send(WORKERS_GROUP, protocol.Abort(generation_id).encode())
 
     async def query(self, generation_id: str) -> dict[str, Any] | None:
         """A live generation's counters from whichever worker runs it, or None.
@@ -247,9 +240,9 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         future = asyncio.get_running_loop().create_future()
         self._queries[generation_id] = future
         try:
-            await self.layer.group_send(WORKERS_GROUP, {"type": "query", "id": generation_id,
-                                                        "reply_to": self.reply_channel})
-            return await asyncio.wait_for(future, QUERY_S)
+            await self.layer.group_send(WORKERS_GROUP,
+                                        protocol.Query(generation_id, self.reply_channel).encode())
+            return dataclasses.asdict(await asyncio.wait_for(future, QUERY_S))
         except (TimeoutError, Exception):
             return None
         finally:
@@ -266,24 +259,42 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
                 await asyncio.sleep(0.5)
                 continue
             try:
-                kind = message["type"]
-                if kind == "chunks":
-                    self._on_chunks(message)
-                elif kind == "worker.heartbeat":
-                    self._check_lost(self.presence.heard(message))
-                elif kind == "web.ping":
-                    self.presence.pinged(message["seq"])
-                elif kind == "state":
-                    future = self._queries.get(message["id"])
-                    if future is not None and not future.done():
-                        future.set_result(message)
+                self.dispatch(message)
+            except protocol.ProtocolError as error:
+                logger.warning("dropped a message from the channel layer: %s", error)
             except Exception:
                 logger.exception("bad message from the channel layer: %r", message)
 
-    def _on_chunks(self, message: dict[str, Any]) -> None:
+    def dispatch(self, message: dict[str, Any]) -> None:
+        """Hand a message to the handler named after its type, as the worker's consumer does."""
+        typed = protocol.decode(message)
+        # Prefixed: a type may share its name with an Engine method (`query`, `abort`).
+        handler = getattr(self, "on_" + get_handler_name(message), None)
+        if handler is None:
+            raise protocol.ProtocolError(f"a {typed.type} message is for a model worker")
+        handler(typed)
+
+    # --- handlers (one per message type) --------------------------------------------------
+
+    def on_worker_heartbeat(self, message: protocol.WorkerHeartbeat) -> None:
+        """A worker lives: note it, and what it should be running but does not."""
+        self._check_lost(self.presence.heard(message))
+
+    def on_web_ping(self, message: protocol.WebPing) -> None:
+        """Our own ping came back: we hear the channel layer."""
+        self.presence.pinged(message.seq)
+
+    def on_state(self, message: protocol.State) -> None:
+        """A worker's answer to `query`."""
+        future = self._queries.get(message.id)
+        if future is not None and not future.done():
+            future.set_result(message)
+
+    def on_chunks(self, message: protocol.Chunks) -> None:
+        """New tokens for our streams and replicas, their ends, answers to `follow`."""
         streams, followed, moved = self.streams, self.followed, self.moved
-        sender = message.get("worker")
-        for generation_id, index, text, tokens, *kind in message["items"]:
+        sender = message.worker
+        for generation_id, index, text, tokens, *kind in message.items:
             stream = streams.get(generation_id)
             if stream is None and (following := followed.get(generation_id)) is not None:
                 stream = following.stream
@@ -298,8 +309,8 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
                                  self.assignments.get(generation_id))
                 continue  # (below: a chunk sent again that we have)
             stream.push(text, tokens, *kind)  # a kind only when not TEXT
-        for generation_id, finish_reason, error_code, generated, after_abort, streamed, \
-                *logged in message["ends"]:
+        for end in message.ends:
+            generation_id, error_code = end.id, end.error_code
             if moved and generation_id in moved and sender != self._worker_of(generation_id):
                 continue
             stream = streams.get(generation_id)
@@ -307,27 +318,28 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
                 following = followed.get(generation_id)
                 if following is not None and error_code == HANDED_OVER:
                     following.follower.moved(generation_id)
-                elif following is not None and logged:
-                    following.follower.ended(generation_id, logged[0])  # its log's last entry
+                elif following is not None and end.logged:
+                    following.follower.ended(generation_id, end.logged)
                 continue
             if error_code == HANDED_OVER:
                 self._spawn(self._hand_over(stream, HANDED_OVER))
                 continue
-            if error_code is None and not stream.aborted and streamed > stream.tokens_generated:
+            if error_code is None and not stream.aborted and \
+                    end.streamed > stream.tokens_generated:
                 # Its last tokens were lost on the way, with the worker's copy: go on from ours.
                 self._spawn(self._hand_over(stream, "its last tokens were lost", again=True))
                 continue
             # The worker's counters are the truth: it saw every token, read or not. (Only
             # tokens this side found unread may be missing there, if it ended before our abort.)
-            stream.tokens_generated = generated
-            stream.tokens_after_abort = max(after_abort, stream.tokens_after_abort)
+            stream.tokens_generated = end.tokens_generated
+            stream.tokens_after_abort = max(end.tokens_after_abort, stream.tokens_after_abort)
             assignment = self.assignments.get(generation_id)
             ack = assignment.ack if assignment is not None else None
             if ack is not None and not ack.done():
                 ack.set_result(None)  # abort() finishes the stream
             elif not stream.finished:
-                end_as_the_worker_did(stream, finish_reason, error_code)
-        for generation_id, state in message.get("followed", ()):
+                end_as_the_worker_did(stream, end.finish_reason, error_code)
+        for generation_id, state in message.followed:
             if (assignment := self.assignments.get(generation_id)) is not None:
                 # Our own, asked for again after a loss: its worker no longer has it all.
                 assignment.resending = False

@@ -25,7 +25,7 @@ from streaming.core.request import Continuation, GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.fleet.assignments import Assignment, Following, WorkerInfo
 from streaming.fleet.presence import Presence
-from streaming.fleet.protocol import HANDED_OVER
+from streaming.fleet.protocol import HANDED_OVER, Abort, Envelope, Follow
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +88,7 @@ class HandsOver:
         self.moved.add(stream.id)  # from now on only its new worker's chunks count
         if gone != worker.channel:
             # Alive after all (or stopping): it ends its copy without an end for anyone.
-            self._spawn(self._send_quietly(gone, {"type": "abort", "id": stream.id,
-                                                  "handed_over": True}))
+            self._spawn(self._send_quietly(gone, Abort(stream.id, handed_over=True)))
         request, carried = continued(stream)
         await self._send_generate(stream, assignment, request,
                                   carried if assignment.log else None)
@@ -105,11 +104,11 @@ class HandsOver:
                 return worker
             await asyncio.sleep(settings.WORKER_HEARTBEAT_S / 2)  # no event: heartbeats
 
-    async def _send_quietly(self, channel: str, message: dict[str, Any]) -> None:
+    async def _send_quietly(self, channel: str, message: Envelope) -> None:
         try:
-            await self.layer.send(channel, message)
+            await self.layer.send(channel, message.encode())
         except Exception as error:
-            logger.warning("%s to %s not sent: %r", message["type"], channel, error)
+            logger.warning("%s to %s not sent: %r", message.type, channel, error)
 
     def _resend(self, stream: TokenStream, worker: str, assignment: Assignment | None) -> None:
         """Tokens of `stream` were lost on the way (Redis restarted): ask its worker for them
@@ -118,6 +117,5 @@ class HandsOver:
         if holder is None or holder.resending:
             return
         holder.resending = True
-        self._spawn(self._send_quietly(worker, {
-            "type": "follow", "id": stream.id, "channel": self.reply_channel,
-            "after": stream.tokens_generated}))
+        self._spawn(self._send_quietly(worker, Follow(stream.id, self.reply_channel,
+                                                      stream.tokens_generated)))

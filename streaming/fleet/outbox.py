@@ -11,6 +11,7 @@ from typing import Any
 from channels.exceptions import ChannelFull
 
 from streaming.core.chunk_log import Chunk
+from streaming.fleet.protocol import Chunks, End
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ class Outbox:
 
     def __init__(self) -> None:
         self.items: list[list[Any]] = []  # [id, index, text, tokens], and kind if not TEXT
-        self.ends: list[list[Any]] = []
+        self.ends: list[End] = []
         # [id, state] answers to `follow`, after the chunks they hand over (protocol.py)
         self.followed: list[list[str]] = []
         self.sending = False
@@ -39,21 +40,19 @@ class Outbox:
         self.items += [[generation_id, c.index, c.text, c.tokens, c.kind] if c.kind else
                        [generation_id, c.index, c.text, c.tokens] for c in chunks]
 
-    def take(self) -> dict[str, Any] | None:
-        """The next message, or None when empty."""
+    def take(self, worker: str) -> Chunks | None:
+        """The next message from `worker`, or None when empty."""
         if not self.items and not self.ends and not self.followed:
             return None
-        message = {"type": "chunks", "items": self.items, "ends": self.ends}
-        if self.followed:
-            message["followed"] = self.followed
+        message = Chunks(worker, self.items, self.ends, self.followed)
         self.items, self.ends, self.followed = [], [], []
         return message
 
-    def put_back(self, message: dict[str, Any]) -> None:
+    def put_back(self, message: Chunks) -> None:
         """A send failed: merge its content and what arrived since, one chunk per generation."""
         items: list[list[Any]] = []
         last: dict[str, list[Any]] = {}  # each generation's last item: merged into if alike
-        for item in message["items"] + self.items:
+        for item in message.items + self.items:
             previous = last.get(item[0])
             if previous is not None and previous[4:] == item[4:]:  # the same kind of text
                 previous[2] += item[2]
@@ -62,8 +61,8 @@ class Outbox:
                 last[item[0]] = item = list(item)
                 items.append(item)
         self.items = items
-        self.ends = message["ends"] + self.ends
-        self.followed = message.get("followed", []) + self.followed
+        self.ends = message.ends + self.ends
+        self.followed = message.followed + self.followed
 
 
 class Outboxes:
@@ -71,7 +70,7 @@ class Outboxes:
     every message says which worker sent it (`worker`)."""
 
     def __init__(self, layer: Any, sender: str, spawn: Callable[[Any], Any], *,
-                 delivered: Callable[[str, list[list[Any]]], None],
+                 delivered: Callable[[str, list[End]], None],
                  abandon: Callable[[str], Awaitable[None]],
                  in_use: Callable[[str], bool]) -> None:
         self.layer, self.sender, self._spawn = layer, sender, spawn
@@ -101,12 +100,11 @@ class Outboxes:
     async def _send_all(self, web: str, box: Outbox) -> None:
         loop = asyncio.get_running_loop()
         try:
-            while (message := box.take()) is not None:
-                message["worker"] = self.sender
+            while (message := box.take(self.sender)) is not None:
                 try:
-                    await self.layer.send(web, message)
+                    await self.layer.send(web, message.encode())
                     box.full_since = None
-                    self._delivered(web, message["ends"])
+                    self._delivered(web, message.ends)
                 except ChannelFull:
                     box.put_back(message)
                     box.full_since = box.full_since or loop.time()

@@ -18,7 +18,13 @@ from django.conf import settings
 
 from streaming.core.stream import Counters
 from streaming.fleet.assignments import WorkerInfo
-from streaming.fleet.protocol import HEARTBEATS_GROUP, WORKERS_GROUP
+from streaming.fleet.protocol import (
+    HEARTBEATS_GROUP,
+    WORKERS_GROUP,
+    WebHeartbeat,
+    WebPing,
+    WorkerHeartbeat,
+)
 
 TOTALS = tuple(field.name for field in dataclasses.fields(Counters))  # each worker's, summed
 
@@ -53,15 +59,15 @@ class Presence:
             return f"The channel layer (Redis) is unreachable: {self.layer_error}"
         return "No model worker is running (start one with `manage.py runworker model-worker`)."
 
-    def heard(self, message: dict[str, Any]) -> str:
+    def heard(self, message: WorkerHeartbeat) -> str:
         """A worker's heartbeat; returns its channel."""
         self.layer_error = None
-        self.workers[message["worker"]] = WorkerInfo(
-            channel=message["worker"], seen_at=time.monotonic(), free=message["free"],
-            ready=message["ready"], engine=message["engine"], model=message["model"],
-            totals=message["totals"], ids=frozenset(message.get("ids", ())),
-            description=message.get("description") or {})
-        return message["worker"]
+        self.workers[message.worker] = WorkerInfo(
+            channel=message.worker, seen_at=time.monotonic(), free=message.free,
+            ready=message.ready, engine=message.engine, model=message.model,
+            totals=message.totals, ids=frozenset(message.ids),
+            description=message.description or {})
+        return message.worker
 
     def pinged(self, seq: int) -> None:
         """One of our own pings came back."""
@@ -77,10 +83,10 @@ class Presence:
             # Noted before it is sent: it may come back before send() returns.
             self.pings_sent += 1
             self.unanswered.append((self.pings_sent, time.monotonic()))
-            await layer.send(channel, {"type": "web.ping", "seq": self.pings_sent})
+            await layer.send(channel, WebPing(self.pings_sent).encode())
             # Workers stop what they generate for a web process that has gone silent (a
             # killed process sends no aborts; with pub/sub, messages to it just vanish).
-            await layer.group_send(WORKERS_GROUP, {"type": "web.heartbeat", "channel": channel})
+            await layer.group_send(WORKERS_GROUP, WebHeartbeat(channel).encode())
         except Exception as error:
             self.layer_error = str(error) or type(error).__name__
 

@@ -25,15 +25,10 @@ from streaming.core.latency import summarize
 from streaming.engines import build_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
-from streaming.fleet import answer_log, stopping, store
+from streaming.fleet import answer_log, protocol, stopping, store
 from streaming.fleet.audience import Audience
 from streaming.fleet.outbox import RETRY_FULL_S, Outboxes
-from streaming.fleet.protocol import (
-    HANDED_OVER,
-    HEARTBEATS_GROUP,
-    WORKERS_GROUP,
-    request_from_message,
-)
+from streaming.fleet.protocol import HANDED_OVER, HEARTBEATS_GROUP, WORKERS_GROUP, End
 
 logger = logging.getLogger(__name__)
 
@@ -115,11 +110,12 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """AsyncConsumer's dispatch without its database cleanup (a thread hop per message):
-        a model worker never touches the database."""
+        a model worker never touches the database. Handlers take the typed message."""
+        typed = protocol.decode(message)
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
+            raise protocol.ProtocolError(f"a {typed.type} message is for a web process")
+        await handler(typed)
 
     async def _listen(self, receive) -> None:
         while True:
@@ -131,6 +127,8 @@ class ModelWorkerConsumer(AsyncConsumer):
                 continue
             try:
                 await self.dispatch(message)
+            except protocol.ProtocolError as error:
+                logger.warning("dropped a message: %s", error)
             except Exception:
                 logger.exception("handling %s failed", message.get("type"))
 
@@ -142,58 +140,56 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     # --- handlers (one per message type) --------------------------------------------------
 
-    async def generate(self, message: dict[str, Any]) -> None:
+    async def generate(self, message: protocol.Generate) -> None:
         """Start a generation (or go on with one handed over: `carried`); its tokens go to
         `reply_to`."""
-        reply_to = message["reply_to"]
+        reply_to, request = message.reply_to, message.request
         self.webs_heard[reply_to] = time.monotonic()
-        request = request_from_message(message["request"])
         self.known[request.id] = reply_to
         try:
             if self.shutting_down:
                 # Sent before our last heartbeat said "not ready": let another worker take it.
-                self._tell(reply_to, [request.id, None, HANDED_OVER, 0, 0, 0])
+                self._tell(reply_to, End(request.id, None, HANDED_OVER, 0, 0, 0))
                 return
             self.engine.check_request(request)
             stream = self.engine.generate(request)
         except StreamingError as error:
-            self._tell(reply_to, [request.id, None, error.code, 0, 0, 0])
+            self._tell(reply_to, End(request.id, None, error.code, 0, 0, 0))
             return
-        log = message.get("log")
+        log = message.log
         audience = self.audiences[request.id] = Audience(
             stream, reply_to, grace_s=log["grace_s"] if log else 0.0,
             background=bool(log and log.get("background")))
         if request.continuation is not None:
             # What the worker before us made: logged for followers, but its home has it.
             stream.carry_over(request.continuation.tokens,
-                              [Chunk(*item) for item in message.get("carried") or ()])
+                              [Chunk(*item) for item in message.carried])
             audience.sent, audience.streamed = stream.end, request.continuation.tokens
         # Kept whole here, up to its cap, for web processes that follow it later, or to send
         # again what was lost on the way.
         stream.max_log_bytes = log["max_bytes"] if log else settings.STREAM_RESUME_MAX_BYTES
         if log is not None:
-            self.logs.start(request.id, {"request": message["request"], **log["meta"],
-                                         "worker": self.channel_name},
-                            retention_s=log["retention_s"])
+            first = {"request": protocol.request_message(request), **log["meta"],
+                     "worker": self.channel_name}
+            self.logs.start(request.id, first, retention_s=log["retention_s"])
         self._spawn(self._pump(audience))
 
-    async def abort(self, message: dict[str, Any]) -> None:
+    async def abort(self, message: protocol.Abort) -> None:
         """Stop a generation, if it is ours (aborts are broadcast to every worker);
         `handed_over`: it goes on elsewhere, so it ends here without an end for anyone."""
-        audience = self._running(message["id"])
+        audience = self._running(message.id)
         if audience is not None:
-            audience.stream.count_unread(message.get("unread", 0))  # made, never read: wasted
-            code = HANDED_OVER if message.get("handed_over") else "cancelled"
-            await self.engine.abort(message["id"], code)
+            audience.stream.count_unread(message.unread)  # made, never read: wasted
+            code = HANDED_OVER if message.handed_over else "cancelled"
+            await self.engine.abort(message.id, code)
 
-    async def follow(self, message: dict[str, Any]) -> None:
+    async def follow(self, message: protocol.Follow) -> None:
         """A web process reads a generation of ours from now on (a replica): send it every
         chunk from token `after` on, then each new one as its home gets it, then the end."""
-        channel, generation_id = message["channel"], message["id"]
+        channel, generation_id, after = message.channel, message.id, message.after
         self.webs_heard[channel] = time.monotonic()
         audience = self.audiences.get(generation_id)
         outbox = self.outboxes[channel]
-        after = message.get("after", 0)
         if audience is None:
             state = "logged"  # ended, and its log is in Redis: read it there
         elif not audience.stream.complete:
@@ -210,21 +206,21 @@ class ModelWorkerConsumer(AsyncConsumer):
         outbox.followed.append([generation_id, state])
         self.outboxes.flush(channel)
 
-    async def attach(self, message: dict[str, Any]) -> None:
+    async def attach(self, message: protocol.Attach) -> None:
         """A web process has a reader of a generation again (or a first one), if it is ours."""
-        audience = self.audiences.get(message["id"])
+        audience = self.audiences.get(message.id)
         if audience is not None:
-            self.webs_heard[message["channel"]] = time.monotonic()
-            audience.attach(message["channel"])
+            self.webs_heard[message.channel] = time.monotonic()
+            audience.attach(message.channel)
 
-    async def detach(self, message: dict[str, Any]) -> None:
+    async def detach(self, message: protocol.Detach) -> None:
         """A web process has no reader of a generation left."""
-        audience = self.audiences.get(message["id"])
-        if message.get("leaving"):
-            self.leaving.add(message["channel"])  # gone for good, however it still beats
-        if audience is None or not audience.detach(message["channel"]):
+        audience = self.audiences.get(message.id)
+        if message.leaving:
+            self.leaving.add(message.channel)  # gone for good, however it still beats
+        if audience is None or not audience.detach(message.channel):
             return
-        if message.get("leaving"):
+        if message.leaving:
             if not audience.stream.finished:
                 # With no grace period its last readers were ended by a shutdown, and say so.
                 code = "client_disconnected" if audience.grace_s > 0 else "server_shutdown"
@@ -233,7 +229,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                                      audience.stream.tokens_generated)
         else:
             # The last to leave says how much came, unread, since its last reader left.
-            await self._nobody_reads(message["id"], message["unread"])
+            await self._nobody_reads(message.id, message.unread)
 
     async def _nobody_reads(self, generation_id: str, unread: int,
                             code: str = "client_disconnected") -> None:
@@ -245,24 +241,22 @@ class ModelWorkerConsumer(AsyncConsumer):
         audience.stream.count_unread(unread)
         await self.engine.abort(generation_id, code)
 
-    async def web_heartbeat(self, message: dict[str, Any]) -> None:
+    async def web_heartbeat(self, message: protocol.WebHeartbeat) -> None:
         """A web process is alive."""
-        self.webs_heard[message["channel"]] = time.monotonic()
+        self.webs_heard[message.channel] = time.monotonic()
 
-    async def worker_ping(self, message: dict[str, Any]) -> None:
+    async def worker_ping(self, message: protocol.WorkerPing) -> None:
         """Our own ping came back: we can receive, so we may say we are ready."""
-        self.pings_seen = max(self.pings_seen, message["seq"])
+        self.pings_seen = max(self.pings_seen, message.seq)
 
-    async def query(self, message: dict[str, Any]) -> None:
+    async def query(self, message: protocol.Query) -> None:
         """Report a live generation's counters, if it is ours."""
-        audience = self._running(message["id"])
+        audience = self._running(message.id)
         if audience is not None:
             stream = audience.stream
-            await self.channel_layer.send(message["reply_to"], {
-                "type": "state", "id": stream.id, "tokens_generated": stream.tokens_generated,
-                "tokens_after_abort": stream.tokens_after_abort, "finished": stream.finished,
-                "worker": self.channel_name,
-            })
+            await self.channel_layer.send(message.reply_to, protocol.State(
+                stream.id, stream.tokens_generated, stream.tokens_after_abort, stream.finished,
+                self.channel_name).encode())
 
     # --- streaming out ---------------------------------------------------------------------
 
@@ -290,13 +284,13 @@ class ModelWorkerConsumer(AsyncConsumer):
         finally:
             self.engine.release(stream.id)
             audience.close()
-        ending = [stream.id, finish_reason, error_code, stream.tokens_generated,
-                  stream.tokens_after_abort, audience.streamed]
 
-        def tell_the_readers(*logged_end: dict[str, Any]) -> None:
+        def tell_the_readers(logged: dict[str, Any] | None = None) -> None:
             self.audiences.pop(stream.id, None)
+            ending = End(stream.id, finish_reason, error_code, stream.tokens_generated,
+                         stream.tokens_after_abort, audience.streamed, logged)
             for channel in audience.fed:
-                self._tell(channel, [*ending, *logged_end])
+                self._tell(channel, ending)
 
         if error_code == HANDED_OVER:
             self.logs.drop(stream.id)  # the worker that goes on with it writes its log
@@ -318,7 +312,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.logs.end(stream.id, stream.logged(stream.end) if stream.complete else [], end,
                       then=lambda: tell_the_readers(end))
 
-    def _tell(self, web: str, end: list[Any]) -> None:
+    def _tell(self, web: str, end: End) -> None:
         """Queue a generation's end for `web` (after the chunks queued before it)."""
         self.outboxes[web].ends.append(end)
         self.outboxes.flush(web)
@@ -326,10 +320,10 @@ class ModelWorkerConsumer(AsyncConsumer):
     def _in_use(self, web: str) -> bool:
         return any(a.home == web for a in self.audiences.values())
 
-    def _delivered(self, web: str, ends: list[list[Any]]) -> None:
+    def _delivered(self, web: str, ends: list[End]) -> None:
         for end in ends:
-            if self.known.get(end[0]) == web:
-                del self.known[end[0]]
+            if self.known.get(end.id) == web:
+                del self.known[end.id]
 
     async def _abandon(self, web: str) -> None:
         for generation_id, audience in list(self.generations.items()):
@@ -349,19 +343,18 @@ class ModelWorkerConsumer(AsyncConsumer):
             try:
                 await self.channel_layer.group_add(WORKERS_GROUP, self.channel_name)
                 seq += 1
-                await self.channel_layer.send(self.channel_name,
-                                              {"type": "worker.ping", "seq": seq})
+                await self.channel_layer.send(self.channel_name, protocol.WorkerPing(seq).encode())
                 if seq == 1:  # no previous ping: wait for this one (a round trip, not a beat)
                     await stopping.until(lambda: self.pings_seen >= 1,
                                          settings.WORKER_HEARTBEAT_S)
                 receiving = self.pings_seen >= max(seq - 1, 1)
-                await self.channel_layer.group_send(HEARTBEATS_GROUP, {
-                    "type": "worker.heartbeat", "worker": self.channel_name,
-                    "free": self.engine.free_slots, "engine": self.engine.name,
-                    "ready": self.engine.ready and receiving and not self.shutting_down,
-                    "model": self.engine.model, "totals": self.engine.totals(),
-                    "ids": sorted(self.known), "description": self.engine.describe(),
-                })
+                heartbeat = protocol.WorkerHeartbeat(
+                    worker=self.channel_name, free=self.engine.free_slots,
+                    ready=self.engine.ready and receiving and not self.shutting_down,
+                    engine=self.engine.name, model=self.engine.model,
+                    totals=self.engine.totals(), ids=sorted(self.known),
+                    description=self.engine.describe())
+                await self.channel_layer.group_send(HEARTBEATS_GROUP, heartbeat.encode())
                 cut_off = not receiving
             except Exception as error:
                 logger.warning("heartbeat failed: %s", error)

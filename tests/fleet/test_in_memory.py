@@ -17,6 +17,7 @@ from channels.layers import InMemoryChannelLayer
 from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavailable
 from streaming.engines.script import tokens_for
 from streaming.fleet.presence import Presence
+from streaming.fleet.protocol import Attach
 from tests.fleet.in_memory import eventually, read, request
 
 
@@ -133,7 +134,7 @@ async def test_a_reader_back_before_the_detach_arrives_keeps_it_running(start_fl
     asked = request(max_tokens=10_000)
     stream = fleet.web.generate(asked)
     await eventually(lambda: asked.id in fleet.worker.audiences)
-    await fleet.worker.attach({"type": "attach", "id": asked.id, "channel": other})
+    await fleet.worker.attach(Attach(asked.id, other))
 
     await fleet.web.readers_left(asked.id, unread=0)
     state = await fleet.web.query(asked.id)  # answered after the detach: same channel, in order
@@ -198,7 +199,7 @@ async def test_a_worker_that_cannot_hear_itself_never_says_it_is_ready(start_fle
     said: list[bool] = []
     heard = Presence.heard
     monkeypatch.setattr(Presence, "heard",
-                        lambda presence, message: (said.append(message["ready"]),
+                        lambda presence, message: (said.append(message.ready),
                                                    heard(presence, message))[1])
     fleet = await start_fleet(wait=False)
     await eventually(lambda: len(said) >= 3)
