@@ -1,8 +1,10 @@
-"""An answer's log in Redis (REDIS_URL): one Redis Stream per durable generation.
+"""An answer's log: written by the worker that makes it, read by any web process. `AnswerLog`
+is what both see; `RedisLog` keeps each log in a Redis Stream (REDIS_URL), tests keep them in
+memory (tests/fleet/in_memory.py).
 
 The model worker that makes the tokens keeps the live answer in its own memory (its
 TokenStream) and sends it to every web process that reads it (fleet/worker.py, `follow`): each
-token travels once, over pub/sub. Redis holds what outlives that: where the answer lives while
+token travels once, over pub/sub. Its log holds what outlives that: where the answer lives while
 it runs, and, from its end, the whole answer for STREAM_RETENTION_S, so that a late second tab
 or a reloaded page on any web process reads it (fleet/replica.py), also after the worker is gone.
 
@@ -31,10 +33,12 @@ import json
 import logging
 import math
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
 from streaming.core.chunk_log import Chunk, as_list
+from streaming.core.exceptions import EngineUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +47,9 @@ RETAINED = "llm-streaming:logs-ended"  # finished logs by end time, for the cap 
 LIVE_TTL_S = 24 * 3600  # a generation's log outlives its worker by at most this
 GRACE_TTL_S = 30  # an unreadable (`x`) or expired log lingers this long for its followers
 RETRY_S = 0.5  # after a failed write, before the next one
+
+Entry = tuple[str, Any]  # (kind, value): "r", "c", "e" or "x" (above), and its JSON value
+Batch = dict[str, list[Entry]]  # generation id → its entries queued, in order
 
 
 def key(generation_id: str) -> str:
@@ -56,25 +63,36 @@ def parse(fields: dict[bytes, bytes]) -> tuple[str, Any]:
     return kind.decode(), json.loads(raw)
 
 
-class Writer:
-    """The worker's side: entries queued per generation, one write (a script call) in flight.
+class AnswerLog(ABC):
+    """One process's hand on the answers' logs: the worker writes (`start`, `spoil`, `drop`,
+    `end`), a replica reads (`entries`, `last`); where they are kept is the subclass's.
 
-    What is queued while a write is in flight goes in the next one: under load one script
-    call holds the starts and ends of many generations, and alone a start or an end is written
-    at once (no timer: an answer's readers hear of its end one round trip after it). A log
-    that cannot be kept whole (past its cap, or a write that failed) gets an `x` entry and
-    nothing more: a reader elsewhere must never get a hole.
+    Writing, entries are queued per generation, one write in flight. What is queued while a
+    write is in flight goes in the next one: under load one write holds the starts and ends of
+    many generations, and alone a start or an end is written at once (no timer: an answer's
+    readers hear of its end one round trip after it). A log that cannot be kept whole (past its
+    cap, or a write that failed) gets an `x` entry and nothing more: a reader elsewhere must
+    never get a hole.
     """
 
-    def __init__(self, redis: Any, *, retained_max: int) -> None:
-        self.redis = redis
-        self.retained_max = retained_max  # finished logs kept in Redis, the oldest deleted first
+    def __init__(self) -> None:
         self.open: dict[str, _Open] = {}  # generation id → its log, until its end is queued
-        self.pending: dict[str, list[tuple[str, Any]]] = {}
+        self.pending: Batch = {}
         self.after_end: dict[str, Callable[[], None]] = {}  # an `e` entry's `then`, until written
         self.sending = False
         self._task: asyncio.Task[None] | None = None
-        self._append: Any = None  # the APPEND script, registered on first use
+
+    @abstractmethod
+    async def _write(self, batch: Batch) -> None:
+        """Append each generation's entries to its log, all of them or (raising) none."""
+
+    @abstractmethod
+    async def entries(self, generation_id: str) -> list[Entry]:
+        """Every entry of a generation's log, in order ([] when it has none)."""
+
+    @abstractmethod
+    async def last(self, generation_id: str) -> Entry | None:
+        """The last entry of a generation's log (None when it has none)."""
 
     def start(self, generation_id: str, first: dict[str, Any], *, retention_s: float) -> None:
         """Open a generation's log with its `r` entry."""
@@ -136,12 +154,37 @@ class Writer:
         finally:
             self.sending = False
 
-    def _ended(self, batch: dict[str, list[tuple[str, Any]]]) -> None:
+    def _ended(self, batch: Batch) -> None:
         for generation_id, entries in batch.items():
             if any(kind == "e" for kind, _ in entries):
                 self.after_end.pop(generation_id, lambda: None)()
 
-    async def _write(self, batch: dict[str, list[tuple[str, Any]]]) -> None:
+
+class RedisLog(AnswerLog):
+    """The logs in Redis: a Redis Stream each, written by one script call per batch."""
+
+    def __init__(self, redis: Callable[[], Any], *, retained_max: int = 0) -> None:
+        super().__init__()
+        self.redis = redis  # the process's client, got on first use (fleet/store.py)
+        self.retained_max = retained_max  # finished logs kept in Redis, the oldest deleted first
+        self._append: Any = None  # the APPEND script, registered on first use
+
+    async def entries(self, generation_id: str) -> list[Entry]:
+        """XRANGE; EngineUnavailable (503) when Redis cannot be reached."""
+        return [parse(fields) for _, fields in await self._read("xrange", key(generation_id))]
+
+    async def last(self, generation_id: str) -> Entry | None:
+        """XREVRANGE of one; EngineUnavailable (503) when Redis cannot be reached."""
+        found = await self._read("xrevrange", key(generation_id), count=1)
+        return parse(found[0][1]) if found else None
+
+    async def _read(self, command: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await getattr(self.redis(), command)(*args, **kwargs)
+        except Exception as error:
+            raise EngineUnavailable(f"Redis is unreachable: {error}") from None
+
+    async def _write(self, batch: Batch) -> None:
         args: list[Any] = [self.retained_max]
         for queued in batch.values():
             args.append(len(queued))
@@ -149,7 +192,7 @@ class Writer:
                 args += (kind, json.dumps(value, separators=(",", ":")), _ttl(kind, value),
                          value["ended_at"] if kind == "e" else 0)
         if self._append is None:
-            self._append = self.redis.register_script(APPEND)
+            self._append = self.redis().register_script(APPEND)
         await self._append(keys=[RETAINED, *map(key, batch)], args=args)
 
 

@@ -49,9 +49,11 @@ class Replicas(Engine):
     shares_answers = True
     supports_faults = False
 
-    def __init__(self, fleet: ChannelLayerEngine) -> None:
+    def __init__(self, fleet: ChannelLayerEngine, logs: answer_log.AnswerLog | None = None) -> None:
         super().__init__()
         self.fleet = fleet
+        # Where the answers' logs are read: Redis (REDIS_URL), unless a test gives its own.
+        self.logs = logs or answer_log.RedisLog(store.redis)
         self.ready = True
         self._following: dict[str, Generation] = {}  # replicas fed by their worker, until the end
         self._answers: dict[str, asyncio.Future[str]] = {}  # `follow` sent, its answer awaited
@@ -108,17 +110,16 @@ class Replicas(Engine):
     # --- building a replica ----------------------------------------------------------------
 
     async def replicate(self, generation_id: str) -> Generation | None:
-        """A replica of an answer whose log is in Redis, registered here; None if it has none.
+        """A replica of an answer that has a log, registered here; None if it has none.
 
         Raises Gone when the log is there but no longer readable (past its cap or retention).
         """
-        entries = await store.call("xrange", answer_log.key(generation_id))
+        entries = await self.logs.entries(generation_id)
         if not entries:
             return None
-        kind, first = answer_log.parse(entries[0][1])
+        (kind, first), *parsed = entries
         if kind != "r":
             raise Gone()  # the start of the log is lost (a Redis restart): not whole
-        parsed = [answer_log.parse(fields) for _, fields in entries[1:]]
         # After a handover, the worker that went on with it wrote its own `r` (fleet/handover.py).
         worker = next((value.get("worker") for kind, value in reversed(parsed) if kind == "r"),
                       first.get("worker"))
@@ -215,15 +216,14 @@ class Replicas(Engine):
         self._fail(stream, "no worker went on with it")
 
     async def _ended_in_log(self, generation_id: str) -> bool:
-        entries = await store.call("xrevrange", answer_log.key(generation_id), count=1)
-        return bool(entries) and answer_log.parse(entries[0][1])[0] == "e"
+        last = await self.logs.last(generation_id)
+        return last is not None and last[0] == "e"
 
     async def _read_rest(self, generation: Generation) -> None:
-        """Take what the replica lacks from its answer's log in Redis (it has ended)."""
+        """Take what the replica lacks from its answer's log (it has ended)."""
         assert generation.stream is not None
-        entries = await store.call("xrange", answer_log.key(generation.id))
-        self._read_log(generation, generation.stream,
-                       [answer_log.parse(fields) for _, fields in entries[1:]])
+        entries = await self.logs.entries(generation.id)
+        self._read_log(generation, generation.stream, entries[1:])
 
     def ended(self, generation_id: str, end: dict[str, Any]) -> None:
         """The worker ended a replica's generation; `end`: its log's last entry."""

@@ -40,6 +40,11 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     engine: Engine
 
+    def __init__(self, logs: answer_log.AnswerLog | None = None) -> None:
+        """`logs`: where durable answers are logged (None: Redis; a test gives its own)."""
+        super().__init__()
+        self.given_logs = logs
+
     async def __call__(self, scope, receive, send):
         """Load the engine, start heartbeats, then take messages from both channels.
 
@@ -58,7 +63,10 @@ class ModelWorkerConsumer(AsyncConsumer):
         # it sent): silent for WORKER_TIMEOUT_S, it is gone and so are its readers.
         self.webs_heard: dict[str, float] = {}
         self.leaving: set[str] = set()  # web processes that said they are shutting down
-        self.logs = answer_log.Writer(store.redis(), retained_max=settings.STREAM_RETAINED_MAX)
+        # The one choice of where answers are logged: the client is made on first use, so a
+        # worker without durable answers never needs Redis for them.
+        self.logs = self.given_logs or answer_log.RedisLog(
+            store.redis, retained_max=settings.STREAM_RETAINED_MAX)
         self.tasks: set[asyncio.Task[Any]] = set()
         self.outboxes = Outboxes(self.channel_layer, self.channel_name, self._spawn,
                                  delivered=self._delivered, abandon=self._abandon,

@@ -17,7 +17,7 @@ from streaming.fleet.engine import ChannelLayerEngine
 from streaming.fleet.protocol import WORKER_CHANNEL
 from streaming.fleet.worker import ModelWorkerConsumer
 from streaming.management.commands.runworker import ModelWorker
-from tests.fleet.in_memory import FLEET_SETTINGS, Fleet, NoRedis, eventually
+from tests.fleet.in_memory import FLEET_SETTINGS, Fleet, MemoryLog, NoRedis, eventually
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
     """`await start_fleet(**settings)`: a fleet of one web and one worker, once the web process
     sees the worker ready; stopped after the test."""
     redis = NoRedis()
-    monkeypatch.setattr(store, "redis", lambda: redis)  # answer_log.Writer needs a client
+    monkeypatch.setattr(store, "redis", lambda: redis)  # nothing here may reach Redis
     # A signal to pytest must stop pytest, not install this worker's drain on the test's loop.
     monkeypatch.setattr(stopping, "on_signals", lambda stop: None)
     # gc.freeze() here would keep every test's objects alive for the rest of the session.
@@ -39,10 +39,11 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
         layer = InMemoryChannelLayer()
         monkeypatch.setitem(channel_layers.backends, DEFAULT_CHANNEL_LAYER, layer)
         consumers: list[ModelWorkerConsumer] = []
+        logs: dict[str, Any] = {}  # the fleet's answer logs, as Redis would hold them
 
         async def model_worker(scope, receive, send) -> None:
-            # What ModelWorkerConsumer.as_asgi() does, keeping the instance for the test.
-            consumers.append(consumer := ModelWorkerConsumer())
+            # What ModelWorkerConsumer.as_asgi(logs=...) does, keeping the instance for the test.
+            consumers.append(consumer := ModelWorkerConsumer(logs=MemoryLog(logs)))
             await consumer(scope, receive, send)
 
         # `manage.py runworker model-worker`: its worker class on the project's channel router,
@@ -57,11 +58,11 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
         web = ChannelLayerEngine()
         await web.start()
         await eventually(lambda: len(web.presence.live()) == workers or not wait)
-        fleet = Fleet(layer, web, consumers, runners, running)
+        fleet = Fleet(layer, web, consumers, runners, running, logs)
         started.append(fleet)
         return fleet
 
     yield start
     for fleet in started:
         await fleet.close()
-    assert not redis.touched, f"a generation without a log touched Redis: {redis.touched}"
+    assert not redis.touched, f"the in-memory fleet touched Redis: {redis.touched}"

@@ -1,18 +1,21 @@
 """A fleet in one event loop for tests: a web process's ChannelLayerEngine and model workers'
 consumers, run as `manage.py runworker model-worker` runs them, over Channels'
-InMemoryChannelLayer (test_in_memory.py, test_handover.py).
+InMemoryChannelLayer (test_in_memory.py, test_handover.py, test_durable.py).
 
-Generations here keep no durable log (`log` None), so nothing may touch Redis: a stand-in
-client records any use and the test fails on it.
+Durable answers' logs are kept in memory (`MemoryLog`, one shared by the fleet's workers and
+replicas), so nothing may touch Redis: a stand-in client records any use and the test fails on
+it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Callable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer
@@ -21,7 +24,9 @@ from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import GenerationError
 from streaming.core.request import GenerationRequest, Message
 from streaming.core.stream import TokenStream
+from streaming.fleet.answer_log import AnswerLog, Batch, Entry
 from streaming.fleet.engine import ChannelLayerEngine
+from streaming.fleet.replica import Replicas
 from streaming.fleet.worker import ModelWorkerConsumer
 from streaming.management.commands.runworker import ModelWorker
 
@@ -43,8 +48,8 @@ FLEET_SETTINGS: dict[str, Any] = {
 
 
 class NoRedis:
-    """Stands in for the Redis client: records every use (a generation without a durable log
-    must not touch Redis; the worker's handlers log and swallow exceptions, so none is raised)."""
+    """Stands in for the Redis client: records every use (the in-memory fleet logs answers in
+    memory; the worker's handlers log and swallow exceptions, so none is raised)."""
 
     def __init__(self) -> None:
         self.touched: list[str] = []
@@ -52,6 +57,38 @@ class NoRedis:
     def __getattr__(self, name: str) -> Any:
         self.touched.append(name)
         raise ConnectionError(f"no Redis in this test (asked for {name!r})")
+
+
+class MemoryLog(AnswerLog):
+    """The answers' logs in memory: each worker and replica of a fleet has its own MemoryLog
+    (its own queue, as each process has), over the fleet's one `kept`."""
+
+    def __init__(self, kept: dict[str, list[Entry]]) -> None:
+        super().__init__()
+        self.kept = kept
+
+    async def _write(self, batch: Batch) -> None:
+        for generation_id, entries in batch.items():
+            # Through JSON, as Redis keeps them: what JSON cannot carry fails here too.
+            self.kept.setdefault(generation_id, []).extend(
+                (kind, json.loads(json.dumps(value))) for kind, value in entries)
+
+    async def entries(self, generation_id: str) -> list[Entry]:
+        """Every entry so far."""
+        return list(self.kept.get(generation_id, ()))
+
+    async def last(self, generation_id: str) -> Entry | None:
+        """The last entry so far."""
+        entries = self.kept.get(generation_id)
+        return entries[-1] if entries else None
+
+
+def durable(retention_s: float = 60.0) -> dict[str, Any]:
+    """`keep_answer`'s options for an answer read through its stream URL (registry.py's)."""
+    return {"grace_s": 1.0, "retention_s": retention_s, "max_bytes": 1_000_000,
+            "background": False,
+            "meta": {"api": "native", "client": "test", "owner": "", "conversation": False,
+                     "created_at": datetime.now(UTC).isoformat()}}
 
 
 async def eventually(check: Callable[[], Any], within_s: float = WITHIN_S) -> None:
@@ -93,6 +130,8 @@ class Fleet:
     workers: list[ModelWorkerConsumer]
     runners: list[ModelWorker]
     running: list[asyncio.Task[None]]
+    logs: dict[str, list[Entry]]  # every durable answer's log, by generation id
+    other_webs: list[ChannelLayerEngine] = field(default_factory=list)
 
     @property
     def worker(self) -> ModelWorkerConsumer:
@@ -102,6 +141,15 @@ class Fleet:
         """The worker's own stream of a generation (its counters are the truth)."""
         return next(w.audiences[generation_id].stream for w in self.workers
                     if generation_id in w.audiences)
+
+    async def another_web(self, logs: AnswerLog | None = None) -> Replicas:
+        """A second web process on the same layer, once it sees every worker; its replicas
+        read the fleet's logs (or `logs`)."""
+        web = ChannelLayerEngine()
+        await web.start()
+        self.other_webs.append(web)
+        await eventually(lambda: len(web.presence.live()) == len(self.workers))
+        return Replicas(web, logs or MemoryLog(self.logs))
 
     async def kill_worker(self, index: int = 0) -> None:
         """A worker falls silent at once, as a killed process would: no end, no heartbeat."""
@@ -122,6 +170,8 @@ class Fleet:
         for index in range(len(self.workers)):
             await self.kill_worker(index)
         await self.kill_web()
+        for web in self.other_webs:
+            await cancel(list(web._tasks))
         for stream in list(self.web.streams.values()):
             stream.finish(error=GenerationError("server_shutdown"))
 
