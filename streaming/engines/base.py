@@ -12,6 +12,7 @@ import logging
 from abc import ABC, abstractmethod
 from typing import Any
 
+from streaming.core.abort import AbortReason
 from streaming.core.exceptions import BadRequest, GenerationError
 from streaming.core.request import GenerationRequest, Sampling
 from streaming.core.stream import COUNTERS, TokenStream
@@ -94,17 +95,17 @@ class Engine(ABC):
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start producing tokens for `request`; raise EngineBusy when at capacity."""
 
-    async def abort(self, request_id: str, code: str = "cancelled") -> None:
+    async def abort(self, request_id: str, reason: AbortReason) -> None:
         """Stop a generation and free its slot; idempotent; returns once it has stopped.
 
-        Its reader sees the stream end with `event: error` and `code` (`server_shutdown`, say).
+        Its readers see the stream end with `event: error` and the reason's code.
         """
         stream = self.streams.get(request_id)
         if stream is None or stream.finished:
             return
         stream.mark_aborted()
         await self._stop(stream)
-        stream.finish(error=GenerationError(code))
+        stream.finish(error=GenerationError(reason))
 
     @abstractmethod
     async def _stop(self, stream: TokenStream) -> None:

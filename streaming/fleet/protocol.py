@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from streaming.core.abort import AbortReason
 from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.request import Continuation, Fault, GenerationRequest, Message
 from streaming.core.stream import FinishReason, TokenStream
@@ -81,10 +82,10 @@ def request_message(request: GenerationRequest) -> dict[str, Any]:
 
 # An `ends` item's code for an answer that goes on on another worker (the worker stopping, or
 # taking no new work): never a reader's, the web process hands it over (fleet/handover.py).
-HANDED_OVER = "handed_over"
+HANDED_OVER = AbortReason.HANDED_OVER
 
 # The codes an abort ends a stream with (client_disconnected: the worker's, nobody reading).
-ABORT_CODES = ("cancelled", "server_shutdown", "client_disconnected")
+ABORT_CODES = tuple(reason for reason in AbortReason if reason is not HANDED_OVER)
 
 
 def end_as_the_worker_did(stream: TokenStream, finish_reason: FinishReason | None,

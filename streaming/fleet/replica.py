@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
+from streaming.core.abort import AbortReason
 from streaming.core.exceptions import GenerationError, Gone, StreamCut
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
@@ -71,12 +72,12 @@ class Replicas(Engine):
         stream = self.streams[request.id] = TokenStream(request)
         return stream
 
-    async def abort(self, request_id: str, code: str = "cancelled") -> None:
+    async def abort(self, request_id: str, reason: AbortReason) -> None:
         """Stop asks the worker, which ends the log; leaving (a shutdown) ends only this copy."""
         stream = self.streams.get(request_id)
         if stream is None or stream.finished:
             return
-        if code == "cancelled":
+        if reason is AbortReason.CANCELLED:
             await self.fleet.abort_elsewhere(request_id)
         else:
             # Without [DONE]: EventSource reconnects, to another web process.

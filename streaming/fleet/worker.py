@@ -19,6 +19,7 @@ from channels.consumer import AsyncConsumer, get_handler_name
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from streaming.core.abort import AbortReason
 from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import GenerationError, StreamCut, StreamingError
 from streaming.core.latency import summarize
@@ -183,7 +184,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         audience = self._running(message["id"])
         if audience is not None:
             audience.stream.count_unread(message.get("unread", 0))  # made, never read: wasted
-            code = HANDED_OVER if message.get("handed_over") else "cancelled"
+            code = HANDED_OVER if message.get("handed_over") else AbortReason.CANCELLED
             await self.engine.abort(message["id"], code)
 
     async def follow(self, message: dict[str, Any]) -> None:
@@ -227,7 +228,8 @@ class ModelWorkerConsumer(AsyncConsumer):
         if message.get("leaving"):
             if not audience.stream.finished:
                 # With no grace period its last readers were ended by a shutdown, and say so.
-                code = "client_disconnected" if audience.grace_s > 0 else "server_shutdown"
+                code = (AbortReason.CLIENT_DISCONNECTED if audience.grace_s > 0
+                        else AbortReason.SERVER_SHUTDOWN)
                 audience.after_grace(self._spawn, functools.partial(self._nobody_reads,
                                                                     code=code),
                                      audience.stream.tokens_generated)
@@ -236,7 +238,7 @@ class ModelWorkerConsumer(AsyncConsumer):
             await self._nobody_reads(message["id"], message["unread"])
 
     async def _nobody_reads(self, generation_id: str, unread: int,
-                            code: str = "client_disconnected") -> None:
+                            code: AbortReason = AbortReason.CLIENT_DISCONNECTED) -> None:
         """No web process reads it any more: abort, counting the `unread` tokens made since
         the last reader left as wasted."""
         audience = self._running(generation_id)
@@ -334,7 +336,7 @@ class ModelWorkerConsumer(AsyncConsumer):
     async def _abandon(self, web: str) -> None:
         for generation_id, audience in list(self.generations.items()):
             if audience.home == web:
-                await self.engine.abort(generation_id)
+                await self.engine.abort(generation_id, AbortReason.CANCELLED)
 
     # --- presence --------------------------------------------------------------------------
 

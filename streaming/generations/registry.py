@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.dispatch import Signal
 
+from streaming.core.abort import AbortReason
 from streaming.core.exceptions import (
     AlreadyStreaming,
     EngineBusy,
@@ -150,7 +151,7 @@ class Generation:
         stream.count_unread(answer.unread_tokens())
         stream.mark_aborted()
         if not stream.finished:
-            await self.engine.abort(self.id, "client_disconnected")
+            await self.engine.abort(self.id, AbortReason.CLIENT_DISCONNECTED)
         registry.finish(self, GenerationStatus.CLIENT_DISCONNECTED)
 
     @property
@@ -171,13 +172,13 @@ class Generation:
         """This process is exiting: its readers here end with `server_shutdown`, and an answer
         that readers elsewhere may be reading goes on for them (never a Stop for everyone)."""
         if self.stream is None:  # created, never streamed: nobody to tell
-            registry.finish(self, GenerationStatus.CANCELLED, "server_shutdown")
+            registry.finish(self, GenerationStatus.CANCELLED, AbortReason.SERVER_SHUTDOWN)
         elif self.rejoinable_elsewhere:
             await self.hand_over()
         elif self.readable_elsewhere:
             await self._leave_the_fleet()
         else:
-            await self.engine.abort(self.id, code="server_shutdown")
+            await self.engine.abort(self.id, AbortReason.SERVER_SHUTDOWN)
 
     async def hand_over(self) -> None:
         """This process is shutting down, and other web processes can read the answer (its log
@@ -199,7 +200,7 @@ class Generation:
         await stream.until(lambda: False, LEAVE_WAIT_S)  # returns early at its end
         if not stream.finished:
             self.writes_row = False
-            stream.finish(error=GenerationError("server_shutdown"))
+            stream.finish(error=GenerationError(AbortReason.SERVER_SHUTDOWN))
 
     def figures(self) -> dict[str, Any]:
         """Counters and latencies, live or final."""

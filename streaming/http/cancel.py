@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from django.http import HttpRequest
 
+from streaming.core.abort import AbortReason
 from streaming.fleet import store
 from streaming.generations.registry import Generation, registry
 from streaming.http.elsewhere import abort_elsewhere, may_see_elsewhere, streamed_elsewhere
@@ -50,6 +51,6 @@ async def stop(generation: Generation) -> None:
     if generation.stream is None:
         if store.enabled():
             await store.mark_cancelled(generation.id)
-        registry.finish(generation, GenerationStatus.CANCELLED, "cancelled")
+        registry.finish(generation, GenerationStatus.CANCELLED, AbortReason.CANCELLED)
     else:
-        await generation.engine.abort(generation.id)
+        await generation.engine.abort(generation.id, AbortReason.CANCELLED)
