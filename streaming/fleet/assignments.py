@@ -30,7 +30,7 @@ class Assignment:
     freed by `release`, nowhere else."""
 
     worker: str  # the worker's channel
-    log: dict[str, Any] | None = None  # keep_answer's options, sent with `generate`
+    log: dict[str, Any] | None = None  # its log's options (FleetSharing.keep), sent with `generate`
     sent_at: float | None = None  # when `generate` went (None: not yet)
     ack: asyncio.Future[None] | None = None  # an abort waiting for the worker's final counters
     handovers: int = 0  # times it went on on another worker (fleet/handover.py)

@@ -39,9 +39,8 @@ QUERY_S = 0.5  # how long a cross-process lookup waits for the owning worker to 
 
 
 class ChannelLayerEngine(handover.HandsOver, Engine):
-    """Generations run in `runworker model-worker` processes; this side streams them."""
-
-    shares_answers = True
+    """Generations run in `runworker model-worker` processes; this side streams them (their
+    answers are shared with other web processes through fleet/sharing.py)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -160,12 +159,6 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
             assignment.sent_at = time.monotonic()
         except Exception as error:
             self._fail(stream, f"Could not reach the model worker: {error}")
-
-    def keep_answer(self, request_id: str, options: dict[str, Any]) -> None:
-        """The worker writes this answer's log to Redis too (fleet/answer_log.py)."""
-        assignment = self.assignments.get(request_id)
-        if assignment is not None:
-            assignment.log = options  # sent with `generate`, which is about to go
 
     async def readers_left(self, request_id: str, unread: int, leaving: bool = False) -> None:
         """Tell the workers: its worker aborts it once no web process reads it."""
