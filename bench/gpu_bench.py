@@ -39,6 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from streaming.core.abort import AbortReason  # noqa: E402
 from streaming.core.latency import percentile  # noqa: E402
 from streaming.core.request import GenerationRequest, Message  # noqa: E402
 from streaming.engines.transformers import TransformersEngine  # noqa: E402
@@ -152,10 +153,10 @@ async def abort_within_a_step(engine: TransformersEngine, streams: int, tokens: 
     async for _ in target.batches(60.0):
         if target.tokens_generated >= 4:
             break
-    await engine.abort(target.id)
+    await engine.abort(target.id, AbortReason.CANCELLED)
     await asyncio.sleep(1.0)  # late outputs of the step in flight are counted meanwhile
     for stream in others:
-        await engine.abort(stream.id)
+        await engine.abort(stream.id, AbortReason.CANCELLED)
     await asyncio.gather(*readers, return_exceptions=True)
     return {"streams": streams, "tokens_after_abort": target.tokens_after_abort,
             "within_one_step": target.tokens_after_abort <= 1}

@@ -31,7 +31,7 @@ class GenerationLogAdmin(admin.ModelAdmin):
     list_display = (
         "created_at", "status", "engine", "model", "client", "prompt_chars", "tokens_generated",
         "tokens_after_abort", "ttft_ms", "tpot_ms", "itl_p50_ms", "itl_p99_ms", "itl_max_ms",
-        "total_ms", "error_code",
+        "total_ms", "error_code", "made_by",
     )
     list_filter = ("status", "engine", "api", ("created_at", admin.DateFieldListFilter))
     search_fields = ("generation_id", "client", "owner", "model", "error_code")
@@ -54,6 +54,13 @@ class GenerationLogAdmin(admin.ModelAdmin):
             "title": "Latency dashboard",
             **dashboard.context(request),
         })
+
+    @admin.display(description="made by")
+    def made_by(self, row):
+        """Each model worker that made part of it and how many tokens (a fleet's; after a
+        handover, more than one)."""
+        return ", ".join(f"{w['worker']}: {w['tokens']}"
+                         for w in row.workers) or "-"
 
     def has_add_permission(self, request):
         """Rows come from generations only."""

@@ -58,6 +58,9 @@ class GenerationLog(models.Model):
     itl_p99_ms = models.FloatField(null=True, blank=True, verbose_name="gap p99 (ms)")
     itl_max_ms = models.FloatField(null=True, blank=True, verbose_name="gap max (ms)")
     total_ms = models.FloatField(null=True, blank=True, verbose_name="total (ms)")
+    # With REDIS_URL: the model workers that made it, in order, and the tokens each made
+    # ([{"worker", "tokens"}]; more than one after a handover, fleet/handover.py); else empty.
+    workers = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

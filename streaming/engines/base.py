@@ -12,6 +12,7 @@ import logging
 from abc import ABC, abstractmethod
 from typing import Any
 
+from streaming.core.abort import AbortReason
 from streaming.core.exceptions import BadRequest, GenerationError
 from streaming.core.request import GenerationRequest, Sampling
 from streaming.core.stream import COUNTERS, TokenStream
@@ -27,9 +28,6 @@ class Engine(ABC):
     # It can go on with an answer another worker began (a request's `continuation`: a handover).
     continues = False
     ready = False  # set by start() once the engine can serve
-    # Its generations may be read in other web processes too (a fleet's): a reader leaving
-    # here detaches (`readers_left`) and the engine aborts once no process reads.
-    shares_answers = False
     # OpenAI parameters only an upstream acts on (tools, tool_choice, …) reach it: the openai
     # engine's; the local engines refuse them, naming themselves.
     passes_upstream_options = False
@@ -94,17 +92,17 @@ class Engine(ABC):
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start producing tokens for `request`; raise EngineBusy when at capacity."""
 
-    async def abort(self, request_id: str, code: str = "cancelled") -> None:
+    async def abort(self, request_id: str, reason: AbortReason) -> None:
         """Stop a generation and free its slot; idempotent; returns once it has stopped.
 
-        Its reader sees the stream end with `event: error` and `code` (`server_shutdown`, say).
+        Its readers see the stream end with `event: error` and the reason's code.
         """
         stream = self.streams.get(request_id)
         if stream is None or stream.finished:
             return
         stream.mark_aborted()
         await self._stop(stream)
-        stream.finish(error=GenerationError(code))
+        stream.finish(error=GenerationError(reason))
 
     @abstractmethod
     async def _stop(self, stream: TokenStream) -> None:
@@ -128,32 +126,6 @@ class Engine(ABC):
     def release(self, request_id: str) -> None:
         """Forget a finished stream (called once its reader is done with it)."""
         self.streams.pop(request_id, None)
-
-    async def query(self, generation_id: str) -> dict[str, int] | None:
-        """The counters of a generation another web process streams, if this engine can ask
-        (a fleet's engine asks its workers); this process's own engine holds only its own."""
-        return None
-
-    def keep_answer(self, request_id: str, options: dict[str, Any]) -> None:  # noqa: B027
-        """Called right after `generate()` for an answer read through its stream URL
-        ({grace_s, retention_s, max_bytes, meta}): a shared engine keeps its log where every
-        web process can read it; one of this process alone keeps it in its TokenStream."""
-
-    async def readers_left(self, request_id: str, unread: int,  # noqa: B027
-                           leaving: bool = False) -> None:
-        """(shares_answers) No reader in this process, `unread` tokens made since the last left;
-        `leaving`: the process shuts down and its readers may come back through another."""
-
-    def readers_back(self, request_id: str) -> None:  # noqa: B027
-        """(shares_answers) A reader in this process again, after `readers_left`."""
-
-    async def catch_up(self, request_id: str, event_id: int) -> None:  # noqa: B027
-        """Return once this process's copy of the stream holds event `event_id`, or has ended
-        (bounded): a copy read from elsewhere may be behind a reader who saw it live."""
-
-    async def abort_elsewhere(self, generation_id: str) -> None:  # noqa: B027 - optional hook
-        """Abort a generation another web process streams (a fleet's engine tells the workers);
-        an engine of this process alone has nothing elsewhere."""
 
 
 class TaskEngine(Engine):

@@ -30,12 +30,24 @@ class Assignment:
     freed by `release`, nowhere else."""
 
     worker: str  # the worker's channel
-    log: dict[str, Any] | None = None  # keep_answer's options, sent with `generate`
+    log: dict[str, Any] | None = None  # its log's options (FleetSharing.keep), sent with `generate`
     sent_at: float | None = None  # when `generate` went (None: not yet)
     ack: asyncio.Future[None] | None = None  # an abort waiting for the worker's final counters
-    handovers: int = 0  # times it went on on another worker (fleet/handover.py)
+    # Each worker it ran on and the token it began at: more than one after a handover.
+    made_by: list[tuple[str, int]] = field(default_factory=list)
     handing_over: bool = False  # looking for the worker to go on with it
     resending: bool = False  # lost tokens asked for again, the worker's answer not yet here
+
+    @property
+    def handovers(self) -> int:
+        """Times it went on on another worker (fleet/handover.py)."""
+        return max(len(self.made_by) - 1, 0)
+
+    def tokens_by_worker(self, tokens_generated: int) -> list[dict[str, Any]]:
+        """Each worker that made part of it, in order, and how many tokens (the log row's)."""
+        ends = [start for _, start in self.made_by[1:]] + [tokens_generated]
+        return [{"worker": worker, "tokens": end - start}
+                for (worker, start), end in zip(self.made_by, ends, strict=True)]
 
 
 @dataclass

@@ -36,9 +36,8 @@ QUERY_S = 0.5  # how long a cross-process lookup waits for the owning worker to 
 
 
 class ChannelLayerEngine(handover.HandsOver, Engine):
-    """Generations run in `runworker model-worker` processes; this side streams them."""
-
-    shares_answers = True
+    """Generations run in `runworker model-worker` processes; this side streams them (their
+    answers are shared with other web processes through fleet/sharing.py)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -131,10 +130,12 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         self._spawn(self._send_generate(stream, assignment))
         return stream
 
-    def _assign(self, assignment: Assignment, worker: WorkerInfo) -> None:
+    def _assign(self, assignment: Assignment, worker: WorkerInfo, at: int = 0) -> None:
+        """Make `worker` the one that runs it, from token `at` on."""
         if assignment.worker:
             self._unassign(assignment)
         assignment.worker = worker.channel
+        assignment.made_by.append((worker.channel, at))
         self.assigned[worker.channel] += 1
         if worker.free is not None:
             worker.free -= 1  # until its next heartbeat says otherwise
@@ -155,12 +156,6 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
             assignment.sent_at = time.monotonic()
         except Exception as error:
             self._fail(stream, f"Could not reach the model worker: {error}")
-
-    def keep_answer(self, request_id: str, options: dict[str, Any]) -> None:
-        """The worker writes this answer's log to Redis too (fleet/answer_log.py)."""
-        assignment = self.assignments.get(request_id)
-        if assignment is not None:
-            assignment.log = options  # sent with `generate`, which is about to go
 
     async def readers_left(self, request_id: str, unread: int, leaving: bool = False) -> None:
         """Tell the workers: its worker aborts it once no web process reads it."""

@@ -83,8 +83,7 @@ class HandsOver:
             return
         logger.warning("generation %s: %s; going on on %s from token %d", stream.id, why,
                        worker.channel, stream.tokens_generated)
-        assignment.handovers += 1
-        self._assign(assignment, worker)
+        self._assign(assignment, worker, stream.tokens_generated)
         self.moved.add(stream.id)  # from now on only its new worker's chunks count
         if gone != worker.channel:
             # Alive after all (or stopping): it ends its copy without an end for anyone.

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
+from streaming.core.abort import AbortReason
 from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.request import Continuation, Fault, GenerationRequest, Message
 from streaming.core.stream import FinishReason, TokenStream
@@ -78,7 +79,7 @@ class Generate(Envelope):
     type: ClassVar[str] = "generate"
     request: GenerationRequest
     reply_to: str
-    log: dict[str, Any] | None = None  # keep_answer's options (above); None: no durable log
+    log: dict[str, Any] | None = None  # Sharing.keep's options (above); None: no durable log
     # A handover's chunks so far (chunk_log.as_list; request.continuation says how far).
     carried: list[list[Any]] = field(default_factory=list)
 
@@ -306,10 +307,10 @@ def request_message(request: GenerationRequest) -> dict[str, Any]:
 
 # An `ends` item's code for an answer that goes on on another worker (the worker stopping, or
 # taking no new work): never a reader's, the web process hands it over (fleet/handover.py).
-HANDED_OVER = "handed_over"
+HANDED_OVER = AbortReason.HANDED_OVER
 
 # The codes an abort ends a stream with (client_disconnected: the worker's, nobody reading).
-ABORT_CODES = ("cancelled", "server_shutdown", "client_disconnected")
+ABORT_CODES = tuple(reason for reason in AbortReason if reason is not HANDED_OVER)
 
 
 def end_as_the_worker_did(stream: TokenStream, finish_reason: FinishReason | None,

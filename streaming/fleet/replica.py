@@ -3,12 +3,12 @@ log in Redis once it has ended (fleet/answer_log.py).
 
 A second tab, a reloaded page or a reconnect behind a load balancer may reach a web process
 that did not start the generation, possibly after the one that did has died. This process then
-builds a replica: a Generation of its own whose TokenStream is fed like the home's, by the
-worker that makes it (`follow`: every chunk so far, then each new one, then the end), or, for an
-answer that has ended, from its log in Redis. Its readers go through the very path local readers
-take (ids, positions, grace, 400/410) and get the same bytes. The replica is not counted in this
-process's metrics, and writes the log row only if the worker says the process that started it is
-gone.
+builds a replica: a Generation of its own (of the fleet engine, with `Replicas` as its sharing)
+whose TokenStream is not started here but fed like the home's, by the worker that makes it
+(`follow`: every chunk so far, then each new one, then the end), or, for an answer that has
+ended, from its log in Redis. Its readers go through the very path local readers take (ids,
+positions, grace, 400/410) and get the same bytes. The replica is not counted in this process's
+metrics, and writes the log row only if the worker says the process that started it is gone.
 """
 
 from __future__ import annotations
@@ -22,90 +22,45 @@ from typing import Any
 from django.conf import settings
 
 from streaming.core.exceptions import GenerationError, Gone, StreamCut
-from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
-from streaming.engines.base import Engine
 from streaming.fleet import answer_log, store
 from streaming.fleet.engine import ChannelLayerEngine
 from streaming.fleet.protocol import end_as_the_worker_did, request_from_message
+from streaming.fleet.sharing import CATCH_UP_S, FleetSharing
 from streaming.generations.registry import Generation, registry
 
 logger = logging.getLogger(__name__)
 
-# A reader who read the answer live from the process that started it may be ahead of the
-# replica by a message: its Last-Event-ID waits this long. The worker's answer to `follow` too.
-CATCH_UP_S = 2.0
 FIND_AGAIN_POLL_S = 0.1  # its worker gone: how often we ask which worker goes on with it
 
 
-class Replicas(Engine):
-    """The engine of this process's replicas: its streams are fed by their workers, through
-    the fleet engine, or from the answers' logs.
-
-    Stop is the fleet's (the worker aborts and says so); attach and detach are the fleet
-    engine's messages, so a reader here counts among the answer's readers.
-    """
-
-    shares_answers = True
-    supports_faults = False
+class Replicas(FleetSharing):
+    """This process's replicas: built here, fed by their workers through the fleet engine or
+    from the answers' logs, and shared like any fleet answer (a reader here counts among the
+    answer's readers; a Stop reaches its worker, `Generation.stop`)."""
 
     def __init__(self, fleet: ChannelLayerEngine, logs: answer_log.AnswerLog | None = None) -> None:
-        super().__init__()
-        self.fleet = fleet
+        super().__init__(fleet)
         # Where the answers' logs are read: Redis (REDIS_URL), unless a test gives its own.
         self.logs = logs or answer_log.RedisLog(store.redis)
-        self.ready = True
         self._following: dict[str, Generation] = {}  # replicas fed by their worker, until the end
         self._answers: dict[str, asyncio.Future[str]] = {}  # `follow` sent, its answer awaited
 
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        """The fleet's engine."""
-        return self.fleet.name
+    def keep(self, generation_id: str, options: dict[str, Any]) -> None:
+        """Its home keeps the log, in Redis."""
 
-    @property
-    def model(self) -> str:
-        """The fleet's model."""
-        return self.fleet.model
-
-    def generate(self, request: GenerationRequest) -> TokenStream:
-        """A stream to be fed by its worker or from its log (`replicate`)."""
-        stream = self.streams[request.id] = TokenStream(request)
-        return stream
-
-    async def abort(self, request_id: str, code: str = "cancelled") -> None:
-        """Stop asks the worker, which ends the log; leaving (a shutdown) ends only this copy."""
-        stream = self.streams.get(request_id)
-        if stream is None or stream.finished:
-            return
-        if code == "cancelled":
-            await self.fleet.abort_elsewhere(request_id)
+    async def catch_up(self, stream: TokenStream, *, event_id: int | None = None,
+                       chunks: int = 0) -> None:
+        """Wait, at most CATCH_UP_S, until the replica holds token `event_id` (or `chunks`)."""
+        if event_id is None:
+            await super().catch_up(stream, chunks=chunks)
         else:
-            # Without [DONE]: EventSource reconnects, to another web process.
-            stream.finish(error=StreamCut())
-
-    async def _stop(self, stream: TokenStream) -> None:
-        """Nothing runs here to stop."""
-
-    async def readers_left(self, request_id: str, unread: int, leaving: bool = False) -> None:
-        """The fleet engine tells the workers."""
-        await self.fleet.readers_left(request_id, unread, leaving)
-
-    def readers_back(self, request_id: str) -> None:
-        """The fleet engine tells the workers."""
-        self.fleet.readers_back(request_id)
-
-    async def catch_up(self, request_id: str, event_id: int) -> None:
-        """Wait, at most CATCH_UP_S, until the replica holds token `event_id`."""
-        stream = self.streams.get(request_id)
-        if stream is not None:
             # Not there in time, or ended: the position decides (400, or its ending).
             await stream.until(lambda: stream.tokens_generated > event_id, CATCH_UP_S)
 
-    def release(self, request_id: str) -> None:
-        """Forget a finished replica's stream."""
-        super().release(request_id)
-        self._unfollow(request_id)
+    def release(self, generation_id: str) -> None:
+        """A finished replica is followed no more."""
+        self._unfollow(generation_id)
 
     # --- building a replica ----------------------------------------------------------------
 
@@ -131,11 +86,11 @@ class Replicas(Engine):
         if generation is not None:
             return generation  # another request built it meanwhile
         generation = Generation(
-            request_from_message(first["request"]), self, api=first["api"],
+            request_from_message(first["request"]), self.fleet, self, api=first["api"],
             in_conversation=first.get("conversation", False),
             client=first["client"], owner=first["owner"],
-            created_at=datetime.fromisoformat(first["created_at"]), counted=False,
-            writes_row=False,
+            created_at=datetime.fromisoformat(first["created_at"]), runs_here=False,
+            counted=False, writes_row=False,
         )
         registry.add(generation)
         stream = generation.start(durable=True)

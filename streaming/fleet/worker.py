@@ -19,6 +19,7 @@ from channels.consumer import AsyncConsumer, get_handler_name
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from streaming.core.abort import AbortReason
 from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import GenerationError, StreamCut, StreamingError
 from streaming.core.latency import summarize
@@ -29,6 +30,7 @@ from streaming.fleet import answer_log, protocol, stopping, store
 from streaming.fleet.audience import Audience
 from streaming.fleet.outbox import RETRY_FULL_S, Outboxes
 from streaming.fleet.protocol import HANDED_OVER, HEARTBEATS_GROUP, WORKERS_GROUP, End
+from streaming.fleet.webs import Webs
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +61,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         # Ids a web process may still wait for: live, or ended but the end not yet delivered to
         # the one that started it (id → its channel).
         self.known: dict[str, str] = {}
-        # When each web process we generate for was last heard of (its heartbeats, or work
-        # it sent): silent for WORKER_TIMEOUT_S, it is gone and so are its readers.
-        self.webs_heard: dict[str, float] = {}
-        self.leaving: set[str] = set()  # web processes that said they are shutting down
+        self.webs = Webs()  # silent for WORKER_TIMEOUT_S, a web process is gone, and its readers
         # The one choice of where answers are logged: the client is made on first use, so a
         # worker without durable answers never needs Redis for them.
         self.logs = self.given_logs or answer_log.RedisLog(
@@ -152,7 +151,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         """Start a generation (or go on with one handed over: `carried`); its tokens go to
         `reply_to`."""
         reply_to, request = message.reply_to, message.request
-        self.webs_heard[reply_to] = time.monotonic()
+        self.webs.heard(reply_to)
         self.known[request.id] = reply_to
         try:
             if self.shutting_down:
@@ -188,14 +187,14 @@ class ModelWorkerConsumer(AsyncConsumer):
         audience = self._running(message.id)
         if audience is not None:
             audience.stream.count_unread(message.unread)  # made, never read: wasted
-            code = HANDED_OVER if message.handed_over else "cancelled"
+            code = HANDED_OVER if message.handed_over else AbortReason.CANCELLED
             await self.engine.abort(message.id, code)
 
     async def follow(self, message: protocol.Follow) -> None:
         """A web process reads a generation of ours from now on (a replica): send it every
         chunk from token `after` on, then each new one as its home gets it, then the end."""
         channel, generation_id, after = message.channel, message.id, message.after
-        self.webs_heard[channel] = time.monotonic()
+        self.webs.heard(channel)
         audience = self.audiences.get(generation_id)
         outbox = self.outboxes[channel]
         if audience is None:
@@ -218,20 +217,21 @@ class ModelWorkerConsumer(AsyncConsumer):
         """A web process has a reader of a generation again (or a first one), if it is ours."""
         audience = self.audiences.get(message.id)
         if audience is not None:
-            self.webs_heard[message.channel] = time.monotonic()
+            self.webs.heard(message.channel)
             audience.attach(message.channel)
 
     async def detach(self, message: protocol.Detach) -> None:
         """A web process has no reader of a generation left."""
         audience = self.audiences.get(message.id)
         if message.leaving:
-            self.leaving.add(message.channel)  # gone for good, however it still beats
+            self.webs.left(message.channel)
         if audience is None or not audience.detach(message.channel):
             return
         if message.leaving:
             if not audience.stream.finished:
                 # With no grace period its last readers were ended by a shutdown, and say so.
-                code = "client_disconnected" if audience.grace_s > 0 else "server_shutdown"
+                code = (AbortReason.CLIENT_DISCONNECTED if audience.grace_s > 0
+                        else AbortReason.SERVER_SHUTDOWN)
                 audience.after_grace(self._spawn, functools.partial(self._nobody_reads,
                                                                     code=code),
                                      audience.stream.tokens_generated)
@@ -240,7 +240,7 @@ class ModelWorkerConsumer(AsyncConsumer):
             await self._nobody_reads(message.id, message.unread)
 
     async def _nobody_reads(self, generation_id: str, unread: int,
-                            code: str = "client_disconnected") -> None:
+                            code: AbortReason = AbortReason.CLIENT_DISCONNECTED) -> None:
         """No web process reads it any more: abort, counting the `unread` tokens made since
         the last reader left as wasted."""
         audience = self._running(generation_id)
@@ -251,7 +251,7 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     async def web_heartbeat(self, message: protocol.WebHeartbeat) -> None:
         """A web process is alive."""
-        self.webs_heard[message.channel] = time.monotonic()
+        self.webs.heard(message.channel)
 
     async def worker_ping(self, message: protocol.WorkerPing) -> None:
         """Our own ping came back: we can receive, so we may say we are ready."""
@@ -307,7 +307,7 @@ class ModelWorkerConsumer(AsyncConsumer):
             return
         # The web process that started it is gone: a reader elsewhere writes its row, with
         # the latencies measured here.
-        orphan = not self._alive(audience.home)
+        orphan = not self.webs.alive(audience.home)
         end = {
             "finish_reason": finish_reason, "error_code": error_code,
             "tokens_generated": stream.tokens_generated,
@@ -336,7 +336,7 @@ class ModelWorkerConsumer(AsyncConsumer):
     async def _abandon(self, web: str) -> None:
         for generation_id, audience in list(self.generations.items()):
             if audience.home == web:
-                await self.engine.abort(generation_id)
+                await self.engine.abort(generation_id, AbortReason.CANCELLED)
 
     # --- presence --------------------------------------------------------------------------
 
@@ -369,31 +369,21 @@ class ModelWorkerConsumer(AsyncConsumer):
                 self.pings_seen = 0  # a ping from before the outage proves nothing after it
                 cut_off = True
             if cut_off:
-                # We hear nobody (Redis is down): the web processes' silence is not theirs.
-                now = time.monotonic()
-                self.webs_heard = dict.fromkeys(self.webs_heard, now)
+                self.webs.deaf()
             await self._abort_for_silent_webs()
             await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
-
-    def _alive(self, web: str) -> bool:
-        return web not in self.leaving and (
-            self.webs_heard.get(web, 0.0) >= time.monotonic() - settings.WORKER_TIMEOUT_S)
 
     async def _abort_for_silent_webs(self) -> None:
         """A web process that has gone silent has no readers left: a generation nobody else
         reads is aborted (after its grace period, for a reader to come back elsewhere)."""
         silent_since = time.monotonic() - settings.WORKER_TIMEOUT_S
         for generation_id, audience in list(self.generations.items()):
-            for web in [w for w in audience.channels if not self._alive(w)]:
+            for web in [w for w in audience.channels if not self.webs.alive(w)]:
                 logger.warning("%s is silent: it reads %s no more", web, generation_id)
                 audience.fed.discard(web)
                 if audience.detach(web):
                     # Its readers left at the latest when it was last heard of.
-                    heard = self.webs_heard.get(web, silent_since)
+                    heard = self.webs.heard_at.get(web, silent_since)
                     left_at = bisect_right(audience.stream.token_times, heard)
                     audience.after_grace(self._spawn, self._nobody_reads, left_at)
-        in_use = {web for audience in self.audiences.values() for web in audience.channels}
-        for web in [w for w, heard in self.webs_heard.items() if heard < silent_since]:
-            if web not in in_use:
-                del self.webs_heard[web]
-                self.leaving.discard(web)  # it has left: its channel name is never reused
+        self.webs.forget_silent({web for a in self.audiences.values() for web in a.channels})

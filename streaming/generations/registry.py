@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.dispatch import Signal
 
+from streaming.core.abort import AbortReason
 from streaming.core.exceptions import (
     AlreadyStreaming,
     EngineBusy,
@@ -35,6 +36,7 @@ from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
 from streaming.generations.answer import Answer
+from streaming.generations.sharing import ALONE, Sharing
 from streaming.models import GenerationStatus
 
 PENDING, STREAMING = "pending", "streaming"
@@ -59,7 +61,8 @@ class Generation:
     """One generation's bookkeeping beside its engine stream."""
 
     request: GenerationRequest
-    engine: Engine
+    engine: Engine  # what makes its tokens (for a replica, the fleet's: its workers)
+    sharing: Sharing = ALONE  # who else may read its answer (fleet/sharing.py's `sharing_for`)
     api: str = "native"
     client: str = ""
     owner: str = ""  # streaming/http/auth.py's principal of whoever created it
@@ -74,8 +77,10 @@ class Generation:
     lease: Slot | None = None  # its stream slot while it runs
     background_lease: Slot | None = None  # and, for a background response, that pool's slot
     answer: Answer | None = None  # its readers, grace and retention, once started
-    # A replica of an answer another web process started (fleet/replica.py) is not counted in
-    # this process's metrics, and writes its row only if the log says that one died.
+    # A replica of an answer another web process started (fleet/replica.py): its stream is fed
+    # by that answer's worker, not started here; not counted in this process's metrics, and it
+    # writes its row only if the log says that process died.
+    runs_here: bool = True
     counted: bool = True
     writes_row: bool = True
     measured_elsewhere: dict[str, Any] | None = None  # figures its worker measured (a replica's)
@@ -99,16 +104,17 @@ class Generation:
                 if self.status == STREAMING
                 else f"This generation has already ended ({self.status})."
             )
-        stream = self.stream = self.engine.generate(self.request)
+        stream = self.stream = (self.engine.generate(self.request) if self.runs_here
+                                else TokenStream(self.request))
         self.answer = Answer(
             stream,
             grace_s=settings.STREAM_RESUME_GRACE_S if durable else 0.0,
             retention_s=settings.STREAM_RETENTION_S if durable else 0.0,
             max_bytes=settings.STREAM_RESUME_MAX_BYTES, abandon=self._abandon,
-            back=lambda: self.engine.readers_back(self.id), background=self.background,
+            back=lambda: self.sharing.readers_back(self.id), background=self.background,
         )
         if durable:
-            self.engine.keep_answer(self.id, {
+            self.sharing.keep(self.id, {
                 "grace_s": self.answer.grace_s, "retention_s": self.answer.retention_s,
                 "max_bytes": settings.STREAM_RESUME_MAX_BYTES, "background": self.background,
                 "meta": {"api": self.api, "client": self.client, "owner": self.owner,
@@ -141,43 +147,53 @@ class Generation:
         """Nobody is reading any more: abort, and count what was made since the last one left."""
         stream, answer = self.stream, self.answer
         assert stream is not None and answer is not None
-        if self.engine.shares_answers:
+        if self.sharing.shared:
             # Other web processes may have readers: the worker aborts once none has (and
             # counts the waste); the end comes back like any other.
-            await self.engine.readers_left(self.id, answer.unread_tokens())
+            await self.sharing.readers_left(self.id, answer.unread_tokens())
             return
         # Before the abort: from here on, push() counts the waste itself.
         stream.count_unread(answer.unread_tokens())
         stream.mark_aborted()
         if not stream.finished:
-            await self.engine.abort(self.id, "client_disconnected")
+            await self.engine.abort(self.id, AbortReason.CLIENT_DISCONNECTED)
         registry.finish(self, GenerationStatus.CLIENT_DISCONNECTED)
 
     @property
     def rejoinable_elsewhere(self) -> bool:
         """Its readers may come back through another web process (a fleet's answer, with a
         grace period)."""
-        return (self.engine.shares_answers and self.answer is not None
+        return (self.sharing.shared and self.answer is not None
                 and self.answer.rejoinable)
 
     @property
     def readable_elsewhere(self) -> bool:
         """Other web processes may be reading it too (a fleet's answer, read through its
         stream URL: its log is in Redis)."""
-        return (self.engine.shares_answers and self.answer is not None
+        return (self.sharing.shared and self.answer is not None
                 and self.answer.durable)
 
     async def shut_down(self) -> None:
         """This process is exiting: its readers here end with `server_shutdown`, and an answer
         that readers elsewhere may be reading goes on for them (never a Stop for everyone)."""
         if self.stream is None:  # created, never streamed: nobody to tell
-            registry.finish(self, GenerationStatus.CANCELLED, "server_shutdown")
+            registry.finish(self, GenerationStatus.CANCELLED, AbortReason.SERVER_SHUTDOWN)
         elif self.rejoinable_elsewhere:
             await self.hand_over()
         elif self.readable_elsewhere:
             await self._leave_the_fleet()
-        else:
-            await self.engine.abort(self.id, code="server_shutdown")
+        elif self.runs_here:
+            await self.engine.abort(self.id, AbortReason.SERVER_SHUTDOWN)
+        else:  # a replica: without [DONE], so that EventSource reconnects to another process
+            self.stream.finish(error=StreamCut())
+
+    async def stop(self) -> None:
+        """A Stop, for every reader wherever they read (they see `cancelled`): by the engine
+        that runs it here, or, a replica's, by the worker that runs it (its end comes back)."""
+        if self.runs_here:
+            await self.engine.abort(self.id, AbortReason.CANCELLED)
+        elif self.stream is not None and not self.stream.finished:
+            await self.sharing.abort_everywhere(self.id)
 
     async def hand_over(self) -> None:
         """This process is shutting down, and other web processes can read the answer (its log
@@ -186,7 +202,7 @@ class Generation:
         stream = self.stream
         assert stream is not None
         self.writes_row = False  # where it ends, as the fleet's log says
-        await self.engine.readers_left(self.id, 0, leaving=True)
+        await self.sharing.readers_left(self.id, 0, leaving=True)
         stream.finish(error=StreamCut())
 
     async def _leave_the_fleet(self) -> None:
@@ -195,11 +211,11 @@ class Generation:
         row); if one does, the answer goes on there, and that one writes the row."""
         stream = self.stream
         assert stream is not None
-        await self.engine.readers_left(self.id, 0, leaving=True)
+        await self.sharing.readers_left(self.id, 0, leaving=True)
         await stream.until(lambda: False, LEAVE_WAIT_S)  # returns early at its end
         if not stream.finished:
             self.writes_row = False
-            stream.finish(error=GenerationError("server_shutdown"))
+            stream.finish(error=GenerationError(AbortReason.SERVER_SHUTDOWN))
 
     def figures(self) -> dict[str, Any]:
         """Counters and latencies, live or final."""
@@ -247,6 +263,7 @@ class Generation:
             "status": self.status,
             "error_code": self.error_code,
             "reasoning_tokens": self.stream.reasoning_tokens if self.stream is not None else 0,
+            "workers": self.sharing.made_by(self.id, figures["tokens_generated"]),
             **figures,
         }
 
@@ -303,7 +320,9 @@ class Registry:
         generation.error_code = error_code
         generation.ended_mono = time.monotonic()
         if generation.stream is not None:
-            generation.engine.release(generation.id)
+            if generation.runs_here:
+                generation.engine.release(generation.id)
+            generation.sharing.release(generation.id)
         self._live.pop(generation.id, None)
         _release(generation)
         # Before its log may be freed: a stored response's row takes its text.

@@ -19,6 +19,7 @@ from streaming.core.request import GenerationRequest
 from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.fleet import store
+from streaming.fleet.sharing import sharing_for
 from streaming.generations.registry import PENDING, Generation, registry
 from streaming.http.auth import authenticate, client_address, may_see, owner_required, principal
 from streaming.http.errors import error_response
@@ -85,7 +86,8 @@ async def admit(
     engine.check_request(generation_request)
     asker = principal(request)
     generation = registry.add(
-        Generation(generation_request, engine, api=api, client=client_address(request),
+        Generation(generation_request, engine, sharing_for(engine), api=api,
+                   client=client_address(request),
                    owner=asker if owner_required(request) else ""), asker=asker)
     if store.enabled() and generation.owner:
         # With REDIS_URL: any web process can tell who may see and cancel it.

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from django.http import HttpRequest
 
+from streaming.core.abort import AbortReason
 from streaming.fleet import store
 from streaming.generations.registry import Generation, registry
 from streaming.http.elsewhere import abort_elsewhere, may_see_elsewhere, streamed_elsewhere
@@ -44,12 +45,12 @@ async def cancel(request: HttpRequest, generation_id: str) -> Cancel:
 
 
 async def stop(generation: Generation) -> None:
-    """Stop a live generation held here, or a replica of one: a started one on its engine (its
-    readers see `cancelled`; a replica's engine tells the worker that runs it), one not started
+    """Stop a live generation held here, or a replica of one: a started one everywhere (its
+    readers see `cancelled`; a replica's Stop reaches the worker that runs it), one not started
     yet finished as cancelled and, with REDIS_URL, marked so that no process starts it."""
     if generation.stream is None:
         if store.enabled():
             await store.mark_cancelled(generation.id)
-        registry.finish(generation, GenerationStatus.CANCELLED, "cancelled")
+        registry.finish(generation, GenerationStatus.CANCELLED, AbortReason.CANCELLED)
     else:
-        await generation.engine.abort(generation.id)
+        await generation.stop()

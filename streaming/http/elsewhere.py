@@ -2,7 +2,7 @@
 
 A generation may have been created by another web process (it waits in Redis until one claims
 it), be streamed by another (its worker knows), or have ended (its log row says how). Every
-call this package makes to the engine about another process's answer is here; lookup.py says
+call this package makes about another process's answer is here; lookup.py says
 in which order to make them.
 """
 
@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from streaming.engines.startup import ready_engine
 from streaming.fleet import store
 from streaming.fleet.replica import replicas
+from streaming.fleet.sharing import sharing_for
 from streaming.generations.registry import Generation, registry
 from streaming.http.auth import may_see, owner_required
 from streaming.models import GenerationLog
@@ -39,7 +40,8 @@ async def claim(generation_id: str) -> Generation | None:
     if record is None:
         return None
     engine = await ready_engine()
-    return registry.add(Generation(record["request"], engine, api=record["api"],
+    return registry.add(Generation(record["request"], engine, sharing_for(engine),
+                                   api=record["api"],
                                    client=record["client"], created_at=record["created_at"],
                                    owner=record.get("owner", ""),
                                    in_conversation=record.get("conversation", False)))
@@ -72,12 +74,12 @@ async def replica(generation_id: str) -> Generation | None:
 
 async def streamed_elsewhere(generation_id: str) -> dict | None:
     """With REDIS_URL: a generation another web process is streaming (its worker answers)."""
-    return await (await ready_engine()).query(generation_id)
+    return await sharing_for(await ready_engine()).query(generation_id)
 
 
 async def abort_elsewhere(generation_id: str) -> None:
     """With REDIS_URL: abort a generation another web process streams (its worker stops)."""
-    await (await ready_engine()).abort_elsewhere(generation_id)
+    await sharing_for(await ready_engine()).abort_everywhere(generation_id)
 
 
 async def logged(request: HttpRequest, generation_id: str) -> GenerationLog | None:

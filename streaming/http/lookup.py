@@ -14,7 +14,6 @@ from django.http import HttpRequest
 
 from streaming.core.exceptions import AlreadyStreaming, BadRequest, Gone, NotFound
 from streaming.fleet import store
-from streaming.fleet.replica import CATCH_UP_S
 from streaming.generations.answer import event_id
 from streaming.generations.registry import PENDING, Generation, registry
 from streaming.http.admission import owned, start_admitted
@@ -142,8 +141,4 @@ async def _catch_up(generation: Generation, position: Position) -> None:
     """A reader may be ahead of this process's copy of the answer (by a message from its
     worker): wait a little, bounded, for the copy to reach it."""
     named = event_id(position.last_event_id)
-    if named is not None:
-        await generation.engine.catch_up(generation.id, named)
-    elif position.chunks > 0 and generation.engine.shares_answers:
-        stream = generation.stream
-        await stream.until(lambda: stream.end >= position.chunks, CATCH_UP_S)
+    await generation.sharing.catch_up(generation.stream, event_id=named, chunks=position.chunks)

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from streaming.core.abort import AbortReason
 from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut
 from streaming.core.request import Fault, GenerationRequest, Message
 from streaming.core.stream import COUNTERS, TokenStream
@@ -79,7 +80,7 @@ async def test_stall_goes_silent_until_aborted():
     while sum(len(b) for b in got) < 2:
         got.append(await anext(batches))
     assert await anext(batches) == []  # idle: the view would send a ping here
-    await engine.abort("g1")
+    await engine.abort("g1", AbortReason.CANCELLED)
     with pytest.raises(GenerationError, match="cancelled"):
         await anext(batches)
 
@@ -91,7 +92,7 @@ async def test_abort_stops_the_producer_and_counts_nothing_after():
     batches = stream.batches(5.0)
     while stream.tokens_generated < 3:
         await anext(batches)
-    await engine.abort("g1")
+    await engine.abort("g1", AbortReason.CANCELLED)
     stopped_at = stream.tokens_generated
     # Let a second generation produce tokens: the clock is the engine's own pace.
     clock = engine.generate(request(id="clock", max_tokens=10))
@@ -111,8 +112,8 @@ async def test_batch_cap_queues_then_refuses():
         break  # the first generation holds the only slot now
     with pytest.raises(EngineBusy):
         engine.generate(request(id="c"))
-    await engine.abort("a")
-    await engine.abort("b")
+    await engine.abort("a", AbortReason.CANCELLED)
+    await engine.abort("b", AbortReason.CANCELLED)
 
 
 async def test_slow_reader_makes_the_unpaced_producer_wait():
@@ -131,7 +132,7 @@ async def test_slow_reader_makes_the_unpaced_producer_wait():
     for _ in range(10):
         await asyncio.sleep(0)
     assert stream.tokens_generated > produced
-    await engine.abort("g1")
+    await engine.abort("g1", AbortReason.CANCELLED)
 
 
 async def test_an_idle_stream_pings_again_and_again_then_ends_cleanly():
@@ -209,7 +210,7 @@ async def test_step_mode_gives_the_same_tokens_and_an_abort_leaves_the_batch():
     await settle()  # both wait for the first step
     slow.steps.advance()
     await settle()
-    await slow.abort("gone")
+    await slow.abort("gone", AbortReason.CANCELLED)
     for _ in range(2):
         slow.steps.advance()
         await settle()

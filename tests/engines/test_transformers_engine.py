@@ -14,6 +14,7 @@ import time
 import pytest
 from django.conf import settings
 
+from streaming.core.abort import AbortReason
 from streaming.core.exceptions import (
     BadRequest,
     EngineBusy,
@@ -192,7 +193,7 @@ def test_cancelling_one_stream_stops_it_while_the_others_finish(engine):
         readers = [asyncio.create_task(read(engine, s)) for s in streams]
         victim = streams[0]
         await wait_for(lambda: victim.tokens_generated >= 3)
-        await engine.abort(victim.id)
+        await engine.abort(victim.id, AbortReason.CANCELLED)
         at_abort = victim.tokens_generated
         results = await asyncio.gather(*readers)
         return victim, at_abort, streams[1:], results

@@ -84,7 +84,7 @@ class MemoryLog(AnswerLog):
 
 
 def durable(retention_s: float = 60.0) -> dict[str, Any]:
-    """`keep_answer`'s options for an answer read through its stream URL (registry.py's)."""
+    """`Sharing.keep`'s options for an answer read through its stream URL (registry.py's)."""
     return {"grace_s": 1.0, "retention_s": retention_s, "max_bytes": 1_000_000,
             "background": False,
             "meta": {"api": "native", "client": "test", "owner": "", "conversation": False,

@@ -10,6 +10,7 @@ import asyncio
 from streaming.core.chunk_log import Chunk
 from streaming.engines.script import tokens_for
 from streaming.fleet.protocol import request_from_message
+from streaming.fleet.sharing import FleetSharing
 from tests.fleet.in_memory import MemoryLog, durable, eventually, read, request
 
 
@@ -26,7 +27,7 @@ async def test_a_durable_answers_log_is_written_start_then_chunks_then_end(start
     fleet = await start_fleet()
     asked = request(20)
     stream = fleet.web.generate(asked)
-    fleet.web.keep_answer(asked.id, durable())
+    FleetSharing(fleet.web).keep(asked.id, durable())
 
     chunks, error = await read(stream)
 
@@ -52,7 +53,7 @@ async def test_a_replica_on_another_web_process_follows_a_running_answer(start_f
     fleet = await start_fleet(DETERMINISTIC_TPS=200.0)
     asked = request(60)
     stream = fleet.web.generate(asked)
-    fleet.web.keep_answer(asked.id, durable())
+    FleetSharing(fleet.web).keep(asked.id, durable())
     home = asyncio.create_task(read(stream))
     await eventually(lambda: stream.tokens_generated >= 5)
     replicas = await fleet.another_web()
@@ -74,7 +75,7 @@ async def test_a_replica_after_the_end_reads_the_log(start_fleet):
     fleet = await start_fleet()
     asked = request(30)
     stream = fleet.web.generate(asked)
-    fleet.web.keep_answer(asked.id, durable())
+    FleetSharing(fleet.web).keep(asked.id, durable())
     home_chunks, _ = await read(stream)
     await eventually(lambda: not fleet.worker.audiences)  # the worker has forgotten it
     replicas = await fleet.another_web()
@@ -103,7 +104,7 @@ async def test_a_follow_that_reaches_the_worker_after_the_end_reads_the_log(star
     fleet = await start_fleet()
     asked = request(30)
     stream = fleet.web.generate(asked)
-    fleet.web.keep_answer(asked.id, durable())
+    FleetSharing(fleet.web).keep(asked.id, durable())
     home_chunks, _ = await read(stream)
     await eventually(lambda: not fleet.worker.audiences)
     replicas = await fleet.another_web(ReadBeforeTheEnd(fleet.logs))

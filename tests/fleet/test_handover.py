@@ -16,6 +16,7 @@ import pytest
 
 from streaming.core.chunk_log import Chunk
 from streaming.engines.script import tokens_for
+from streaming.fleet.sharing import FleetSharing
 from tests.fleet.in_memory import eventually, read, request
 
 PACED = {"DETERMINISTIC_TPS": 200.0, "WORKER_TIMEOUT_S": 0.3}
@@ -54,6 +55,14 @@ async def test_a_killed_workers_answers_go_on_on_the_other_whole(start_fleet):
     assert [fleet.web.assignments[s.id].handovers for s in streams] == [
         1 if s.id in on_first else 0 for s in streams]
     assert fleet.workers[0].channel_name not in fleet.web.workers
+    # The log row's record of who made its tokens: each worker, in order, and how many.
+    first, sharing = fleet.workers[0].channel_name, FleetSharing(fleet.web)
+    for stream in streams:
+        made = sharing.made_by(stream.id, stream.tokens_generated)
+        assert sum(part["tokens"] for part in made) == stream.tokens_generated == 60
+        assert [part["worker"] for part in made] == (
+            [first, second] if stream.id in on_first else [fleet.web.assignments[stream.id].worker])
+        assert all(part["tokens"] >= 5 for part in made)  # each made some (see start_answers)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

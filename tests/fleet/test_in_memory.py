@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from channels.layers import InMemoryChannelLayer
 
+from streaming.core.abort import AbortReason
 from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavailable
 from streaming.engines.script import tokens_for
 from streaming.fleet.presence import Presence
@@ -48,7 +49,7 @@ async def test_an_abort_from_the_web_stops_the_workers_generation_within_a_token
     on_worker = fleet.running_on_worker(asked.id)
     tokens_at_abort = on_worker.tokens_generated
 
-    await fleet.web.abort(asked.id)
+    await fleet.web.abort(asked.id, AbortReason.CANCELLED)
 
     chunks, error = await reader
     assert error is not None and error.code == "cancelled"
