@@ -24,6 +24,9 @@ class Follower(Protocol):
         """Its worker died or stopped: it goes on on another, to be followed there."""
 
 
+JOIN_EVERY = 256  # chunks of an assignment's text kept apart before they are joined
+
+
 @dataclass
 class Assignment:
     """One generation of ours on a worker (its stream is in `streams`): made by `generate`,
@@ -37,6 +40,24 @@ class Assignment:
     made_by: list[tuple[str, int]] = field(default_factory=list)
     handing_over: bool = False  # looking for the worker to go on with it
     resending: bool = False  # lost tokens asked for again, the worker's answer not yet here
+    # The answer's text so far, for a handover, up to `max_text` characters (None past it: no
+    # handover). Only the text: the stream frees what its readers have read, as in process.
+    text: list[str] | None = field(default_factory=list)
+    text_chars: int = 0
+    max_text: int = 0
+
+    def keep(self, text: str) -> None:
+        """Add a chunk's text to what a handover would carry on from."""
+        kept = self.text
+        if kept is None:
+            return
+        self.text_chars += len(text)
+        if self.text_chars > self.max_text:
+            self.text = None
+            return
+        kept.append(text)
+        if len(kept) >= JOIN_EVERY:
+            kept[:] = ["".join(kept)]  # one string, not an object per token
 
     @property
     def handovers(self) -> int:

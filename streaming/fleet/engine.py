@@ -122,10 +122,10 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         worker = handover.choose(live, self.assigned)
         if worker is None:
             raise EngineBusy("Every model worker is at capacity.")
-        # Kept whole (up to the cap), so that another worker can go on with it.
-        stream = TokenStream(request, max_log_bytes=settings.STREAM_RESUME_MAX_BYTES)
-        self.streams[request.id] = stream
-        assignment = self.assignments[request.id] = Assignment("")
+        stream = self.streams[request.id] = TokenStream(request)
+        # Its text is kept (up to the cap), so that another worker can go on with it.
+        assignment = self.assignments[request.id] = Assignment(
+            "", max_text=settings.STREAM_RESUME_MAX_BYTES)
         self._assign(assignment, worker)
         self._spawn(self._send_generate(stream, assignment))
         return stream
@@ -287,7 +287,8 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
 
     def on_chunks(self, message: protocol.Chunks) -> None:
         """New tokens for our streams and replicas, their ends, answers to `follow`."""
-        streams, followed, moved = self.streams, self.followed, self.moved
+        streams, followed, moved, assignments = (self.streams, self.followed, self.moved,
+                                                 self.assignments)
         sender = message.worker
         for generation_id, index, text, tokens, *kind in message.items:
             stream = streams.get(generation_id)
@@ -304,6 +305,8 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
                                  self.assignments.get(generation_id))
                 continue  # (below: a chunk sent again that we have)
             stream.push(text, tokens, *kind)  # a kind only when not TEXT
+            if not kind and (assignment := assignments.get(generation_id)) is not None:
+                assignment.keep(text)
         for end in message.ends:
             generation_id, error_code = end.id, end.error_code
             if moved and generation_id in moved and sender != self._worker_of(generation_id):

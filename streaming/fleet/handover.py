@@ -33,11 +33,20 @@ logger = logging.getLogger(__name__)
 MAX_HANDOVERS = 3
 
 
-def continued(stream: TokenStream) -> tuple[GenerationRequest, list[list[Any]]]:
-    """The request that goes on from where `stream` is, and its chunks so far (as `carried`)."""
+def continued(stream: TokenStream, assignment: Assignment
+              ) -> tuple[GenerationRequest, list[list[Any]]]:
+    """The request that goes on from where `stream` is, and, for a durable answer (its log
+    kept whole here), its chunks so far (as `carried`)."""
+    assert assignment.text is not None
     request = dataclasses.replace(stream.request, continuation=Continuation(
-        tokens=stream.tokens_generated, text=stream.text()))
-    return request, [as_list(c) for c in stream.logged(stream.end)]
+        tokens=stream.tokens_generated, text="".join(assignment.text)))
+    return request, [as_list(c) for c in stream.logged(stream.end)] if assignment.log else []
+
+
+def can_go_on(stream: TokenStream, assignment: Assignment) -> bool:
+    """Whether another worker can go on with it: its text is still kept here and, if it is
+    durable, its log is whole (past STREAM_RESUME_MAX_BYTES, neither is)."""
+    return assignment.text is not None and (not assignment.log or stream.complete)
 
 
 def choose(live: list[WorkerInfo], assigned: Counter[str],
@@ -75,8 +84,8 @@ class HandsOver:
             worker = await self._worker_for(stream, None if again else gone)
         finally:
             assignment.handing_over = False
-        if worker is None or not stream.complete or assignment.handovers >= \
-                MAX_HANDOVERS:
+        if worker is None or not can_go_on(stream, assignment) or \
+                assignment.handovers >= MAX_HANDOVERS:
             code = "server_shutdown" if why == HANDED_OVER else "worker_unavailable"
             logger.warning("generation %s: %s; no other worker can go on with it", stream.id, why)
             stream.finish(error=GenerationError(code))
@@ -88,9 +97,8 @@ class HandsOver:
         if gone != worker.channel:
             # Alive after all (or stopping): it ends its copy without an end for anyone.
             self._spawn(self._send_quietly(gone, Abort(stream.id, handed_over=True)))
-        request, carried = continued(stream)
-        await self._send_generate(stream, assignment, request,
-                                  carried if assignment.log else None)
+        request, carried = continued(stream, assignment)
+        await self._send_generate(stream, assignment, request, carried)
 
     async def _worker_for(self, stream: TokenStream, excluding: str | None) -> WorkerInfo | None:
         """A live worker with room; waiting for one up to WORKER_TIMEOUT_S (after a Redis
