@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from django.core.exceptions import ImproperlyConfigured
 
+from streaming.core.capabilities import Capabilities
 from streaming.core.exceptions import (
     BadRequest,
     BodyTooLarge,
@@ -40,7 +41,8 @@ class RemoteEngine(TaskEngine):
     """Streams from an OpenAI-compatible `/v1` base URL over pooled connections."""
 
     name = "openai"
-    passes_upstream_options = True  # tools, tool_choice, reasoning_effort, … reach the upstream
+    # Tools, tool_choice, reasoning_effort, … reach the upstream; it decides the rest.
+    capabilities = Capabilities(upstream_options=True)
     sampling_defaults = None  # unset temperature and top_p are not sent: the upstream's apply
     HEALTH_TIMEOUT_S = 5.0  # /models must answer within this for /readyz
     ERROR_BODY_LIMIT = 64 * 1024  # bytes of an upstream error body we read for its message

@@ -252,8 +252,9 @@ class State(Envelope):
 
 @dataclass(frozen=True, slots=True)
 class WorkerHeartbeat(Envelope):
-    """A worker lives: its room, whether it takes work, its counters, the ids it knows, and
-    its engine's defaults (Engine.describe(), for GET /api/engine)."""
+    """A worker lives: its room, whether it takes work, its counters, the ids it knows, its
+    engine's defaults (Engine.describe(), for GET /api/engine) and capabilities (as_json; {}
+    from a worker of a release before them)."""
 
     type: ClassVar[str] = "worker.heartbeat"
     worker: str
@@ -264,6 +265,7 @@ class WorkerHeartbeat(Envelope):
     totals: dict[str, Any]
     ids: list[str] = field(default_factory=list)
     description: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, bool] = field(default_factory=dict)
 
 
 MESSAGES: dict[str, type[Envelope]] = {kind.type: kind for kind in (

@@ -121,7 +121,7 @@ def check_parameters(data: dict[str, Any], accepted: set[str],
 def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, ChatOptions]:
     """Validate a chat-completions body into a GenerationRequest and the reply's options."""
     data = decode_json_object(body)
-    model, upstream = engine.model, engine.passes_upstream_options
+    model, upstream = engine.model, engine.capabilities.upstream_options
     # With the openai engine, what only its upstream acts on goes to it (upstream_options.py).
     options_json = take_upstream_options(data) if upstream else ""
     check_parameters(data, SUPPORTED | IGNORED, NEUTRAL, {**WHY_NOT, **why_not(engine.name)})
