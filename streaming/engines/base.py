@@ -15,6 +15,7 @@ from typing import Any
 from streaming.core.abort import AbortReason
 from streaming.core.capabilities import Capabilities
 from streaming.core.exceptions import BadRequest, GenerationError
+from streaming.core.fields import FIELDS
 from streaming.core.request import GenerationRequest, Sampling
 from streaming.core.stream import COUNTERS, TokenStream
 
@@ -27,6 +28,7 @@ class Engine(ABC):
     name: str = "engine"
     # What it honours of a request beyond the basics; it refuses the rest, naming itself.
     capabilities = Capabilities()
+    refusal_note = ""  # why, after a field it cannot honour ("…does not honour it: why")
     ready = False  # set by start() once the engine can serve
     # What a request that leaves temperature or top_p unset gets; None: nothing is decided
     # here (the openai engine sends neither, and its upstream applies its own).
@@ -81,6 +83,11 @@ class Engine(ABC):
         if request.continuation is not None and not can.continuation:
             raise BadRequest(f"The {self.name} engine cannot go on with an answer begun "
                              "elsewhere.")
+        for field in FIELDS:
+            if field.capability and getattr(request, field.name) is not None \
+                    and not getattr(can, field.capability):
+                raise BadRequest(f"`{field.name}`: the {self.name} engine does not honour it"
+                                 f"{self.refusal_note}.")
         if not can.upstream_options and (
                 request.upstream_options or any(m.extra for m in request.messages)):
             raise BadRequest(f"The {self.name} engine does not take tools or upstream options; "

@@ -27,6 +27,7 @@ from streaming.core.exceptions import (
     GenerationError,
     StreamingError,
 )
+from streaming.core.fields import FIELDS
 from streaming.core.request import GenerationRequest, Message
 from streaming.core.stream import TokenStream
 from streaming.engines.base import TaskEngine
@@ -195,12 +196,8 @@ class RemoteEngine(TaskEngine):
         }
         # Only what the client sent: the upstream knows its model's defaults (vLLM applies the
         # model's generation_config), and a 1.0 of ours would override them.
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.top_p is not None:
-            body["top_p"] = request.top_p
-        if request.seed is not None:
-            body["seed"] = request.seed
+        body.update((field.chat, value) for field in FIELDS  # by chat completions' names
+                    if field.chat and (value := getattr(request, field.name)) is not None)
         if request.stop:
             body["stop"] = list(request.stop)  # the upstream stops at them, and leaves them out
         if request.upstream_options:

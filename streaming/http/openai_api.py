@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.core.chunk_log import LOGPROBS, REASONING, TEXT, TOOL_CALLS, Chunk
 from streaming.core.exceptions import BadRequest, GenerationError, NotFound
+from streaming.core.fields import accepted, asked
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
@@ -38,7 +39,7 @@ from streaming.wire.openai_format import ChunkWriter
 
 SUPPORTED = {
     "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
-    "temperature", "top_p", "seed", "stop",
+    "stop", *accepted("chat"),  # sampling: core/fields.py
     "fault",  # the deterministic engine's test hook, as in the native API
 }
 # Bookkeeping for OpenAI's own platform; the answer does not depend on them.
@@ -142,9 +143,8 @@ def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, Cha
         messages=(upstream_messages(data.get("messages")) if upstream else
                   parse_messages({"messages": _native_messages(data.get("messages"))})),
         max_tokens=max_tokens,
-        temperature=data.get("temperature"),
-        top_p=data.get("top_p"),
-        seed=data.get("seed"),
+        **asked(data, "chat"),
+        dialect="chat",
         fault=data.get("fault"),
         stop=data.get("stop"),
         upstream_options=options_json,

@@ -161,3 +161,9 @@ def test_an_answer_to_follow_comes_after_the_chunks_it_hands_over_and_survives_a
     outbox.add("g", [Chunk(2, "c", 1, 0)])
     assert outbox.take("w").followed == []  # only in answer to `follow`
 
+
+def test_a_request_as_a_message_keeps_the_format_the_answer_logs_hold():
+    assert request_message(REQUEST) == {
+        "id": "g1", "messages": [["system", "Be brief."], ["user", "hi"]], "max_tokens": 5,
+        "temperature": 0.5, "top_p": 0.9, "seed": 3, "fault": [2, None, "cut"],
+        "stop": ["\n", "終わり"], "upstream_options": "", "continuation": None}
