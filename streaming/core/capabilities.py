@@ -18,6 +18,7 @@ class Capabilities:
     upstream_options: bool = False
     faults: bool = False  # the `fault` test hook
     continuation: bool = False  # it goes on with an answer another worker began (a handover)
+    penalties: bool = False  # frequency_penalty, presence_penalty, repetition_penalty
 
     def as_json(self) -> dict[str, bool]:
         """As a worker's heartbeat carries them."""

@@ -48,10 +48,19 @@ def _everywhere(name: str) -> dict[str, str]:
     return {"native": name, "chat": name, "responses": name}
 
 
+# OpenAI's Responses API has no penalties (openai.types.responses.response_create_params), so
+# /v1/responses refuses them as it refuses any field it does not know.
 FIELDS: tuple[Field, ...] = (
     Field("temperature", float, 0.0, 2.0, **_everywhere("temperature")),
     Field("top_p", float, 0.0, 1.0, open_low=True, **_everywhere("top_p")),
     Field("seed", int, 0, MAX_SEED, **_everywhere("seed")),
+    Field("frequency_penalty", float, -2.0, 2.0, native="frequency_penalty",
+          chat="frequency_penalty", capability="penalties", neutral=0.0),
+    Field("presence_penalty", float, -2.0, 2.0, native="presence_penalty",
+          chat="presence_penalty", capability="penalties", neutral=0.0),
+    # vLLM's extra parameter: > 0, 1 changes nothing.
+    Field("repetition_penalty", float, 0.0, math.inf, open_low=True, native="repetition_penalty",
+          chat="repetition_penalty", capability="penalties", neutral=1.0),
 )
 BY_NAME = {field.name: field for field in FIELDS}
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from streaming.core.abort import AbortReason
 from streaming.core.capabilities import Capabilities
-from streaming.core.exceptions import BadRequest, GenerationError
+from streaming.core.exceptions import BadRequest, GenerationError, NotHonoured
 from streaming.core.fields import FIELDS
 from streaming.core.request import GenerationRequest, Sampling
 from streaming.core.stream import COUNTERS, TokenStream
@@ -86,8 +86,8 @@ class Engine(ABC):
         for field in FIELDS:
             if field.capability and getattr(request, field.name) is not None \
                     and not getattr(can, field.capability):
-                raise BadRequest(f"`{field.name}`: the {self.name} engine does not honour it"
-                                 f"{self.refusal_note}.")
+                raise NotHonoured(field.name, f"`{field.name}`: the {self.name} engine does "
+                                              f"not honour it{self.refusal_note}.")
         if not can.upstream_options and (
                 request.upstream_options or any(m.extra for m in request.messages)):
             raise BadRequest(f"The {self.name} engine does not take tools or upstream options; "

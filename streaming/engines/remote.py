@@ -43,7 +43,7 @@ class RemoteEngine(TaskEngine):
 
     name = "openai"
     # Tools, tool_choice, reasoning_effort, … reach the upstream; it decides the rest.
-    capabilities = Capabilities(upstream_options=True)
+    capabilities = Capabilities(upstream_options=True, penalties=True)
     sampling_defaults = None  # unset temperature and top_p are not sent: the upstream's apply
     HEALTH_TIMEOUT_S = 5.0  # /models must answer within this for /readyz
     ERROR_BODY_LIMIT = 64 * 1024  # bytes of an upstream error body we read for its message

@@ -77,6 +77,7 @@ class TransformersEngine(Engine):
 
     name = "transformers"
     capabilities = Capabilities(continuation=True)  # a handover's text is prefilled
+    refusal_note = batching.NO_PENALTIES  # its penalties cannot be per request
     DEFAULT_MAX_BATCH = 8  # sequences per forward pass; 8 keeps each above reading speed on 2 cores
     CPU_CONTEXT_TOKENS = 2048  # default window on CPU: the KV cache is sized from it (RAM)
     KV_TOKENS_PER_SEQUENCE = 1024  # CPU KV cache = max(window, max_batch x this) tokens

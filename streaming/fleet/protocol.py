@@ -334,7 +334,7 @@ def request_from_message(data: dict[str, Any]) -> GenerationRequest:
 REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequest))
 # Fields added after the format was fixed: sent only when set, so that the message (and the
 # Redis answer log's JSON) of a request without them reads as before.
-OPTIONAL: frozenset[str] = frozenset()
+OPTIONAL = frozenset(("frequency_penalty", "presence_penalty", "repetition_penalty"))
 
 
 # A field whose value is no plain scalar: (to the message, from it), for a value not None.

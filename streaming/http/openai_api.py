@@ -54,8 +54,6 @@ def is_none_or(*neutral: Any) -> Callable[[Any], bool]:
 # Accepted only at the value that means "off" (clients such as LangChain send them explicitly).
 NEUTRAL: dict[str, Callable[[Any], bool]] = {
     "n": is_none_or(1),
-    "presence_penalty": is_none_or(0),
-    "frequency_penalty": is_none_or(0),
     "logprobs": is_none_or(False),
     "top_logprobs": is_none_or(0),
     "logit_bias": is_none_or({}),

@@ -24,6 +24,9 @@ def test_each_dialect_accepts_the_fields_the_table_gives_it(dialect, keys):
     ("top_p", "1", "`top_p` must be a number."),
     ("seed", -1, "`seed` must be between 0 and 9223372036854775807; got -1."),
     ("seed", 1.5, "`seed` must be an integer."),
+    ("frequency_penalty", 3, "`frequency_penalty` must be in [-2, 2]; got 3."),
+    ("presence_penalty", -2.5, "`presence_penalty` must be in [-2, 2]; got -2.5."),
+    ("repetition_penalty", 0, "`repetition_penalty` must be in (0, ∞); got 0."),
 ])
 def test_a_field_out_of_its_bounds_is_refused_by_name(name, value, message):
     with pytest.raises(BadRequest) as refused:
@@ -34,3 +37,10 @@ def test_a_field_out_of_its_bounds_is_refused_by_name(name, value, message):
 def test_unset_stays_unset_and_only_what_the_dialect_names_is_asked():
     assert BY_NAME["temperature"].parse(None) is None
     assert asked({"temperature": 0.5, "top_k": 3}, "chat") == {"temperature": 0.5}
+
+
+def test_a_penalty_at_the_value_that_changes_nothing_is_unset_and_needs_no_engine():
+    assert BY_NAME["frequency_penalty"].parse(0) is None
+    assert BY_NAME["repetition_penalty"].parse(1) is None
+    assert BY_NAME["presence_penalty"].parse(1) == 1.0
+    assert asked({"frequency_penalty": 0.5}, "responses") == {}  # OpenAI's Responses has none

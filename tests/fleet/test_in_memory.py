@@ -17,7 +17,13 @@ from channels.layers import InMemoryChannelLayer
 
 from streaming.core.abort import AbortReason
 from streaming.core.capabilities import Capabilities
-from streaming.core.exceptions import BadRequest, EngineBusy, GenerationError, WorkerUnavailable
+from streaming.core.exceptions import (
+    BadRequest,
+    EngineBusy,
+    GenerationError,
+    NotHonoured,
+    WorkerUnavailable,
+)
 from streaming.core.request import Fault
 from streaming.engines.script import tokens_for
 from streaming.fleet.presence import Presence
@@ -221,6 +227,8 @@ async def test_the_workers_announce_their_engines_capabilities_and_fault_works_b
     chunks, error = await read(fleet.web.generate(asked))
 
     assert len(chunks) == 2 and error is not None and error.code == "context_length"
+    with pytest.raises(NotHonoured, match="`repetition_penalty`: the deterministic engine"):
+        fleet.web.check_request(dataclasses.replace(request(), repetition_penalty=1.2))
 
 
 async def test_a_worker_that_announces_no_capabilities_is_judged_by_its_engines_name(

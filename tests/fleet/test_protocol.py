@@ -162,6 +162,13 @@ def test_an_answer_to_follow_comes_after_the_chunks_it_hands_over_and_survives_a
     assert outbox.take("w").followed == []  # only in answer to `follow`
 
 
+def test_penalties_travel_with_the_request_only_when_set():
+    penalised = dataclasses.replace(REQUEST, frequency_penalty=0.5, repetition_penalty=1.2)
+    carried = request_message(penalised)
+    assert carried["frequency_penalty"] == 0.5 and "presence_penalty" not in carried
+    assert request_from_message(json.loads(json.dumps(carried))) == penalised
+
+
 def test_a_request_as_a_message_keeps_the_format_the_answer_logs_hold():
     assert request_message(REQUEST) == {
         "id": "g1", "messages": [["system", "Be brief."], ["user", "hi"]], "max_tokens": 5,
