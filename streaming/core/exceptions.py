@@ -31,6 +31,16 @@ class BadRequest(StreamingError):
     default_message = "Invalid request."
 
 
+class NotHonoured(BadRequest):
+    """A request field the engine cannot honour (OpenAI's `param` names it)."""
+
+    code = "unsupported_parameter"
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 class PromptTooLong(BadRequest):
     """The prompt alone does not fit the model's context window."""
 

@@ -52,6 +52,10 @@ class GenerationRequest:
     # `openai` engine sends them as they came; the local engines never get any.
     upstream_options: str = ""
     continuation: Continuation | None = None  # set only for a handover (fleet/handover.py)
+    # OpenAI's penalties and vLLM's `repetition_penalty` (core/fields.py); None: not applied.
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None
 
     @property
     def prompt_chars(self) -> int:

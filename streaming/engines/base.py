@@ -13,7 +13,9 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from streaming.core.abort import AbortReason
-from streaming.core.exceptions import BadRequest, GenerationError
+from streaming.core.capabilities import Capabilities
+from streaming.core.exceptions import BadRequest, GenerationError, NotHonoured
+from streaming.core.fields import FIELDS
 from streaming.core.request import GenerationRequest, Sampling
 from streaming.core.stream import COUNTERS, TokenStream
 
@@ -24,13 +26,10 @@ class Engine(ABC):
     """A model backend: starts generations, aborts them, says whether it is healthy."""
 
     name: str = "engine"
-    supports_faults = False  # only the deterministic engine honours the `fault` test hook
-    # It can go on with an answer another worker began (a request's `continuation`: a handover).
-    continues = False
+    # What it honours of a request beyond the basics; it refuses the rest, naming itself.
+    capabilities = Capabilities()
+    refusal_note = ""  # why, after a field it cannot honour ("…does not honour it: why")
     ready = False  # set by start() once the engine can serve
-    # OpenAI parameters only an upstream acts on (tools, tool_choice, …) reach it: the openai
-    # engine's; the local engines refuse them, naming themselves.
-    passes_upstream_options = False
     # What a request that leaves temperature or top_p unset gets; None: nothing is decided
     # here (the openai engine sends neither, and its upstream applies its own).
     sampling_defaults: Sampling | None = Sampling()
@@ -76,14 +75,20 @@ class Engine(ABC):
 
     def check_request(self, request: GenerationRequest) -> None:
         """Refuse, before any stream starts, a request this engine cannot serve."""
-        if request.fault is not None and not self.supports_faults:
+        can = self.capabilities
+        if request.fault is not None and not can.faults:
             raise BadRequest(
                 f"`fault` is a test hook of the deterministic engine, not of {self.name}."
             )
-        if request.continuation is not None and not self.continues:
+        if request.continuation is not None and not can.continuation:
             raise BadRequest(f"The {self.name} engine cannot go on with an answer begun "
                              "elsewhere.")
-        if not self.passes_upstream_options and (
+        for field in FIELDS:
+            if field.capability and getattr(request, field.name) is not None \
+                    and not getattr(can, field.capability):
+                raise NotHonoured(field.name, f"`{field.name}`: the {self.name} engine does "
+                                              f"not honour it{self.refusal_note}.")
+        if not can.upstream_options and (
                 request.upstream_options or any(m.extra for m in request.messages)):
             raise BadRequest(f"The {self.name} engine does not take tools or upstream options; "
                              "only the openai engine passes them to its upstream.")

@@ -38,6 +38,12 @@ def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> froze
             ids.update(value)
     return frozenset(i for i in ids if i >= 0)
 
+# Why TransformersEngine refuses the penalties (Engine.refusal_note): continuous batching has
+# per-request processors only for temperature, top_p and top_k; it has none for frequency or
+# presence penalties, and it drops RepetitionPenaltyLogitsProcessor (not batching-safe).
+NO_PENALTIES = (": transformers' continuous batching applies only temperature, top_p and top_k "
+                "per request")
+
 
 def new_manager(
     model: PreTrainedModel, *, eos_ids: frozenset[int], max_batch: int, page_tokens: int,

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
+from streaming.core.capabilities import Capabilities
 from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
@@ -29,8 +30,7 @@ class DeterministicEngine(TaskEngine):
     """Seeded tokens at `tokens_per_s` after `ttft_s`; 0 tokens/s means as fast as possible."""
 
     name = "deterministic"
-    supports_faults = True
-    continues = True
+    capabilities = Capabilities(faults=True, continuation=True)
     sampling_defaults = SAMPLING  # what its seeded script draws with when a request sets none
     YIELD_EVERY = 32  # tokens between yields to the loop when unpaced, so others run too
 

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from django.core.exceptions import ImproperlyConfigured
 
+from streaming.core.capabilities import Capabilities
 from streaming.core.exceptions import (
     BadRequest,
     BodyTooLarge,
@@ -26,6 +27,7 @@ from streaming.core.exceptions import (
     GenerationError,
     StreamingError,
 )
+from streaming.core.fields import FIELDS
 from streaming.core.request import GenerationRequest, Message
 from streaming.core.stream import TokenStream
 from streaming.engines.base import TaskEngine
@@ -40,7 +42,8 @@ class RemoteEngine(TaskEngine):
     """Streams from an OpenAI-compatible `/v1` base URL over pooled connections."""
 
     name = "openai"
-    passes_upstream_options = True  # tools, tool_choice, reasoning_effort, … reach the upstream
+    # Tools, tool_choice, reasoning_effort, … reach the upstream; it decides the rest.
+    capabilities = Capabilities(upstream_options=True, penalties=True)
     sampling_defaults = None  # unset temperature and top_p are not sent: the upstream's apply
     HEALTH_TIMEOUT_S = 5.0  # /models must answer within this for /readyz
     ERROR_BODY_LIMIT = 64 * 1024  # bytes of an upstream error body we read for its message
@@ -193,12 +196,8 @@ class RemoteEngine(TaskEngine):
         }
         # Only what the client sent: the upstream knows its model's defaults (vLLM applies the
         # model's generation_config), and a 1.0 of ours would override them.
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.top_p is not None:
-            body["top_p"] = request.top_p
-        if request.seed is not None:
-            body["seed"] = request.seed
+        body.update((field.chat, value) for field in FIELDS  # by chat completions' names
+                    if field.chat and (value := getattr(request, field.name)) is not None)
         if request.stop:
             body["stop"] = list(request.stop)  # the upstream stops at them, and leaves them out
         if request.upstream_options:

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streaming.core.capabilities import Capabilities
 from streaming.core.exceptions import (
-    BadRequest,
     EngineBusy,
     EngineUnavailable,
     GenerationError,
@@ -76,7 +76,8 @@ class TransformersEngine(Engine):
     """SmolLM2-135M-Instruct (or `model`) through transformers' continuous batching."""
 
     name = "transformers"
-    continues = True  # a handover's text so far is prefilled after the prompt
+    capabilities = Capabilities(continuation=True)  # a handover's text is prefilled
+    refusal_note = batching.NO_PENALTIES  # its penalties cannot be per request
     DEFAULT_MAX_BATCH = 8  # sequences per forward pass; 8 keeps each above reading speed on 2 cores
     CPU_CONTEXT_TOKENS = 2048  # default window on CPU: the KV cache is sized from it (RAM)
     KV_TOKENS_PER_SEQUENCE = 1024  # CPU KV cache = max(window, max_batch x this) tokens
@@ -208,8 +209,7 @@ class TransformersEngine(Engine):
 
     def check_request(self, request: GenerationRequest) -> None:
         """Refuse a fault hook, and a prompt that leaves no room for an answer in the window."""
-        if request.fault is not None:
-            raise BadRequest("`fault` is a test hook of the deterministic engine only.")
+        super().check_request(request)  # what it cannot honour at all
         if not self._loaded.is_set():
             raise EngineUnavailable("The model is still loading.")
         ids = self._encode(request)

@@ -95,3 +95,4 @@ class WorkerInfo:
     totals: dict[str, int]
     ids: frozenset[str] = field(default_factory=frozenset)
     description: dict[str, Any] = field(default_factory=dict)  # its engine's describe()
+    capabilities: dict[str, bool] = field(default_factory=dict)  # its engine's, as announced

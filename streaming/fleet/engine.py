@@ -20,6 +20,7 @@ from channels.consumer import get_handler_name
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from streaming.core.capabilities import Capabilities
 from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavailable
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
@@ -66,9 +67,15 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         return worker.engine if worker else "model-worker"
 
     @property
-    def passes_upstream_options(self) -> bool:  # type: ignore[override]
-        """Whether the workers' engine is the openai engine."""
-        return self.name == "openai"
+    def capabilities(self) -> Capabilities:  # type: ignore[override]
+        """What a live worker announced its engine honours (every worker runs the same one);
+        a worker of a release before the announcement: by its engine's name, as then."""
+        worker = next(iter(self.presence.live()), None) or self.presence.any_worker()
+        if worker is None:
+            return Capabilities()
+        if not worker.capabilities:
+            return Capabilities(upstream_options=worker.engine == "openai")
+        return Capabilities.from_json(worker.capabilities)
 
     @property
     def model(self) -> str:

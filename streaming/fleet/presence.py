@@ -66,7 +66,7 @@ class Presence:
             channel=message.worker, seen_at=time.monotonic(), free=message.free,
             ready=message.ready, engine=message.engine, model=message.model,
             totals=message.totals, ids=frozenset(message.ids),
-            description=message.description or {})
+            description=message.description or {}, capabilities=message.capabilities or {})
         return message.worker
 
     def pinged(self, seq: int) -> None:

@@ -19,6 +19,8 @@ WORKER_TIMEOUT_S (then after `grace_s`, for its readers to come back through ano
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -252,8 +254,9 @@ class State(Envelope):
 
 @dataclass(frozen=True, slots=True)
 class WorkerHeartbeat(Envelope):
-    """A worker lives: its room, whether it takes work, its counters, the ids it knows, and
-    its engine's defaults (Engine.describe(), for GET /api/engine)."""
+    """A worker lives: its room, whether it takes work, its counters, the ids it knows, its
+    engine's defaults (Engine.describe(), for GET /api/engine) and capabilities (as_json; {}
+    from a worker of a release before them)."""
 
     type: ClassVar[str] = "worker.heartbeat"
     worker: str
@@ -264,6 +267,7 @@ class WorkerHeartbeat(Envelope):
     totals: dict[str, Any]
     ids: list[str] = field(default_factory=list)
     description: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, bool] = field(default_factory=dict)
 
 
 MESSAGES: dict[str, type[Envelope]] = {kind.type: kind for kind in (
@@ -287,22 +291,12 @@ def decode(message: dict[str, Any]) -> Envelope:
 
 
 def request_message(request: GenerationRequest) -> dict[str, Any]:
-    """A request as a plain dict for the channel layer (msgpack) and Redis (JSON)."""
-    fault = request.fault
-    return {
-        "id": request.id,
-        "messages": [[m.role, m.content, m.extra] if m.extra else [m.role, m.content]
-                     for m in request.messages],
-        "max_tokens": request.max_tokens,
-        "temperature": request.temperature,  # None (and top_p's): the worker's engine decides
-        "top_p": request.top_p,
-        "seed": request.seed,
-        "fault": None if fault is None else [fault.at, fault.code, fault.kind],
-        "stop": list(request.stop),
-        "upstream_options": request.upstream_options,
-        "continuation": None if request.continuation is None
-        else [request.continuation.tokens, request.continuation.text],
-    }
+    """A request as a plain dict for the channel layer (msgpack) and Redis (JSON): each field
+    of GenerationRequest by its name, as CARRIED has it or as it is (None, and temperature's
+    and top_p's: the worker's engine decides)."""
+    return {name: CARRIED[name][0](value) if value is not None and name in CARRIED else value
+            for name in REQUEST_FIELDS if (value := getattr(request, name)) is not None
+            or name not in OPTIONAL}
 
 
 # An `ends` item's code for an answer that goes on on another worker (the worker stopping, or
@@ -330,18 +324,26 @@ def end_as_the_worker_did(stream: TokenStream, finish_reason: FinishReason | Non
 
 
 def request_from_message(data: dict[str, Any]) -> GenerationRequest:
-    """The inverse of `request_message`."""
-    fault, continuation = data.get("fault"), data.get("continuation")
-    return GenerationRequest(
-        id=data["id"],
-        messages=tuple(Message(*turn) for turn in data["messages"]),
-        max_tokens=data["max_tokens"],
-        temperature=data["temperature"],
-        top_p=data["top_p"],
-        seed=data["seed"],
-        fault=None if fault is None else Fault(at=fault[0], code=fault[1], kind=fault[2]),
-        # A message from a web process of the release before `stop` (a rolling restart) has none.
-        stop=tuple(data.get("stop") or ()),
-        upstream_options=data.get("upstream_options") or "",
-        continuation=None if continuation is None else Continuation(*continuation),
-    )
+    """The inverse of `request_message`; a field missing (a web process of an older release,
+    in a rolling restart) takes its default."""
+    return GenerationRequest(**{
+        name: CARRIED[name][1](value) if name in CARRIED else value
+        for name in REQUEST_FIELDS if (value := data.get(name)) is not None})
+
+
+REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequest))
+# Fields added after the format was fixed: sent only when set, so that the message (and the
+# Redis answer log's JSON) of a request without them reads as before.
+OPTIONAL = frozenset(("frequency_penalty", "presence_penalty", "repetition_penalty"))
+
+
+# A field whose value is no plain scalar: (to the message, from it), for a value not None.
+CARRIED: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "messages": (lambda messages: [[m.role, m.content, m.extra] if m.extra else
+                                   [m.role, m.content] for m in messages],
+                 lambda turns: tuple(Message(*turn) for turn in turns)),
+    "fault": (lambda fault: [fault.at, fault.code, fault.kind], lambda at: Fault(*at)),
+    "stop": (list, tuple),
+    "continuation": (lambda went_on: [went_on.tokens, went_on.text],
+                     lambda went_on: Continuation(*went_on)),
+}

@@ -361,7 +361,8 @@ class ModelWorkerConsumer(AsyncConsumer):
                     ready=self.engine.ready and receiving and not self.shutting_down,
                     engine=self.engine.name, model=self.engine.model,
                     totals=self.engine.totals(), ids=sorted(self.known),
-                    description=self.engine.describe())
+                    description=self.engine.describe(),
+                    capabilities=self.engine.capabilities.as_json())
                 await self.channel_layer.group_send(HEARTBEATS_GROUP, heartbeat.encode())
                 cut_off = not receiving
             except Exception as error:

@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 def _native_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, None]:
     return parse_generation_body(body, engine_name=engine.name,
-                                 upstream=engine.passes_upstream_options), None
+                                 upstream=engine.capabilities.upstream_options), None
 
 
 @api_view("POST")

@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.core.chunk_log import LOGPROBS, REASONING, TEXT, TOOL_CALLS, Chunk
 from streaming.core.exceptions import BadRequest, GenerationError, NotFound
+from streaming.core.fields import accepted, asked
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
@@ -38,7 +39,7 @@ from streaming.wire.openai_format import ChunkWriter
 
 SUPPORTED = {
     "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
-    "temperature", "top_p", "seed", "stop",
+    "stop", *accepted("chat"),  # sampling: core/fields.py
     "fault",  # the deterministic engine's test hook, as in the native API
 }
 # Bookkeeping for OpenAI's own platform; the answer does not depend on them.
@@ -53,8 +54,6 @@ def is_none_or(*neutral: Any) -> Callable[[Any], bool]:
 # Accepted only at the value that means "off" (clients such as LangChain send them explicitly).
 NEUTRAL: dict[str, Callable[[Any], bool]] = {
     "n": is_none_or(1),
-    "presence_penalty": is_none_or(0),
-    "frequency_penalty": is_none_or(0),
     "logprobs": is_none_or(False),
     "top_logprobs": is_none_or(0),
     "logit_bias": is_none_or({}),
@@ -121,7 +120,7 @@ def check_parameters(data: dict[str, Any], accepted: set[str],
 def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, ChatOptions]:
     """Validate a chat-completions body into a GenerationRequest and the reply's options."""
     data = decode_json_object(body)
-    model, upstream = engine.model, engine.passes_upstream_options
+    model, upstream = engine.model, engine.capabilities.upstream_options
     # With the openai engine, what only its upstream acts on goes to it (upstream_options.py).
     options_json = take_upstream_options(data) if upstream else ""
     check_parameters(data, SUPPORTED | IGNORED, NEUTRAL, {**WHY_NOT, **why_not(engine.name)})
@@ -142,9 +141,8 @@ def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, Cha
         messages=(upstream_messages(data.get("messages")) if upstream else
                   parse_messages({"messages": _native_messages(data.get("messages"))})),
         max_tokens=max_tokens,
-        temperature=data.get("temperature"),
-        top_p=data.get("top_p"),
-        seed=data.get("seed"),
+        **asked(data, "chat"),
+        dialect="chat",
         fault=data.get("fault"),
         stop=data.get("stop"),
         upstream_options=options_json,

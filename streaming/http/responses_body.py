@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming.core.exceptions import BadRequest
+from streaming.core.fields import accepted, asked
 from streaming.core.request import GenerationRequest, Message
 from streaming.http.openai_api import (
     ModelNotFound,
@@ -23,9 +24,10 @@ from streaming.http.validation import build_request, decode_json_object, parse_m
 from streaming.wire.responses_format import ID_PREFIX, ResponseSpec
 
 SUPPORTED = {
-    "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
+    "model", "input", "instructions", "max_output_tokens", "stream",
     "background", "store", "previous_response_id", "metadata", "conversation",
-    "seed", "fault",  # ours, as in the native API: the same answer for the same seed
+    *accepted("responses"),  # sampling: core/fields.py (`seed` ours, as in the native API)
+    "fault",  # ours, as in the native API
 }
 IGNORED = {"user", "service_tier", "prompt_cache_key", "safety_identifier", "parallel_tool_calls",
            "stream_options"}
@@ -88,10 +90,9 @@ class ResponseBody:
     def sampling(self) -> dict[str, Any]:
         """What the body asks of the generation, as `build_request`'s arguments."""
         data = self.data
-        return {"max_tokens": data.get("max_output_tokens"),
-                "temperature": data.get("temperature"), "top_p": data.get("top_p"),
-                "seed": data.get("seed"), "fault": data.get("fault"),
-                "max_tokens_field": "max_output_tokens"}
+        return {"max_tokens": data.get("max_output_tokens"), **asked(data, "responses"),
+                "fault": data.get("fault"), "max_tokens_field": "max_output_tokens",
+                "dialect": "responses"}
 
     def spec(self, request: GenerationRequest, model: str) -> ResponseSpec:
         """What the response's object echoes."""

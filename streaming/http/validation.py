@@ -7,7 +7,6 @@ the answer silently.
 from __future__ import annotations
 
 import json
-import math
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -16,12 +15,12 @@ from django.conf import settings
 
 from streaming.core import text
 from streaming.core.exceptions import STREAM_ERROR_MESSAGES, BadRequest
+from streaming.core.fields import FIELDS, Dialect, accepted, asked, integer, number_in
 from streaming.core.request import Fault, GenerationRequest, Message
 from streaming.http.upstream_options import UPSTREAM_FIELDS, take_upstream_options
 
 ROLES = ("system", "user", "assistant")
-BODY_KEYS = {"prompt", "messages", "max_tokens", "temperature", "top_p", "seed", "fault", "stop"}
-MAX_SEED = 2**63 - 1
+BODY_KEYS = {"prompt", "messages", "max_tokens", "fault", "stop", *accepted("native")}
 FAULT_KINDS = ("stall", "cut")
 MAX_STOP_STRINGS = 4  # OpenAI's limit
 MAX_STOP_CHARS = 256  # characters in one stop string
@@ -64,9 +63,7 @@ def parse_generation_body(body: bytes, *, engine_name: str = "",
     return build_request(
         messages=parse_messages(data),
         max_tokens=data.get("max_tokens"),
-        temperature=data.get("temperature"),
-        top_p=data.get("top_p"),
-        seed=data.get("seed"),
+        **asked(data, "native"),
         fault=data.get("fault"),
         stop=data.get("stop"),
         upstream_options=options,
@@ -77,16 +74,18 @@ def build_request(
     *,
     messages: tuple[Message, ...],
     max_tokens: Any = None,
-    temperature: Any = None,
-    top_p: Any = None,
-    seed: Any = None,
     fault: Any = None,
     stop: Any = None,
     upstream_options: str = "",
     max_tokens_field: str = "max_tokens",
+    dialect: Dialect = "native",
+    **sampling: Any,
 ) -> GenerationRequest:
     """Check the sampling parameters and limits shared by every API; `max_tokens_field`: what
-    the asker's dialect calls `max_tokens`, for its errors."""
+    the asker's dialect calls `max_tokens`, for its errors; `sampling`: the fields of
+    core/fields.py by GenerationRequest's names (`asked`), named in errors as `dialect` does."""
+    if unknown := set(sampling).difference(field.name for field in FIELDS):
+        raise TypeError(f"build_request() got unexpected fields {sorted(unknown)}")
     chars = sum(len(m.content) for m in messages)
     if chars > settings.STREAM_MAX_PROMPT_CHARS:
         raise BadRequest(
@@ -95,14 +94,11 @@ def build_request(
     return GenerationRequest(
         id=new_generation_id(),
         messages=messages,
-        max_tokens=_integer(
-            max_tokens_field, max_tokens, 1, settings.STREAM_MAX_TOKENS_LIMIT,
-            default=settings.STREAM_DEFAULT_MAX_TOKENS,
-        ),
+        max_tokens=settings.STREAM_DEFAULT_MAX_TOKENS if max_tokens is None else integer(
+            max_tokens_field, max_tokens, 1, settings.STREAM_MAX_TOKENS_LIMIT),
         # Unset stays None: each engine has its own default (the model's, or its upstream's).
-        temperature=None if temperature is None else sampling("temperature", temperature),
-        top_p=None if top_p is None else sampling("top_p", top_p),
-        seed=None if seed is None else _integer("seed", seed, 0, MAX_SEED),
+        **{field.name: field.parse(sampling.get(field.name), field.asked_as(dialect))
+           for field in FIELDS},
         fault=None if fault is None else parse_fault(fault),
         stop=parse_stop(stop),
         upstream_options=upstream_options,
@@ -120,10 +116,9 @@ def sampling(name: str, value: Any) -> float:
     """`temperature`, `top_p` or `max_tokens` (not None) checked as every API checks it
     (BadRequest otherwise): for settings kept to be used later too (a conversation's)."""
     if name == "max_tokens":
-        return _integer(name, value, 1, settings.STREAM_MAX_TOKENS_LIMIT)
-    if name == "temperature":
-        return _number(name, value, 0.0, 2.0, default=1.0)
-    return _number(name, value, 0.0, 1.0, default=1.0, open_low=True)
+        return integer(name, value, 1, settings.STREAM_MAX_TOKENS_LIMIT)
+    field = next(field for field in FIELDS if field.name == name)
+    return number_in(name, value, field.low, field.high, open_low=field.open_low)
 
 
 def parse_messages(data: dict[str, Any]) -> tuple[Message, ...]:
@@ -166,7 +161,7 @@ def parse_fault(raw: Any) -> Fault:
     """The deterministic engine's test hook (docs/api.md, "The deterministic engine")."""
     if not isinstance(raw, dict) or set(raw) - {"at", "code", "kind"}:
         raise BadRequest("`fault` must be an object with `at` and `code` or `kind`.")
-    at = _integer("fault.at", raw.get("at"), 0, 1_000_000)
+    at = integer("fault.at", raw.get("at"), 0, 1_000_000)
     code, kind = raw.get("code"), raw.get("kind")
     if (code is None) == (kind is None):
         raise BadRequest("`fault` needs exactly one of `code` or `kind`.")
@@ -200,39 +195,3 @@ def parse_stop(raw: Any) -> tuple[str, ...]:
             raise BadRequest(f"`{where}` is {len(item)} characters; the limit is "
                              f"{MAX_STOP_CHARS}.")
     return tuple(items)
-
-
-def _integer(name: str, value: Any, low: int, high: int, default: int | None = None) -> int:
-    if value is None and default is not None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadRequest(f"`{name}` must be an integer.")
-    if not low <= value <= high:
-        raise BadRequest(f"`{name}` must be between {low} and {high}; got {_shown(value)}.")
-    return value
-
-
-def _number(
-    name: str, value: Any, low: float, high: float, *, default: float, open_low: bool = False
-) -> float:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadRequest(f"`{name}` must be a number.")
-    try:
-        number = float(value)
-    except OverflowError:  # an integer too large for a float: out of range, like any other
-        number = math.inf
-    too_low = number <= low if open_low else number < low
-    if not math.isfinite(number) or too_low or number > high:
-        bracket = "(" if open_low else "["
-        raise BadRequest(f"`{name}` must be in {bracket}{low:g}, {high:g}]; got "
-                         f"{_shown(value)}.")
-    return number
-
-
-def _shown(value: int | float) -> str:
-    """A number as an error message quotes it: a huge one by its size, not its digits."""
-    if isinstance(value, int) and value.bit_length() > 64:
-        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
-    return str(value)

@@ -183,7 +183,8 @@ async def canned_upstream(handler, sent: list[dict], tls: ssl.SSLContext | None 
 
 
 def run(handler, *, base_url: str | None = None, max_buffered: int = 256,
-        tls: ssl.SSLContext | None = None) -> tuple[list[dict], TokenStreamResult]:
+        tls: ssl.SSLContext | None = None, request: GenerationRequest | None = None,
+        ) -> tuple[list[dict], TokenStreamResult]:
     """Drive one generation against canned answers; the bodies sent, what the reader saw."""
     sent: list[dict] = []
 
@@ -192,7 +193,7 @@ def run(handler, *, base_url: str | None = None, max_buffered: int = 256,
         port = server.sockets[0].getsockname()[1]
         scheme = "https" if tls else "http"
         engine = RemoteEngine(base_url=base_url or f"{scheme}://127.0.0.1:{port}/v1", model="m")
-        stream = engine.generate(REQUEST)
+        stream = engine.generate(request or REQUEST)
         stream.max_buffered = max_buffered  # before any token: its task has not run yet
         texts: list[str] = []
         try:
@@ -285,6 +286,19 @@ def test_stop_strings_go_to_the_upstream_only_when_there_are_some():
     with_stop = dataclasses.replace(REQUEST, stop=("\n", "終わり"))
     assert engine.body_of(with_stop)["stop"] == ["\n", "終わり"]
     assert "stop" not in engine.body_of(REQUEST)
+
+
+def test_penalties_reach_the_upstream_by_openai_names_only_when_set():
+    penalised = dataclasses.replace(REQUEST, frequency_penalty=0.5, presence_penalty=-1.0,
+                                    repetition_penalty=1.1)
+    RemoteEngine(base_url="http://127.0.0.1:9/v1", model="m").check_request(penalised)
+    sent, result = run(lambda request: sse_reply(chunk("a"), chunk(finish="stop"),
+                                                 "data: [DONE]\n\n"), request=penalised)
+    assert result.error is None
+    assert (sent[0]["frequency_penalty"], sent[0]["presence_penalty"],
+            sent[0]["repetition_penalty"]) == (0.5, -1.0, 1.1)
+    unset = RemoteEngine(base_url="http://127.0.0.1:9/v1", model="m").body_of(REQUEST)
+    assert not {"frequency_penalty", "presence_penalty", "repetition_penalty"} & set(unset)
 
 
 def test_a_slow_reader_pauses_the_upstream_and_loses_nothing():

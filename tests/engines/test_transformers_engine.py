@@ -20,6 +20,7 @@ from streaming.core.exceptions import (
     EngineBusy,
     EngineUnavailable,
     GenerationError,
+    NotHonoured,
     PromptTooLong,
 )
 from streaming.core.request import Fault, GenerationRequest, Message
@@ -231,6 +232,14 @@ def test_a_prompt_that_does_not_fit_is_refused_before_the_stream(engine):
         engine.check_request(request(long_prompt(engine, CONTEXT_TOKENS + 50)))
     with pytest.raises(BadRequest):
         engine.check_request(request("hi", fault=Fault(at=1)))
+
+
+@pytest.mark.parametrize("name", ["frequency_penalty", "presence_penalty", "repetition_penalty"])
+def test_a_penalty_is_refused_by_name_since_continuous_batching_cannot_apply_it_per_request(
+        engine, name):
+    with pytest.raises(NotHonoured, match=f"`{name}`: the transformers engine does not honour "
+                                          "it: transformers' continuous batching"):
+        engine.check_request(request("hi", **{name: 1.5}))
 
 
 def counting_prompt(engine, tokens: int) -> tuple[str, int]:

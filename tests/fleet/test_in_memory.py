@@ -9,13 +9,22 @@ with real processes, these show in a second, through the real message handlers o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
 from channels.layers import InMemoryChannelLayer
 
 from streaming.core.abort import AbortReason
-from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavailable
+from streaming.core.capabilities import Capabilities
+from streaming.core.exceptions import (
+    BadRequest,
+    EngineBusy,
+    GenerationError,
+    NotHonoured,
+    WorkerUnavailable,
+)
+from streaming.core.request import Fault
 from streaming.engines.script import tokens_for
 from streaming.fleet.presence import Presence
 from streaming.fleet.protocol import Attach
@@ -206,3 +215,30 @@ async def test_a_worker_that_cannot_hear_itself_never_says_it_is_ready(start_fle
     await eventually(lambda: len(said) >= 3)
     assert said[:3] == [False, False, False]  # the first beat too
     assert not fleet.web.presence.live()
+
+
+async def test_the_workers_announce_their_engines_capabilities_and_fault_works_behind_them(
+        start_fleet):
+    fleet = await start_fleet()
+    assert fleet.web.capabilities == Capabilities(faults=True, continuation=True)
+    asked = dataclasses.replace(request(), fault=Fault(at=2, code="context_length"))
+    fleet.web.check_request(asked)  # the deterministic engine behind the workers takes it
+
+    chunks, error = await read(fleet.web.generate(asked))
+
+    assert len(chunks) == 2 and error is not None and error.code == "context_length"
+    with pytest.raises(NotHonoured, match="`repetition_penalty`: the deterministic engine"):
+        fleet.web.check_request(dataclasses.replace(request(), repetition_penalty=1.2))
+
+
+async def test_a_worker_that_announces_no_capabilities_is_judged_by_its_engines_name(
+        start_fleet):
+    # A worker of the release before capabilities (a rolling restart) sends none.
+    fleet = await start_fleet()
+    presence = fleet.web.presence
+    for engine, upstream in (("deterministic", False), ("openai", True)):
+        for info in presence.workers.values():
+            info.capabilities, info.engine = {}, engine
+        assert fleet.web.capabilities == Capabilities(upstream_options=upstream)
+    with pytest.raises(BadRequest, match="`fault` is a test hook"):
+        fleet.web.check_request(dataclasses.replace(request(), fault=Fault(at=2, kind="cut")))

@@ -54,7 +54,8 @@ EVERY_MESSAGE = [
     protocol.Chunks("model-worker.1", [["g1", 0, "a", 1]]),
     protocol.State("g1", 3, 0, False, "model-worker.1"),
     protocol.WorkerHeartbeat("model-worker.1", 4, True, "deterministic", "script",
-                             {"streams_started": 1}, ["g1"], {"max_tokens": 256}),
+                             {"streams_started": 1}, ["g1"], {"max_tokens": 256},
+                             {"faults": True, "continuation": True}),
     protocol.WorkerHeartbeat("model-worker.1", None, False, "openai", "gpt", {}),
 ]
 
@@ -97,6 +98,9 @@ def test_a_message_without_a_version_is_from_before_it_and_read_as_version_1():
     assert decode(older_chunks) == protocol.Chunks(
         "model-worker.1", [["g1", 0, "a", 1]], [End("g1", "stop", None, 1, 0, 1)])
     assert decode({"type": "abort", "id": "g1"}) == protocol.Abort("g1")
+    older_heartbeat = {"type": "worker.heartbeat", "worker": "model-worker.1", "free": 1,
+                       "ready": True, "engine": "openai", "model": "gpt", "totals": {}}
+    assert decode(older_heartbeat).capabilities == {}  # announced none: judged by its name
     older_generate = {"type": "generate", "reply_to": "web.1", "log": None,
                       "request": request_message(REQUEST)}
     assert decode(older_generate) == protocol.Generate(REQUEST, "web.1")
@@ -156,3 +160,17 @@ def test_an_answer_to_follow_comes_after_the_chunks_it_hands_over_and_survives_a
     assert (again.items, again.followed) == ([["g", 0, "ab", 2]], [["g", "live"]])
     outbox.add("g", [Chunk(2, "c", 1, 0)])
     assert outbox.take("w").followed == []  # only in answer to `follow`
+
+
+def test_penalties_travel_with_the_request_only_when_set():
+    penalised = dataclasses.replace(REQUEST, frequency_penalty=0.5, repetition_penalty=1.2)
+    carried = request_message(penalised)
+    assert carried["frequency_penalty"] == 0.5 and "presence_penalty" not in carried
+    assert request_from_message(json.loads(json.dumps(carried))) == penalised
+
+
+def test_a_request_as_a_message_keeps_the_format_the_answer_logs_hold():
+    assert request_message(REQUEST) == {
+        "id": "g1", "messages": [["system", "Be brief."], ["user", "hi"]], "max_tokens": 5,
+        "temperature": 0.5, "top_p": 0.9, "seed": 3, "fault": [2, None, "cut"],
+        "stop": ["\n", "終わり"], "upstream_options": "", "continuation": None}
