@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.chunk_log import LOGPROBS, TEXT, Chunk, answer_text
+from streaming.core.chunk_log import Chunk, ChunkKind, answer_text
 from streaming.core.exceptions import BadRequest, GenerationError, Gone, NotFound, StreamingError
 from streaming.core.request import Message
 from streaming.core.stream import TokenStream
@@ -38,7 +38,7 @@ from streaming.wire import openai_format, sse
 from streaming.wire import responses_format as wire
 from streaming.wire.responses_format import Outcome, ResponseSpec
 
-ANSWER = (TEXT, LOGPROBS)  # the kinds of chunk that are the answer's text
+ANSWER = (ChunkKind.TEXT, ChunkKind.LOGPROBS)  # the kinds of chunk that are the answer's text
 
 
 class ResponseNotFound(NotFound):
