@@ -25,7 +25,7 @@ from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.errors import openai_error_response
-from streaming.http.responses import event_stream, open_event_stream
+from streaming.http.event_stream import event_stream, open_event_stream
 from streaming.http.upstream_options import (
     take_upstream_options,
     text_of_parts,

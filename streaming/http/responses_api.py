@@ -29,9 +29,9 @@ from streaming.http import cancel, response_conversation
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.auth import may_see, owner_required, principal
 from streaming.http.errors import openai_error_response
+from streaming.http.event_stream import event_stream, open_event_stream
 from streaming.http.limits import BACKGROUND, limits
 from streaming.http.lookup import REFUSED, Position, find, locate
-from streaming.http.responses import event_stream, open_event_stream
 from streaming.http.responses_body import ResponseBody, generation_id_of, parse_response_body
 from streaming.models import GenerationStatus, StoredResponse
 from streaming.wire import openai_format, sse
