@@ -133,7 +133,7 @@ async def test_a_lost_end_goes_on_from_the_text_here(start_fleet, monkeypatch):
 async def test_only_the_text_is_kept_here_and_past_its_cap_an_answer_cannot_move(start_fleet):
     # STREAM_RESUME_MAX_BYTES caps what a web process keeps of each answer for a handover.
     fleet = await start_fleet(workers=2, STREAM_RESUME_MAX_BYTES=40, **PACED)
-    asked, streams, readers = await start_answers(fleet, count=2, max_tokens=200)
+    _, streams, readers = await start_answers(fleet, count=2, max_tokens=200)
     await eventually(lambda: all(s.tokens_generated >= 40 for s in streams))
     # What the readers have read is freed, as in process: only the text is kept (up to 40).
     assert all(stream.log_bytes < 40 and fleet.web.assignments[stream.id].text is None
