@@ -17,7 +17,7 @@ from django.conf import settings
 
 from streaming.engines import get_engine, startup
 from streaming.generations.registry import registry
-from streaming.http import admission, responses, stalled_readers
+from streaming.http import admission, event_stream, stalled_readers
 from streaming.http.limits import limits
 from streaming.ops import log_writer, metrics
 
@@ -146,7 +146,7 @@ async def drain(grace_s: float | None = None) -> None:
                          return_exceptions=True)
     # Each reader now writes its error frame and finishes its generation (and log row).
     deadline = time.monotonic() + grace_s
-    while ((registry.live() or responses.open_streams())  # noqa: ASYNC110 - no event to wait on
+    while ((registry.live() or event_stream.open_streams())  # noqa: ASYNC110 - no event to wait on
            and time.monotonic() < deadline):
         await asyncio.sleep(0.05)
     await log_writer.flush()

@@ -17,7 +17,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Literal
 
-from streaming.core.chunk_log import REASONING, TEXT, Chunk, ChunkLog, answer_text
+from streaming.core.chunk_log import Chunk, ChunkKind, ChunkLog, answer_text
 from streaming.core.exceptions import StreamCut, StreamingError
 from streaming.core.request import GenerationRequest
 
@@ -102,7 +102,7 @@ class TokenStream:
 
     # --- producer side ---------------------------------------------------------------------
 
-    def push(self, text: str, tokens: int = 1, kind: int = TEXT) -> None:
+    def push(self, text: str, tokens: int = 1, kind: int = ChunkKind.TEXT) -> None:
         """Record `tokens` new tokens and log their text (of `kind`) for the readers."""
         now = time.monotonic()
         index = self.tokens_generated
@@ -120,7 +120,7 @@ class TokenStream:
         log = self._log
         recent = log.recent
         recent.append(Chunk(index, text, tokens, kind))
-        if kind == REASONING:
+        if kind and kind == ChunkKind.REASONING:  # TEXT (0) reads no enum member
             self.reasoning_tokens += tokens
         log.recent_chars += len(text)
         if len(recent) > self.max_buffered:

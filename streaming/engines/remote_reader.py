@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from streaming.core import text
-from streaming.core.chunk_log import LOGPROBS, REASONING, TOOL_CALLS
+from streaming.core.chunk_log import ChunkKind
 from streaming.core.exceptions import GenerationError, StreamingError
 from streaming.core.stream import TokenStream
 from streaming.engines.upstream import UpstreamConnection
@@ -78,14 +78,14 @@ class UpstreamReader:
             # vLLM named the thinking `reasoning_content`, and newer versions `reasoning`.
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning:
-                self.stream.push(reasoning, kind=REASONING)
+                self.stream.push(reasoning, kind=ChunkKind.REASONING)
             if delta.get("tool_calls"):
                 self.stream.push(json.dumps(delta["tool_calls"], ensure_ascii=False,
-                                            separators=(",", ":")), kind=TOOL_CALLS)
+                                            separators=(",", ":")), kind=ChunkKind.TOOL_CALLS)
             content = delta.get("content")
             if content and choice.get("logprobs"):  # asked for: kept with the text they belong to
                 self.stream.push(json.dumps([content, choice["logprobs"]], ensure_ascii=False,
-                                            separators=(",", ":")), kind=LOGPROBS)
+                                            separators=(",", ":")), kind=ChunkKind.LOGPROBS)
             elif content:
                 self.stream.push(content)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason

@@ -17,13 +17,13 @@ from streaming.core.stream import TokenStream
 
 class Audience:
     """One generation on the worker, from `generate` until its end has gone to its readers:
-    its stream, the web processes that read it now, and an abort waiting for one back."""
+    its stream, its home, the web processes that read it now, and an abort waiting for one back."""
 
     def __init__(self, stream: TokenStream, home: str, *, grace_s: float,
                  background: bool = False) -> None:
         self.stream = stream
         self.home = home  # the web process that sent `generate` (or, after a handover, took it)
-        self.channels = {home}  # the web process that sent `generate` reads it first
+        self.reading = {home}  # the web processes that read it now: its home first
         self.fed = {home}  # the web processes its chunks go to: home, and those that follow it
         self.sent = 0  # its chunks before this position went to every one of them
         self.streamed = 0  # the id of the next chunk to be sent (its end says it: none lost)
@@ -31,22 +31,22 @@ class Audience:
         self.background = background  # runs with nobody reading: never aborted for that
         self._grace: asyncio.Task[Any] | None = None
 
-    def attach(self, channel: str) -> None:
+    def attach(self, web: str) -> None:
         """A web process reads it (again)."""
-        self.channels.add(channel)
+        self.reading.add(web)
         self.close()
 
-    def follow(self, channel: str) -> None:
+    def follow(self, web: str) -> None:
         """A web process reads it from now on, and gets its chunks."""
-        self.fed.add(channel)
-        self.attach(channel)
+        self.fed.add(web)
+        self.attach(web)
 
-    def detach(self, channel: str) -> bool:
+    def detach(self, web: str) -> bool:
         """A web process reads it no more; True when it was the last."""
-        if channel not in self.channels:
+        if web not in self.reading:
             return False
-        self.channels.discard(channel)
-        return not self.channels
+        self.reading.discard(web)
+        return not self.reading
 
     def after_grace(self, spawn, nobody_reads, left_at: int) -> None:
         """Nobody reads it because a web process died (its readers gone by token `left_at`):

@@ -71,11 +71,11 @@ class Outboxes:
 
     def __init__(self, layer: Any, sender: str, spawn: Callable[[Any], Any], *,
                  delivered: Callable[[str, list[End]], None],
-                 abandon: Callable[[str], Awaitable[None]],
+                 give_up: Callable[[str], Awaitable[None]],
                  in_use: Callable[[str], bool]) -> None:
         self.layer, self.sender, self._spawn = layer, sender, spawn
         self._delivered = delivered  # these ends reached that web process
-        self._abandon = abandon  # it has not read for GIVE_UP_FULL_S: abort its generations
+        self._give_up = give_up  # it has not read for GIVE_UP_FULL_S: abort its generations
         self._in_use = in_use  # we still generate for it (else its empty outbox goes)
         self.boxes: dict[str, Outbox] = {}
 
@@ -113,7 +113,7 @@ class Outboxes:
                                        GIVE_UP_FULL_S)
                         self.boxes.pop(web, None)
                         self._delivered(web, box.ends)
-                        await self._abandon(web)
+                        await self._give_up(web)
                         return
                     await asyncio.sleep(RETRY_FULL_S)
                 except Exception:

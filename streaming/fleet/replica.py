@@ -39,10 +39,11 @@ class Replicas(FleetSharing):
     from the answers' logs, and shared like any fleet answer (a reader here counts among the
     answer's readers; a Stop reaches its worker, `Generation.stop`)."""
 
-    def __init__(self, fleet: ChannelLayerEngine, logs: answer_log.AnswerLog | None = None) -> None:
+    def __init__(self, fleet: ChannelLayerEngine,
+                 answer_logs: answer_log.AnswerLog | None = None) -> None:
         super().__init__(fleet)
         # Where the answers' logs are read: Redis (REDIS_URL), unless a test gives its own.
-        self.logs = logs or answer_log.RedisLog(store.redis)
+        self.answer_logs = answer_logs or answer_log.RedisLog(store.redis)
         self._following: dict[str, Generation] = {}  # replicas fed by their worker, until the end
         self._answers: dict[str, asyncio.Future[str]] = {}  # `follow` sent, its answer awaited
 
@@ -69,7 +70,7 @@ class Replicas(FleetSharing):
 
         Raises Gone when the log is there but no longer readable (past its cap or retention).
         """
-        entries = await self.logs.entries(generation_id)
+        entries = await self.answer_logs.entries(generation_id)
         if not entries:
             return None
         (kind, first), *parsed = entries
@@ -171,13 +172,13 @@ class Replicas(FleetSharing):
         self._fail(stream, "no worker went on with it")
 
     async def _ended_in_log(self, generation_id: str) -> bool:
-        last = await self.logs.last(generation_id)
+        last = await self.answer_logs.last(generation_id)
         return last is not None and last[0] == "e"
 
     async def _read_rest(self, generation: Generation) -> None:
         """Take what the replica lacks from its answer's log (it has ended)."""
         assert generation.stream is not None
-        entries = await self.logs.entries(generation.id)
+        entries = await self.answer_logs.entries(generation.id)
         self._read_log(generation, generation.stream, entries[1:])
 
     def ended(self, generation_id: str, end: dict[str, Any]) -> None:

@@ -42,10 +42,10 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     engine: Engine
 
-    def __init__(self, logs: answer_log.AnswerLog | None = None) -> None:
-        """`logs`: where durable answers are logged (None: Redis; a test gives its own)."""
+    def __init__(self, answer_logs: answer_log.AnswerLog | None = None) -> None:
+        """`answer_logs`: where durable answers are logged (None: Redis; a test gives its own)."""
         super().__init__()
-        self.given_logs = logs
+        self.given_answer_logs = answer_logs
 
     async def __call__(self, scope, receive, send):
         """Load the engine, start heartbeats, then take messages from both channels.
@@ -59,16 +59,16 @@ class ModelWorkerConsumer(AsyncConsumer):
         # One record per generation, from `generate` until its end reached its readers.
         self.audiences: dict[str, Audience] = {}
         # Ids a web process may still wait for: live, or ended but the end not yet delivered to
-        # the one that started it (id → its channel).
+        # the one that started it (id → that web process).
         self.known: dict[str, str] = {}
         self.webs = Webs()  # silent for WORKER_TIMEOUT_S, a web process is gone, and its readers
         # The one choice of where answers are logged: the client is made on first use, so a
         # worker without durable answers never needs Redis for them.
-        self.logs = self.given_logs or answer_log.RedisLog(
+        self.answer_logs = self.given_answer_logs or answer_log.RedisLog(
             store.redis, retained_max=settings.STREAM_RETAINED_MAX)
         self.tasks: set[asyncio.Task[Any]] = set()
         self.outboxes = Outboxes(self.channel_layer, self.channel_name, self._spawn,
-                                 delivered=self._delivered, abandon=self._abandon,
+                                 delivered=self._delivered, give_up=self._give_up_on,
                                  in_use=self._in_use)
         self.shutting_down = False
         self.engine = build_engine(local=True)
@@ -149,24 +149,24 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     async def generate(self, message: protocol.Generate) -> None:
         """Start a generation (or go on with one handed over: `carried`); its tokens go to
-        `reply_to`."""
-        reply_to, request = message.reply_to, message.request
-        self.webs.heard(reply_to)
-        self.known[request.id] = reply_to
+        `reply_to`, its home."""
+        web, request = message.reply_to, message.request
+        self.webs.heard(web)
+        self.known[request.id] = web
         try:
             if self.shutting_down:
                 # Sent before our last heartbeat said "not ready": let another worker take it.
-                self._tell(reply_to, End(request.id, None, HANDED_OVER, 0, 0, 0))
+                self._tell(web, End(request.id, None, HANDED_OVER, 0, 0, 0))
                 return
             self.engine.check_request(request)
             stream = self.engine.generate(request)
         except StreamingError as error:
-            self._tell(reply_to, End(request.id, None, error.code, 0, 0, 0))
+            self._tell(web, End(request.id, None, error.code, 0, 0, 0))
             return
-        log = message.log
+        durable = message.log  # how a durable answer is kept (None: not durable)
         audience = self.audiences[request.id] = Audience(
-            stream, reply_to, grace_s=log["grace_s"] if log else 0.0,
-            background=bool(log and log.get("background")))
+            stream, web, grace_s=durable["grace_s"] if durable else 0.0,
+            background=bool(durable and durable.get("background")))
         if request.continuation is not None:
             # What the worker before us made: logged for followers, but its home has it.
             stream.carry_over(request.continuation.tokens,
@@ -174,11 +174,12 @@ class ModelWorkerConsumer(AsyncConsumer):
             audience.sent, audience.streamed = stream.end, request.continuation.tokens
         # Kept whole here, up to its cap, for web processes that follow it later, or to send
         # again what was lost on the way.
-        stream.max_log_bytes = log["max_bytes"] if log else settings.STREAM_RESUME_MAX_BYTES
-        if log is not None:
-            first = {"request": protocol.request_message(request), **log["meta"],
+        stream.max_log_bytes = (durable["max_bytes"] if durable
+                                else settings.STREAM_RESUME_MAX_BYTES)
+        if durable is not None:
+            first = {"request": protocol.request_message(request), **durable["meta"],
                      "worker": self.channel_name}
-            self.logs.start(request.id, first, retention_s=log["retention_s"])
+            self.answer_logs.start(request.id, first, retention_s=durable["retention_s"])
         self._spawn(self._pump(audience))
 
     async def abort(self, message: protocol.Abort) -> None:
@@ -193,10 +194,10 @@ class ModelWorkerConsumer(AsyncConsumer):
     async def follow(self, message: protocol.Follow) -> None:
         """A web process reads a generation of ours from now on (a replica): send it every
         chunk from token `after` on, then each new one as its home gets it, then the end."""
-        channel, generation_id, after = message.channel, message.id, message.after
-        self.webs.heard(channel)
+        web, generation_id, after = message.channel, message.id, message.after
+        self.webs.heard(web)
         audience = self.audiences.get(generation_id)
-        outbox = self.outboxes[channel]
+        outbox = self.outboxes[web]
         if audience is None:
             state = "logged"  # ended, and its log is in Redis: read it there
         elif not audience.stream.complete:
@@ -209,9 +210,9 @@ class ModelWorkerConsumer(AsyncConsumer):
             else:
                 state = "live"
                 outbox.add(generation_id, chunks)
-                audience.follow(channel)
+                audience.follow(web)
         outbox.followed.append([generation_id, state])
-        self.outboxes.flush(channel)
+        self.outboxes.flush(web)
 
     async def attach(self, message: protocol.Attach) -> None:
         """A web process has a reader of a generation again (or a first one), if it is ours."""
@@ -244,7 +245,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         """No web process reads it any more: abort, counting the `unread` tokens made since
         the last reader left as wasted."""
         audience = self._running(generation_id)
-        if audience is None or audience.channels or audience.background:
+        if audience is None or audience.reading or audience.background:
             return
         audience.stream.count_unread(unread)
         await self.engine.abort(generation_id, code)
@@ -271,19 +272,19 @@ class ModelWorkerConsumer(AsyncConsumer):
     async def _pump(self, audience: Audience) -> None:
         stream = audience.stream
         error_code, finish_reason = None, None
-        logged = stream.id in self.logs.open
+        durable = stream.id in self.answer_logs.open
         reader = stream.join(audience.sent)
         try:
             async for batch in stream.batches(settings.STREAM_HEARTBEAT_S, reader=reader):
                 if not batch:
                     continue
-                for channel in audience.fed:  # its home, and any web process following it
-                    self.outboxes[channel].add(stream.id, batch)
-                    self.outboxes.flush(channel)
+                for web in audience.fed:  # its home, and any web process following it
+                    self.outboxes[web].add(stream.id, batch)
+                    self.outboxes.flush(web)
                 audience.sent = reader.position
                 audience.streamed = batch[-1].index + batch[-1].tokens
-                if logged and not stream.complete:
-                    self.logs.spoil(stream.id)  # past its cap: no longer whole
+                if durable and not stream.complete:
+                    self.answer_logs.spoil(stream.id)  # past its cap: no longer whole
             finish_reason = stream.finish_reason
         except GenerationError as error:
             error_code = error.code
@@ -293,16 +294,16 @@ class ModelWorkerConsumer(AsyncConsumer):
             self.engine.release(stream.id)
             audience.close()
 
-        def tell_the_readers(logged: dict[str, Any] | None = None) -> None:
+        def tell_the_readers(last_entry: dict[str, Any] | None = None) -> None:
             self.audiences.pop(stream.id, None)
             ending = End(stream.id, finish_reason, error_code, stream.tokens_generated,
-                         stream.tokens_after_abort, audience.streamed, logged)
-            for channel in audience.fed:
-                self._tell(channel, ending)
+                         stream.tokens_after_abort, audience.streamed, last_entry)
+            for web in audience.fed:
+                self._tell(web, ending)
 
         if error_code == HANDED_OVER:
-            self.logs.drop(stream.id)  # the worker that goes on with it writes its log
-        if not logged or error_code == HANDED_OVER:
+            self.answer_logs.drop(stream.id)  # the worker that goes on with it writes its log
+        if not durable or error_code == HANDED_OVER:
             tell_the_readers()
             return
         # The web process that started it is gone: a reader elsewhere writes its row, with
@@ -317,7 +318,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         }
         # Its readers hear of the end once the log has it, with the log's last entry (for a
         # replica): any reader after it, in any web process, finds the whole answer in Redis.
-        self.logs.end(stream.id, stream.logged(stream.end) if stream.complete else [], end,
+        self.answer_logs.end(stream.id, stream.logged(stream.end) if stream.complete else [], end,
                       then=lambda: tell_the_readers(end))
 
     def _tell(self, web: str, end: End) -> None:
@@ -333,7 +334,8 @@ class ModelWorkerConsumer(AsyncConsumer):
             if self.known.get(end.id) == web:
                 del self.known[end.id]
 
-    async def _abandon(self, web: str) -> None:
+    async def _give_up_on(self, web: str) -> None:
+        """`web` has read nothing for GIVE_UP_FULL_S (outbox.py): abort what it is home to."""
         for generation_id, audience in list(self.generations.items()):
             if audience.home == web:
                 await self.engine.abort(generation_id, AbortReason.CANCELLED)
@@ -379,7 +381,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         reads is aborted (after its grace period, for a reader to come back elsewhere)."""
         silent_since = time.monotonic() - settings.WORKER_TIMEOUT_S
         for generation_id, audience in list(self.generations.items()):
-            for web in [w for w in audience.channels if not self.webs.alive(w)]:
+            for web in [w for w in audience.reading if not self.webs.alive(w)]:
                 logger.warning("%s is silent: it reads %s no more", web, generation_id)
                 audience.fed.discard(web)
                 if audience.detach(web):
@@ -387,4 +389,4 @@ class ModelWorkerConsumer(AsyncConsumer):
                     heard = self.webs.heard_at.get(web, silent_since)
                     left_at = bisect_right(audience.stream.token_times, heard)
                     audience.after_grace(self._spawn, self._nobody_reads, left_at)
-        self.webs.forget_silent({web for a in self.audiences.values() for web in a.channels})
+        self.webs.forget_silent({web for a in self.audiences.values() for web in a.reading})

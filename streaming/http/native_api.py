@@ -2,7 +2,7 @@
 the engine's defaults.
 
 Views are thin: admission.py admits, lookup.py finds the answer to read (here or in another web
-process), cancel.py stops it, responses.py frames and handles a reader leaving (in
+process), cancel.py stops it, event_stream.py frames and handles a reader leaving (in
 `event_stream`).
 """
 
@@ -32,8 +32,8 @@ from streaming.http import cancel
 from streaming.http.admission import admit, api_view, owned, start_new
 from streaming.http.auth import principal
 from streaming.http.elsewhere import logged, may_see_elsewhere, streamed_elsewhere
+from streaming.http.event_stream import cancelled_stream, open_event_stream
 from streaming.http.lookup import FIRST, NeverStarted, Position, locate
-from streaming.http.responses import cancelled_stream, open_event_stream
 from streaming.http.validation import parse_generation_body
 from streaming.models import GenerationStatus
 from streaming.wire import sse

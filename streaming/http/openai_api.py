@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.chunk_log import LOGPROBS, REASONING, TEXT, TOOL_CALLS, Chunk
+from streaming.core.chunk_log import Chunk, ChunkKind
 from streaming.core.exceptions import BadRequest, GenerationError, NotFound
 from streaming.core.fields import accepted, asked
 from streaming.core.request import GenerationRequest
@@ -26,7 +26,7 @@ from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.errors import openai_error_response
-from streaming.http.responses import event_stream, open_event_stream
+from streaming.http.event_stream import event_stream, open_event_stream
 from streaming.http.upstream_options import (
     take_upstream_options,
     text_of_parts,
@@ -195,20 +195,20 @@ class ChunkFramer:
 
     def __init__(self, writer: ChunkWriter) -> None:
         self.writer = writer
+        # The frame of each kind of chunk but TEXT (inline in `tokens`), from the chunk's text.
+        self.others: dict[int, Callable[[str], bytes]] = {
+            ChunkKind.REASONING: writer.reasoning, ChunkKind.TOOL_CALLS: writer.tool_calls,
+            ChunkKind.LOGPROBS: self._with_logprobs}
 
     def tokens(self, batch: list[Chunk]) -> bytes:
         """One chunk frame per chunk, in one write."""
-        content = self.writer.content
-        return b"".join([content(chunk.text) if chunk.kind == TEXT else self._other(chunk)
-                         for chunk in batch])
+        content, text, others = self.writer.content, ChunkKind.TEXT, self.others
+        return b"".join([content(chunk.text) if chunk.kind == text
+                         else others[chunk.kind](chunk.text) for chunk in batch])
 
-    def _other(self, chunk: Chunk) -> bytes:
-        if chunk.kind == LOGPROBS:
-            text, logprobs = json.loads(chunk.text)
-            return self.writer.content_with_logprobs(text, logprobs)
-        if chunk.kind == REASONING:
-            return self.writer.reasoning(chunk.text)
-        return self.writer.tool_calls(chunk.text)
+    def _with_logprobs(self, chunk_text: str) -> bytes:
+        text, logprobs = json.loads(chunk_text)
+        return self.writer.content_with_logprobs(text, logprobs)
 
     @staticmethod
     def ping() -> bytes:
@@ -240,13 +240,14 @@ class CompletionCollector:
     def tokens(self, batch: list[Chunk]) -> bytes:
         """Keep the text; nothing is sent before the end."""
         for chunk in batch:
-            if chunk.kind == TEXT:
+            kind = chunk.kind
+            if kind == ChunkKind.TEXT:
                 self.parts.append(chunk.text)
-            elif chunk.kind == REASONING:
+            elif kind == ChunkKind.REASONING:
                 self.reasoning.append(chunk.text)
-            elif chunk.kind == TOOL_CALLS:
+            elif kind == ChunkKind.TOOL_CALLS:
                 self.tool_calls.append(json.loads(chunk.text))
-            elif chunk.kind == LOGPROBS:
+            elif kind == ChunkKind.LOGPROBS:
                 text, logprobs = json.loads(chunk.text)
                 self.parts.append(text)
                 self.logprobs += (logprobs or {}).get("content") or []

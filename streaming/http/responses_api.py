@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.chunk_log import LOGPROBS, TEXT, Chunk, answer_text
+from streaming.core.chunk_log import Chunk, ChunkKind, answer_text
 from streaming.core.exceptions import BadRequest, GenerationError, Gone, NotFound, StreamingError
 from streaming.core.request import Message
 from streaming.core.stream import TokenStream
@@ -29,16 +29,16 @@ from streaming.http import cancel, response_conversation
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.auth import may_see, owner_required, principal
 from streaming.http.errors import openai_error_response
+from streaming.http.event_stream import event_stream, open_event_stream
 from streaming.http.limits import BACKGROUND, limits
 from streaming.http.lookup import REFUSED, Position, find, locate
-from streaming.http.responses import event_stream, open_event_stream
 from streaming.http.responses_body import ResponseBody, generation_id_of, parse_response_body
 from streaming.models import GenerationStatus, StoredResponse
 from streaming.wire import openai_format, sse
 from streaming.wire import responses_format as wire
 from streaming.wire.responses_format import Outcome, ResponseSpec
 
-ANSWER = (TEXT, LOGPROBS)  # the kinds of chunk that are the answer's text
+ANSWER = (ChunkKind.TEXT, ChunkKind.LOGPROBS)  # the kinds of chunk that are the answer's text
 
 
 class ResponseNotFound(NotFound):

@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from streaming.core.chunk_log import REASONING
+from streaming.core.chunk_log import ChunkKind
 
 PREAMBLE_EVENTS = 4  # created, in_progress, output_item.added, content_part.added
 TAIL_EVENTS = 4  # text done, part done, item done, the response's end
@@ -162,8 +162,9 @@ class DeltaWriter:
     def other(self, sequence_number: int, kind: int, text: str) -> bytes:
         """An upstream's reasoning (`response.reasoning_text.delta`) or tool-call chunk
         (`response.function_call_arguments.delta`, the delta's JSON as it came)."""
-        item_id = ("rs_" if kind == REASONING else "fc_") + self._generation_id
-        if kind == REASONING:
+        reasoning = kind == ChunkKind.REASONING
+        item_id = ("rs_" if reasoning else "fc_") + self._generation_id
+        if reasoning:
             return event("response.reasoning_text.delta", sequence_number, item_id=item_id,
                          output_index=0, content_index=0, delta=text)
         return event("response.function_call_arguments.delta", sequence_number,

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from streaming.core.chunk_log import CHUNK_OVERHEAD_BYTES, REASONING, TEXT, TOOL_CALLS, Chunk
+from streaming.core.chunk_log import CHUNK_OVERHEAD_BYTES, Chunk, ChunkKind
 from streaming.core.exceptions import GenerationError
 from streaming.core.request import GenerationRequest, Message
 from streaming.core.stream import TokenStream
@@ -168,14 +168,16 @@ async def test_on_finish_runs_once_soon_after_the_end():
 
 async def test_chunk_kinds_survive_compaction_and_freeing_and_only_text_is_the_answer():
     log = stream(max_log_bytes=1 << 20)
-    log.push("hm", kind=REASONING)
+    log.push("hm", kind=ChunkKind.REASONING)
     log.push("Hi")
-    log.push('[{"index":0}]', kind=TOOL_CALLS)
+    log.push('[{"index":0}]', kind=ChunkKind.TOOL_CALLS)
     log.push("!")
     log.finish("stop")  # a kept log is compacted at its end
     chunks = await read_all(log)
     assert [(c.text, c.kind) for c in chunks] == [
-        ("hm", REASONING), ("Hi", TEXT), ('[{"index":0}]', TOOL_CALLS), ("!", TEXT)]
+        ("hm", ChunkKind.REASONING), ("Hi", ChunkKind.TEXT),
+        ('[{"index":0}]', ChunkKind.TOOL_CALLS), ("!", ChunkKind.TEXT)]
     assert (log.text(), log.reasoning_tokens) == ("Hi!", 1)
     log._log.free(1)  # the first chunk freed: the kinds of the rest stay theirs
-    assert [c.kind for c in log._log.chunks(1, 4)] == [TEXT, TOOL_CALLS, TEXT]
+    assert [c.kind for c in log._log.chunks(1, 4)] == [
+        ChunkKind.TEXT, ChunkKind.TOOL_CALLS, ChunkKind.TEXT]

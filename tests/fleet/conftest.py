@@ -42,8 +42,8 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
         logs: dict[str, Any] = {}  # the fleet's answer logs, as Redis would hold them
 
         async def model_worker(scope, receive, send) -> None:
-            # What ModelWorkerConsumer.as_asgi(logs=...) does, keeping the instance for the test.
-            consumers.append(consumer := ModelWorkerConsumer(logs=MemoryLog(logs)))
+            # What ModelWorkerConsumer.as_asgi(answer_logs=...) does, keeping the instance here.
+            consumers.append(consumer := ModelWorkerConsumer(answer_logs=MemoryLog(logs)))
             await consumer(scope, receive, send)
 
         # `manage.py runworker model-worker`: its worker class on the project's channel router,

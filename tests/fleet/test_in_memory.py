@@ -150,7 +150,7 @@ async def test_a_reader_back_before_the_detach_arrives_keeps_it_running(start_fl
     state = await fleet.web.query(asked.id)  # answered after the detach: same channel, in order
 
     assert state is not None and state["finished"] is False
-    assert fleet.worker.audiences[asked.id].channels == {other}
+    assert fleet.worker.audiences[asked.id].reading == {other}
     assert not stream.finished
 
 

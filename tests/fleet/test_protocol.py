@@ -10,7 +10,7 @@ import json
 import msgpack  # what the Redis channel layer carries messages in
 import pytest
 
-from streaming.core.chunk_log import REASONING, Chunk
+from streaming.core.chunk_log import Chunk, ChunkKind
 from streaming.core.request import Fault, GenerationRequest, Message
 from streaming.fleet import protocol
 from streaming.fleet.outbox import Outbox
@@ -36,7 +36,7 @@ LOGGED = {"finish_reason": "length", "error_code": None, "tokens_generated": 2,
           "figures": {}}
 EVERY_MESSAGE = [
     protocol.Generate(REQUEST, "web.1", {"grace_s": 1.0, "meta": {"api": "native"}},
-                      [[0, "a", 1], [1, "b", 1, REASONING]]),
+                      [[0, "a", 1], [1, "b", 1, ChunkKind.REASONING]]),
     protocol.Generate(REQUEST, "web.1"),
     protocol.Follow("g1", "web.1", after=3),
     protocol.Abort("g1", unread=2, handed_over=True),
@@ -138,14 +138,15 @@ def test_tool_turns_and_upstream_options_travel_with_the_request():
 
 def test_a_failed_send_merges_only_chunks_of_the_same_kind_in_order():
     outbox = Outbox()
-    outbox.add("g", [Chunk(0, "a", 1, REASONING)])
-    outbox.add("g", [Chunk(1, "b", 1, REASONING)])
+    outbox.add("g", [Chunk(0, "a", 1, ChunkKind.REASONING)])
+    outbox.add("g", [Chunk(1, "b", 1, ChunkKind.REASONING)])
     message = outbox.take("w")
     outbox.add("g", [Chunk(2, "c", 1, 0)])
     outbox.add("h", [Chunk(0, "x", 1, 0)])
     outbox.add("g", [Chunk(3, "d", 1, 0)])
     outbox.put_back(message)
-    assert outbox.items == [["g", 0, "ab", 2, REASONING], ["g", 2, "cd", 2], ["h", 0, "x", 1]]
+    assert outbox.items == [
+        ["g", 0, "ab", 2, ChunkKind.REASONING], ["g", 2, "cd", 2], ["h", 0, "x", 1]]
 
 
 def test_an_answer_to_follow_comes_after_the_chunks_it_hands_over_and_survives_a_failed_send():

@@ -13,7 +13,7 @@ import pytest
 from streaming.core.chunk_log import CHUNK_OVERHEAD_BYTES
 from streaming.core.request import GenerationRequest, Message
 from streaming.core.stream import TokenStream
-from streaming.http.responses import EventStreamResponse
+from streaming.http.event_stream import EventStreamResponse
 
 TOKENS = 1_000_000  # about 40 MB of frames: far more than any socket buffer holds
 

@@ -15,7 +15,7 @@ from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.gzip import gzip_page
 
-from streaming.http import native_api, responses
+from streaming.http import event_stream, native_api
 from streaming.wire import sse
 
 SYNC_TOKENS = 24
@@ -84,7 +84,7 @@ def sync_stream(request: HttpRequest) -> StreamingHttpResponse:
         yield sse.DONE
 
     response = StreamingHttpResponse(frames(), content_type="text/event-stream; charset=utf-8")
-    for name, value in responses.EVENT_STREAM_HEADERS.items():
+    for name, value in event_stream.EVENT_STREAM_HEADERS.items():
         response[name] = value
     return response
 

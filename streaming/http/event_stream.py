@@ -7,14 +7,14 @@ nobody can be reading (streaming/generations/answer.py).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Protocol
 
 from django.conf import settings
 from django.http import StreamingHttpResponse
 
-from streaming.core.chunk_log import LOGPROBS, REASONING, TEXT, Chunk, answer_text
+from streaming.core.chunk_log import Chunk, ChunkKind, answer_text
 from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.stream import TokenStream
 from streaming.generations.registry import Generation
@@ -54,9 +54,9 @@ class NativeFramer:
     def tokens(batch: list[Chunk]) -> bytes:
         """One `id: <index>` + `{"token"}` event per chunk, in one write (fewer syscalls);
         reasoning and tool calls as named events."""
-        token_event = sse.token_event
-        return b"".join([token_event(c.index, c.text, c.tokens) if c.kind == TEXT
-                         else _event_of(c) for c in batch])
+        token_event, text, others = sse.token_event, ChunkKind.TEXT, NATIVE_EVENTS
+        return b"".join([token_event(c.index, c.text, c.tokens) if c.kind == text
+                         else others[c.kind](c) for c in batch])
 
     @staticmethod
     def ping() -> bytes:
@@ -82,15 +82,13 @@ class NativeFramer:
 
 NATIVE = NativeFramer()
 
-
-def _event_of(chunk: Chunk) -> bytes:
-    """A chunk that is not plain text: reasoning and tool calls as named events, text with
-    log probabilities as a plain token (the native stream carries no log probabilities)."""
-    if chunk.kind == LOGPROBS:
-        return sse.token_event(chunk.index, answer_text(chunk), chunk.tokens)
-    if chunk.kind == REASONING:
-        return sse.reasoning_event(chunk.index, chunk.text, chunk.tokens)
-    return sse.tool_calls_event(chunk.index, chunk.text)
+# The native frame of each kind of chunk but TEXT (inline in `tokens`): reasoning and tool calls
+# as named events, text with log probabilities as a plain token (the native stream has none).
+NATIVE_EVENTS: dict[int, Callable[[Chunk], bytes]] = {
+    ChunkKind.REASONING: lambda c: sse.reasoning_event(c.index, c.text, c.tokens),
+    ChunkKind.TOOL_CALLS: lambda c: sse.tool_calls_event(c.index, c.text),
+    ChunkKind.LOGPROBS: lambda c: sse.token_event(c.index, answer_text(c), c.tokens),
+}
 
 
 async def open_event_stream(
