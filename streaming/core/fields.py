@@ -39,8 +39,8 @@ class Field:
             return None
         name = asked_as or self.name
         if self.kind is int:
-            return integer(name, value, int(self.low), int(self.high))
-        number = number_in(name, value, self.low, self.high, open_low=self.open_low)
+            return integer(name, value, self.low, self.high)  # type: ignore[arg-type]
+        number = number_in(name, value, self.low, self.high, self.open_low)
         return None if number == self.neutral else number
 
 
@@ -63,18 +63,34 @@ FIELDS: tuple[Field, ...] = (
           chat="repetition_penalty", capability="penalties", neutral=1.0),
 )
 BY_NAME = {field.name: field for field in FIELDS}
+# Per dialect, each accepted field's name there (by GenerationRequest's): computed once, read per
+# request.
+NAMES: dict[Dialect, dict[str, str]] = {
+    dialect: {field.name: name for field in FIELDS if (name := field.asked_as(dialect))}
+    for dialect in ("native", "chat", "responses")
+}
 
 
 def accepted(dialect: Dialect) -> set[str]:
     """The names under which `dialect` accepts the table's fields."""
-    return {name for field in FIELDS if (name := field.asked_as(dialect))}
+    return set(NAMES[dialect].values())
 
 
 def asked(data: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
     """The table's fields as `data` (a body in `dialect`) sends them, by GenerationRequest's
-    names, unchecked (`parse` checks them)."""
-    return {field.name: data.get(name) for field in FIELDS
-            if (name := field.asked_as(dialect)) is not None and name in data}
+    names, unchecked (`parse_asked` checks them)."""
+    return {field: data[name] for field, name in NAMES[dialect].items() if name in data}
+
+
+def parse_asked(sampling: dict[str, Any], dialect: Dialect) -> dict[str, int | float]:
+    """`asked`'s fields checked, named in errors as `dialect` names them; unset ones left out
+    (GenerationRequest's default, None, is what each engine reads as its own default)."""
+    names, checked = NAMES[dialect], {}
+    for name, value in sampling.items():
+        checked_value = BY_NAME[name].parse(value, names.get(name, name))
+        if checked_value is not None:
+            checked[name] = checked_value
+    return checked
 
 
 def integer(name: str, value: Any, low: int, high: int) -> int:
@@ -86,7 +102,7 @@ def integer(name: str, value: Any, low: int, high: int) -> int:
     return value
 
 
-def number_in(name: str, value: Any, low: float, high: float, *, open_low: bool = False) -> float:
+def number_in(name: str, value: Any, low: float, high: float, open_low: bool = False) -> float:
     """`value` as a finite number in [low, high] (`open_low`: (low, high]), or BadRequest."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise BadRequest(f"`{name}` must be a number.")

@@ -15,7 +15,7 @@ from django.conf import settings
 
 from streaming.core import text
 from streaming.core.exceptions import STREAM_ERROR_MESSAGES, BadRequest
-from streaming.core.fields import FIELDS, Dialect, accepted, asked, integer, number_in
+from streaming.core.fields import FIELDS, Dialect, accepted, asked, integer, number_in, parse_asked
 from streaming.core.request import Fault, GenerationRequest, Message
 from streaming.http.upstream_options import UPSTREAM_FIELDS, take_upstream_options
 
@@ -84,8 +84,6 @@ def build_request(
     """Check the sampling parameters and limits shared by every API; `max_tokens_field`: what
     the asker's dialect calls `max_tokens`, for its errors; `sampling`: the fields of
     core/fields.py by GenerationRequest's names (`asked`), named in errors as `dialect` does."""
-    if unknown := set(sampling).difference(field.name for field in FIELDS):
-        raise TypeError(f"build_request() got unexpected fields {sorted(unknown)}")
     chars = sum(len(m.content) for m in messages)
     if chars > settings.STREAM_MAX_PROMPT_CHARS:
         raise BadRequest(
@@ -97,8 +95,7 @@ def build_request(
         max_tokens=settings.STREAM_DEFAULT_MAX_TOKENS if max_tokens is None else integer(
             max_tokens_field, max_tokens, 1, settings.STREAM_MAX_TOKENS_LIMIT),
         # Unset stays None: each engine has its own default (the model's, or its upstream's).
-        **{field.name: field.parse(sampling.get(field.name), field.asked_as(dialect))
-           for field in FIELDS},
+        **parse_asked(sampling, dialect),
         fault=None if fault is None else parse_fault(fault),
         stop=parse_stop(stop),
         upstream_options=upstream_options,
