@@ -78,18 +78,15 @@ def main() -> None:
             out = subprocess.run([sys.executable, "-m", "bench.request_parse_bench", "--one"],
                                  cwd=tree, env=env, capture_output=True, text=True, check=True)
             runs[tree].append(json.loads(out.stdout.splitlines()[-1]))
-    first = args.trees[0]
-    print(f"µs per body checked, best of {args.rounds} rounds in turns (timeit's habit: "
-          "noise only adds) "
-          f"({REPEATS} bodies each)")
+    best = {tree: {name: min(row[name] for row in rows) for name in BODIES}
+            for tree, rows in runs.items()}
+    base = best[args.trees[0]]
+    print(f"µs per body checked ({REPEATS} bodies), best of {args.rounds} rounds in turns "
+          "(timeit's habit: noise only adds)")
     print("| tree | " + " | ".join(BODIES) + " |")
     print("|---|" + "---|" * len(BODIES))
-    for tree, rows in runs.items():
-        cells = []
-        for name in BODIES:
-            value = min(row[name] for row in rows)
-            base = min(row[name] for row in runs[first])
-            cells.append(f"{value:.1f} ({value / base:.2f})")
+    for tree, figures in best.items():
+        cells = [f"{figures[name]:.1f} ({figures[name] / base[name]:.2f})" for name in BODIES]
         print(f"| {tree} | " + " | ".join(cells) + " |")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from streaming.core.exceptions import BadRequest
 
@@ -39,8 +39,8 @@ class Field:
             return None
         name = asked_as or self.name
         if self.kind is int:
-            return integer(name, value, self.low, self.high)  # type: ignore[arg-type]
-        number = number_in(name, value, self.low, self.high, self.open_low)
+            return integer(name, value, int(self.low), int(self.high))
+        number = number_in(name, value, self.low, self.high, open_low=self.open_low)
         return None if number == self.neutral else number
 
 
@@ -67,7 +67,7 @@ BY_NAME = {field.name: field for field in FIELDS}
 # request.
 NAMES: dict[Dialect, dict[str, str]] = {
     dialect: {field.name: name for field in FIELDS if (name := field.asked_as(dialect))}
-    for dialect in ("native", "chat", "responses")
+    for dialect in get_args(Dialect)
 }
 
 
@@ -87,7 +87,10 @@ def parse_asked(sampling: dict[str, Any], dialect: Dialect) -> dict[str, int | f
     (GenerationRequest's default, None, is what each engine reads as its own default)."""
     names, checked = NAMES[dialect], {}
     for name, value in sampling.items():
-        checked_value = BY_NAME[name].parse(value, names.get(name, name))
+        field = BY_NAME.get(name)
+        if field is None:  # a caller's mistake, not the asker's
+            raise TypeError(f"build_request() got an unexpected field {name!r}")
+        checked_value = field.parse(value, names.get(name))
         if checked_value is not None:
             checked[name] = checked_value
     return checked
@@ -102,7 +105,7 @@ def integer(name: str, value: Any, low: int, high: int) -> int:
     return value
 
 
-def number_in(name: str, value: Any, low: float, high: float, open_low: bool = False) -> float:
+def number_in(name: str, value: Any, low: float, high: float, *, open_low: bool = False) -> float:
     """`value` as a finite number in [low, high] (`open_low`: (low, high]), or BadRequest."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise BadRequest(f"`{name}` must be a number.")
