@@ -1,11 +1,18 @@
-"""Settings: every value comes from the environment (docs/api.md lists them), read here once."""
+"""Settings: every value comes from the environment (docs/api.md lists them), read here once.
+
+The service's own are grouped by concept into typed objects (streaming/core/config.py), built
+and checked together at the end of this module.
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from streaming.core.config import Config, ConfigError
 
 from .env import env_bool, env_float, env_int, env_list, env_str, env_url
 
@@ -152,10 +159,7 @@ STREAMING_MODEL_CACHE = env_str("STREAMING_MODEL_CACHE", str(BASE_DIR / ".cache"
 STREAMING_CONTEXT_TOKENS = env_int("STREAMING_CONTEXT_TOKENS", 0)
 # The `openai` engine's upstream: its base URL (ending in /v1, as vLLM's and llama.cpp's do)
 # and model. Without a model the upstream's own is taken at start-up, when it serves just one.
-STREAMING_REMOTE_URL = env_url("STREAMING_REMOTE_URL", ("http", "https"))
-if STREAMING_ENGINE == "openai" and not STREAMING_REMOTE_URL:
-    raise ImproperlyConfigured("STREAMING_REMOTE_URL must be set with STREAMING_ENGINE=openai: "
-                               "the upstream's base URL, such as http://127.0.0.1:8001/v1")
+STREAMING_REMOTE_URL = env_url("STREAMING_REMOTE_URL", ("http", "https"))  # openai: required
 STREAMING_REMOTE_MODEL = env_str("STREAMING_REMOTE_MODEL", "")
 STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
 # Connecting to the upstream fails fast; a read waits this long for its next byte (0 = forever).
@@ -197,12 +201,7 @@ STREAM_MAX_BODY_BYTES = env_int("STREAM_MAX_BODY_BYTES", 256 * 1024, minimum=102
 STREAM_MAX_PROMPT_CHARS = env_int("STREAM_MAX_PROMPT_CHARS", 32_000, minimum=1)
 STREAM_MAX_MESSAGES = env_int("STREAM_MAX_MESSAGES", 256, minimum=1)
 STREAM_DEFAULT_MAX_TOKENS = env_int("STREAM_DEFAULT_MAX_TOKENS", 256, minimum=1)
-STREAM_MAX_TOKENS_LIMIT = env_int("STREAM_MAX_TOKENS_LIMIT", 4096, minimum=1)
-if STREAM_DEFAULT_MAX_TOKENS > STREAM_MAX_TOKENS_LIMIT:
-    # Every request that leaves max_tokens out would be refused.
-    raise ImproperlyConfigured(
-        f"STREAM_DEFAULT_MAX_TOKENS ({STREAM_DEFAULT_MAX_TOKENS}) must not exceed "
-        f"STREAM_MAX_TOKENS_LIMIT ({STREAM_MAX_TOKENS_LIMIT})")
+STREAM_MAX_TOKENS_LIMIT = env_int("STREAM_MAX_TOKENS_LIMIT", 4096, minimum=1)  # >= the default
 # A generation created by POST /api/generations but never streamed is forgotten after this.
 STREAM_UNCLAIMED_TTL_S = env_float("STREAM_UNCLAIMED_TTL_S", 300.0, minimum=1.0)
 STREAM_MAX_PENDING = env_int("STREAM_MAX_PENDING", 10_000, minimum=1)
@@ -255,3 +254,11 @@ LOGIN_URL = "/login/"
 # `full` (bounded anyway by STREAM_MAX_PROMPT_CHARS).
 PROMPT_LOGGING = env_str("PROMPT_LOGGING", "truncated", choices=("none", "truncated", "full"))
 PROMPT_LOG_CHARS = env_int("PROMPT_LOG_CHARS", 200)
+
+# --- Checked together -----------------------------------------------------------------------
+# Here, on import, so that every command and server (runserver's autoreloader too) stops before
+# it starts; the code reads them as the typed objects this builds (streaming/core/config.py).
+try:
+    Config.from_settings(sys.modules[__name__])
+except ConfigError as error:
+    raise ImproperlyConfigured(str(error)) from None

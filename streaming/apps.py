@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core.signals import setting_changed
 
 
 class StreamingConfig(AppConfig):
@@ -6,14 +7,16 @@ class StreamingConfig(AppConfig):
     verbose_name = "Streaming"
 
     def ready(self) -> None:
-        """System checks; metrics and the log writer observing generations; no thread per
-        request for Django's idle receivers."""
+        """Settings rebuilt when one changes; system checks; metrics and the log writer observing
+        generations; no thread per request for Django's idle receivers."""
         from streaming.conversations import answers
+        from streaming.core import config
         from streaming.generations.registry import generation_finished, generation_started
         from streaming.http import checks  # noqa: F401 - the checks register themselves
         from streaming.http.request_thread import skip_idle_request_started_receivers
         from streaming.ops import log_writer, metrics
 
+        setting_changed.connect(config.reset, dispatch_uid="config")  # tests override settings
         generation_started.connect(metrics.on_started, dispatch_uid="metrics")
         generation_started.connect(answers.on_started, dispatch_uid="conversations")
         generation_finished.connect(metrics.on_finished, dispatch_uid="metrics")

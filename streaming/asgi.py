@@ -6,9 +6,8 @@ import asyncio
 import json
 import logging
 
-from django.conf import settings
-
 from streaming import lifecycle
+from streaming.core import config
 from streaming.core.exceptions import RequestTimeout
 from streaming.http import arrivals, stalled_readers
 
@@ -34,7 +33,7 @@ class BodyLimits:
         """Pass through, unless the body is over the limit or late."""
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        limit = self.max_bytes or settings.STREAM_MAX_BODY_BYTES
+        limit = self.max_bytes or config.current().limits.max_body_bytes
         try:
             declared, chunked = _body_framing(scope)
         except _BadLength:
@@ -43,7 +42,8 @@ class BodyLimits:
             return await _too_large(send, limit)
         if declared == 0 or (declared is None and not chunked and scope["method"] in _BODILESS):
             return await self.app(scope, receive, send)
-        timeout = settings.STREAM_REQUEST_TIMEOUT_S if self.timeout_s is None else self.timeout_s
+        timeout = (config.current().connections.request_timeout_s if self.timeout_s is None
+                   else self.timeout_s)
         arriving = _ArrivingBody(receive, timeout)
         try:
             if declared is None:
@@ -195,7 +195,7 @@ class SendTimeout:
         """Pass through, with every `send` bounded in time."""
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        timeout = self.timeout_s or settings.STREAM_SEND_TIMEOUT_S
+        timeout = self.timeout_s or config.current().connections.send_timeout_s
         loop = asyncio.get_running_loop()
         # The hot path only flips a flag and counts: one watchdog per connection looks every
         # timeout/2 and gives up when the same send has been pending at two looks in a row,

@@ -13,8 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from django.conf import settings
-
+from streaming.core import config
 from streaming.engines import get_engine, startup
 from streaming.generations.registry import registry
 from streaming.http import admission, event_stream, stalled_readers
@@ -51,7 +50,8 @@ def serving(*, signals: bool = True) -> None:
     startup.begin_start()
     if signals:
         drain_on_signals()
-    stalled_readers.watch(settings.STREAM_SEND_TIMEOUT_S, settings.STREAM_REQUEST_TIMEOUT_S)
+    connections = config.current().connections
+    stalled_readers.watch(connections.send_timeout_s, connections.request_timeout_s)
 
 
 def serving_loop() -> asyncio.AbstractEventLoop | None:
@@ -139,7 +139,7 @@ async def drain(grace_s: float | None = None) -> None:
     """Refuse new requests, end every open stream with `server_shutdown` (or, a durable
     answer in a fleet, hand it to the fleet), write the log rows, stop the engine."""
     admission.stop_admitting()
-    grace_s = settings.STREAM_SHUTDOWN_GRACE_S if grace_s is None else grace_s
+    grace_s = config.current().connections.shutdown_grace_s if grace_s is None else grace_s
     live = registry.live()
     logger.info("draining: ending %d open generation(s)", len(live))
     await asyncio.gather(*(generation.shut_down() for generation in live),

@@ -13,10 +13,10 @@ import asyncio
 import logging
 from typing import Any
 
-from django.conf import settings
-
 from streaming.conversations import records
+from streaming.core import config
 from streaming.fleet import answer_log, store
+from streaming.generations import record
 from streaming.generations.registry import Generation, registry
 from streaming.models import ConversationItem, GenerationLog, GenerationStatus, ItemStatus
 from streaming.ops import log_writer
@@ -35,7 +35,7 @@ _checkpoints: asyncio.Task[None] | None = None
 def ending(generation: Generation) -> tuple[str, str]:
     """How an ended generation leaves its item: (item status, finish reason)."""
     return ending_of(generation.status, generation.error_code,
-                     generation.figures().get("finish_reason") or "")
+                     record.figures(generation).get("finish_reason") or "")
 
 
 def ending_of(status: str, code: str, reason: str) -> tuple[str, str]:
@@ -76,7 +76,7 @@ def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
 async def _checkpoint_every() -> None:
     """While this process runs linked answers, write their new text now and then."""
     while _running:
-        await asyncio.sleep(settings.CONVERSATIONS_CHECKPOINT_S)
+        await asyncio.sleep(config.current().conversations.checkpoint_s)
         texts = {}
         for generation_id, generation in list(_running.items()):
             stream = generation.stream

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
+from streaming.core import config
 from streaming.core.exceptions import BadRequest, ConversationLimit, NotFound
 from streaming.models import Conversation, ConversationItem, ItemStatus
 
@@ -81,10 +81,10 @@ def create(owner: str, *, title: str = "", metadata: dict[str, str] | None = Non
     items = list(items)
     _check_items(items)
     with transaction.atomic():
-        if Conversation.objects.filter(owner=owner).count() >= \
-                settings.CONVERSATIONS_MAX_PER_OWNER:
-            raise ConversationLimit(f"At most {settings.CONVERSATIONS_MAX_PER_OWNER} "
-                                    "conversations per owner; delete one first.")
+        limit = config.current().conversations.max_per_owner
+        if Conversation.objects.filter(owner=owner).count() >= limit:
+            raise ConversationLimit(f"At most {limit} conversations per owner; delete one "
+                                    "first.")
         stamp = now()
         conversation = Conversation.objects.create(
             conversation_id=new_conversation_id(), owner=owner, title=title[:200],
@@ -249,7 +249,7 @@ def checkpoint(texts: dict[str, str]) -> None:
 
 
 def _check_items(items: list[tuple[str, str]]) -> None:
-    limit = settings.CONVERSATIONS_MAX_ITEM_CHARS
+    limit = config.current().conversations.max_item_chars
     for position, (role, content) in enumerate(items):
         if role not in ROLES:
             raise BadRequest(f"items[{position}].role must be one of {', '.join(ROLES)}.")
@@ -261,7 +261,7 @@ def _check_items(items: list[tuple[str, str]]) -> None:
 def _append_all(conversation: Conversation, after: ConversationItem | None,
                 items: list[tuple[str, str]], *, status: str = ItemStatus.COMPLETED,
                 generation_id: str = "", last_id: str = "") -> list[ConversationItem]:
-    limit = settings.CONVERSATIONS_MAX_ITEMS
+    limit = config.current().conversations.max_items
     if ConversationItem.objects.filter(conversation=conversation).count() + len(items) > limit:
         raise ConversationLimit(f"At most {limit} items in one conversation (every branch "
                                 "counted); start a new one.")

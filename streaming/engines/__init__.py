@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.utils.module_loading import import_string
 
+from streaming.core import config
 from streaming.engines.base import Engine
 
 _engine: Engine | None = None
@@ -13,18 +13,20 @@ _engine: Engine | None = None
 def build_engine(name: str | None = None, *, local: bool = False) -> Engine:
     """A new engine of the configured (or named) kind, as its settings configure it.
 
-    Picked by dotted path (settings.STREAMING_ENGINES), so a heavy module is imported only when
-    chosen. With REDIS_URL a web process gets STREAMING_FLEET_ENGINE, which hands generations
-    to `runworker model-worker` processes; those build theirs with `local=True`.
+    Picked by dotted path (STREAMING_ENGINES), so a heavy module is imported only when chosen.
+    With REDIS_URL a web process gets STREAMING_FLEET_ENGINE, which hands generations to
+    `runworker model-worker` processes; those build theirs with `local=True`.
     """
-    if settings.REDIS_URL and not local and name is None:
-        path = settings.STREAMING_FLEET_ENGINE
+    settings = config.current()
+    engines = settings.engine
+    if settings.fleet.redis_url and not local and name is None:
+        path = engines.fleet_path
     else:
-        name = name or settings.STREAMING_ENGINE
-        if name not in settings.STREAMING_ENGINES:
+        name = name or engines.name
+        if name not in engines.paths:
             raise ValueError(f"unknown STREAMING_ENGINE {name!r}")
-        path = settings.STREAMING_ENGINES[name]
-    return import_string(path).from_settings(settings)
+        path = engines.paths[name]
+    return import_string(path).from_config(settings)
 
 
 def get_engine() -> Engine:

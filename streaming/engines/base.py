@@ -14,6 +14,7 @@ from typing import Any
 
 from streaming.core.abort import AbortReason
 from streaming.core.capabilities import Capabilities
+from streaming.core.config import Config
 from streaming.core.exceptions import BadRequest, GenerationError, NotHonoured
 from streaming.core.fields import FIELDS
 from streaming.core.request import GenerationRequest, Sampling
@@ -39,8 +40,8 @@ class Engine(ABC):
         self.streams: dict[str, TokenStream] = {}
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Engine:
-        """This engine as Django's settings configure it (`engines.build_engine`)."""
+    def from_config(cls, config: Config) -> Engine:
+        """This engine as the service's settings configure it (`engines.build_engine`)."""
         return cls()
 
     @property

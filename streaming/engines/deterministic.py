@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
 
 from streaming.core.capabilities import Capabilities
+from streaming.core.config import Config
 from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
@@ -35,15 +35,16 @@ class DeterministicEngine(TaskEngine):
     YIELD_EVERY = 32  # tokens between yields to the loop when unpaced, so others run too
 
     @classmethod
-    def from_settings(cls, settings: Any) -> DeterministicEngine:
-        """The lab's pace and lengths from DETERMINISTIC_*, the batch from STREAMING_MAX_*."""
+    def from_config(cls, config: Config) -> DeterministicEngine:
+        """The lab's pace and lengths (DETERMINISTIC_*), the batch (STREAMING_MAX_*)."""
+        pace = config.deterministic
         return cls(
-            ttft_s=settings.DETERMINISTIC_TTFT_MS / 1000,
-            tokens_per_s=settings.DETERMINISTIC_TPS,
-            max_batch=settings.STREAMING_MAX_BATCH,
-            max_queue=settings.STREAMING_MAX_QUEUE,
-            answer_tokens=settings.DETERMINISTIC_ANSWER_TOKENS,
-            step_s=settings.DETERMINISTIC_STEP_MS / 1000,
+            ttft_s=pace.ttft_ms / 1000,
+            tokens_per_s=pace.tokens_per_s,
+            max_batch=config.engine.max_batch,
+            max_queue=config.engine.max_queue,
+            answer_tokens=pace.answer_tokens,
+            step_s=pace.step_ms / 1000,
         )
 
     def __init__(

@@ -19,6 +19,7 @@ import httpx
 from django.core.exceptions import ImproperlyConfigured
 
 from streaming.core.capabilities import Capabilities
+from streaming.core.config import Config
 from streaming.core.exceptions import (
     BadRequest,
     BodyTooLarge,
@@ -55,15 +56,16 @@ class RemoteEngine(TaskEngine):
     MAX_IDLE = 128  # idle connections kept for reuse
 
     @classmethod
-    def from_settings(cls, settings: Any) -> RemoteEngine:
+    def from_config(cls, config: Config) -> RemoteEngine:
         """The upstream STREAMING_REMOTE_* names."""
+        remote = config.remote
         try:
             return cls(
-                base_url=settings.STREAMING_REMOTE_URL,
-                model=settings.STREAMING_REMOTE_MODEL,
-                api_key=settings.STREAMING_REMOTE_KEY,
-                connect_timeout_s=settings.STREAMING_REMOTE_CONNECT_TIMEOUT_S,
-                read_timeout_s=settings.STREAMING_REMOTE_READ_TIMEOUT_S or None,
+                base_url=remote.url,
+                model=remote.model,
+                api_key=remote.key,
+                connect_timeout_s=remote.connect_timeout_s,
+                read_timeout_s=remote.read_timeout_s or None,
             )
         except ValueError as error:  # a URL that cannot be a base URL
             raise ImproperlyConfigured(f"STREAMING_REMOTE_URL: {error}") from None

@@ -25,9 +25,10 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from streaming.core.capabilities import Capabilities
+from streaming.core.config import Config
 from streaming.core.exceptions import (
     EngineBusy,
     EngineUnavailable,
@@ -88,11 +89,11 @@ class TransformersEngine(Engine):
     ENCODED_MEMO = 64  # prompts tokenized by check_request, kept for the generate() that follows
 
     @classmethod
-    def from_settings(cls, settings: Any) -> TransformersEngine:
-        """The model, its cache and window, and the batch, from STREAMING_*."""
-        return cls(model=settings.STREAMING_MODEL, cache_dir=settings.STREAMING_MODEL_CACHE,
-                   max_batch=settings.STREAMING_MAX_BATCH, max_queue=settings.STREAMING_MAX_QUEUE,
-                   context_tokens=settings.STREAMING_CONTEXT_TOKENS)
+    def from_config(cls, config: Config) -> TransformersEngine:
+        """The model, its cache and window, and the batch (STREAMING_*)."""
+        engine = config.engine
+        return cls(model=engine.model, cache_dir=engine.model_cache, max_batch=engine.max_batch,
+                   max_queue=engine.max_queue, context_tokens=engine.context_tokens)
 
     def __init__(self, *, model: str = "", cache_dir: str | Path | None = None,
                  max_batch: int = 0, max_queue: int = 64, context_tokens: int = 0,

@@ -18,9 +18,9 @@ from typing import Any
 
 from channels.consumer import get_handler_name
 from channels.layers import get_channel_layer
-from django.conf import settings
 
 from streaming.core.capabilities import Capabilities
+from streaming.core.config import Config, FleetSettings, RetentionSettings
 from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavailable
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
@@ -40,11 +40,13 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
     """Generations run in `runworker model-worker` processes; this side streams them (their
     answers are shared with other web processes through fleet/sharing.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fleet_settings: FleetSettings, retention: RetentionSettings) -> None:
         super().__init__()
+        self.fleet_settings = fleet_settings
+        self.retention = retention
         self.layer = None
         self.reply_channel = ""
-        self.presence = Presence()
+        self.presence = Presence(fleet_settings)
         self.assignments: dict[str, Assignment] = {}  # generation id → where it runs
         self.assigned: Counter[str] = Counter()  # worker channel → our streams on it
         self.followed: dict[str, Following] = {}  # generation id → a replica's
@@ -52,6 +54,11 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         self.moved: set[str] = set()
         self._queries: dict[str, asyncio.Future[protocol.State]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+
+    @classmethod
+    def from_config(cls, config: Config) -> ChannelLayerEngine:
+        """The fleet's heartbeat and timeout; what an answer keeps for a handover."""
+        return cls(config.fleet, config.retention)
 
     # --- identity ---------------------------------------------------------------------------
 
@@ -132,7 +139,7 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         stream = self.streams[request.id] = TokenStream(request)
         # Its text is kept (up to the cap), so that another worker can go on with it.
         assignment = self.assignments[request.id] = Assignment(
-            "", max_text=settings.STREAM_RESUME_MAX_BYTES)
+            "", max_text=self.retention.resume_max_bytes)
         self._assign(assignment, worker)
         self._spawn(self._send_generate(stream, assignment))
         return stream
@@ -365,7 +372,7 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
     def _check_lost(self, worker: str) -> None:
         """Streams this worker should be running but does not list were lost on the way."""
         info = self.workers[worker]
-        deadline = time.monotonic() - settings.WORKER_TIMEOUT_S
+        deadline = time.monotonic() - self.fleet_settings.timeout_s
         for generation_id, assignment in list(self.assignments.items()):
             sent = assignment.sent_at
             if assignment.worker == worker and sent is not None and sent < deadline \
@@ -388,4 +395,4 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
                 for following in list(self.followed.values()):
                     if following.worker == worker:
                         following.follower.moved(following.stream.id)
-            await asyncio.sleep(settings.WORKER_HEARTBEAT_S / 2)
+            await asyncio.sleep(self.fleet_settings.heartbeat_s / 2)

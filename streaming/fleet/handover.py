@@ -17,9 +17,8 @@ import logging
 from collections import Counter
 from typing import Any
 
-from django.conf import settings
-
 from streaming.core.chunk_log import as_list
+from streaming.core.config import FleetSettings
 from streaming.core.exceptions import GenerationError
 from streaming.core.request import Continuation, GenerationRequest
 from streaming.core.stream import TokenStream
@@ -69,6 +68,7 @@ class HandsOver:
     followed: dict[str, Following]
     moved: set[str]
     presence: Presence
+    fleet_settings: FleetSettings
     reply_channel: str
     layer: Any
 
@@ -104,12 +104,12 @@ class HandsOver:
         """A live worker with room; waiting for one up to WORKER_TIMEOUT_S (after a Redis
         restart, a worker says it is ready once its ping has come back)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + settings.WORKER_TIMEOUT_S
+        deadline = loop.time() + self.fleet_settings.timeout_s
         while True:
             worker = choose(self.presence.live(), self.assigned, excluding)
             if worker is not None or loop.time() >= deadline or stream.finished:
                 return worker
-            await asyncio.sleep(settings.WORKER_HEARTBEAT_S / 2)  # no event: heartbeats
+            await asyncio.sleep(self.fleet_settings.heartbeat_s / 2)  # no event: heartbeats
 
     async def _send_quietly(self, channel: str, message: Envelope) -> None:
         try:

@@ -14,8 +14,7 @@ import time
 from collections import deque
 from typing import Any
 
-from django.conf import settings
-
+from streaming.core.config import FleetSettings
 from streaming.core.stream import Counters
 from streaming.fleet.assignments import WorkerInfo
 from streaming.fleet.protocol import (
@@ -32,7 +31,9 @@ TOTALS = tuple(field.name for field in dataclasses.fields(Counters))  # each wor
 class Presence:
     """The workers as of their heartbeats, and our own pings."""
 
-    def __init__(self) -> None:
+    def __init__(self, fleet_settings: FleetSettings) -> None:
+        self.timeout_s = fleet_settings.timeout_s  # silent this long: presumed dead
+        self.heartbeat_s = fleet_settings.heartbeat_s
         self.workers: dict[str, WorkerInfo] = {}
         self.layer_error: str | None = None
         self.pings_sent = 0
@@ -49,7 +50,7 @@ class Presence:
 
     def live(self) -> list[WorkerInfo]:
         """The workers ready for work, as far as we can hear them."""
-        if self.deaf_for() > settings.WORKER_TIMEOUT_S:
+        if self.deaf_for() > self.timeout_s:
             return []  # our own reply channel is not receiving: nothing sent now would return
         return [w for w in self.workers.values() if w.ready]
 
@@ -93,12 +94,12 @@ class Presence:
     def silent(self) -> list[str]:
         """The workers silent for WORKER_TIMEOUT_S, forgotten here: presumed dead."""
         now = time.monotonic()
-        if self.deaf_for() > settings.WORKER_HEARTBEAT_S * 2:
+        if self.deaf_for() > self.heartbeat_s * 2:
             for info in self.workers.values():
                 info.seen_at = now  # we hear nobody (Redis is down): their silence is not theirs
             return []
         dead = [w for w, info in self.workers.items()
-                if now - info.seen_at > settings.WORKER_TIMEOUT_S]
+                if now - info.seen_at > self.timeout_s]
         for worker in dead:
             del self.workers[worker]
         return dead

@@ -19,8 +19,6 @@ import time
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-
 from streaming.core.exceptions import GenerationError, Gone, StreamCut
 from streaming.core.stream import TokenStream
 from streaming.fleet import answer_log, store
@@ -155,7 +153,7 @@ class Replicas(FleetSharing):
         gone = self.fleet.followed[stream.id].worker if stream.id in self.fleet.followed else ""
         loop = asyncio.get_running_loop()
         # Its home sees the worker's silence when we do, then hands it over (a round trip).
-        deadline = loop.time() + settings.WORKER_TIMEOUT_S + CATCH_UP_S
+        deadline = loop.time() + self.fleet.fleet_settings.timeout_s + CATCH_UP_S
         while not stream.finished and loop.time() < deadline:
             try:
                 state = await self.fleet.query(stream.id)

@@ -13,8 +13,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-
+from streaming.core import config
 from streaming.core.exceptions import EngineUnavailable, TooManyPending
 from streaming.core.request import GenerationRequest
 from streaming.fleet import answer_log
@@ -31,7 +30,7 @@ MAX_CONNECTIONS = 512
 
 def enabled() -> bool:
     """True when web processes share state through Redis."""
-    return bool(settings.REDIS_URL)
+    return bool(config.current().fleet.redis_url)
 
 
 def redis():
@@ -41,7 +40,7 @@ def redis():
         import redis.asyncio
 
         pool = redis.asyncio.BlockingConnectionPool.from_url(
-            settings.REDIS_URL, max_connections=MAX_CONNECTIONS, timeout=TIMEOUT_S,
+            config.current().fleet.redis_url, max_connections=MAX_CONNECTIONS, timeout=TIMEOUT_S,
             socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S)
         _client = redis.asyncio.Redis(connection_pool=pool)
     return _client
@@ -88,8 +87,9 @@ async def put_pending(request: GenerationRequest, *, api: str, client: str,
     record = {"request": request_message(request), "api": api, "client": client,
               "created_at": created_at.isoformat(), "owner": owner, "asker": asker,
               "conversation": in_conversation}
-    ttl = int(settings.STREAM_UNCLAIMED_TTL_S)
-    share = settings.STREAM_MAX_PENDING_PER_CLIENT
+    admission = config.current().admission
+    ttl = int(admission.unclaimed_ttl_s)
+    share = admission.max_pending_per_client
     put = await call("eval", _PUT, 2, PREFIX + request.id, PENDING_PREFIX + asker,
                      json.dumps(record), ttl, time.time(), share, request.id)
     if not put:
@@ -99,8 +99,8 @@ async def put_pending(request: GenerationRequest, *, api: str, client: str,
 async def claim_pending(generation_id: str) -> dict[str, Any] | None:
     """Take a created generation for this process; None if unknown or already taken."""
     key = PREFIX + generation_id
-    raw = await call("eval", _CLAIM, 2, key, key + ":claimed",
-                     int(settings.STREAM_UNCLAIMED_TTL_S), PENDING_PREFIX, generation_id)
+    ttl = int(config.current().admission.unclaimed_ttl_s)
+    raw = await call("eval", _CLAIM, 2, key, key + ":claimed", ttl, PENDING_PREFIX, generation_id)
     return None if raw is None else _decode(raw)
 
 
@@ -119,7 +119,7 @@ async def peek_pending(generation_id: str) -> dict[str, Any] | None:
 async def mark_cancelled(generation_id: str) -> None:
     """Leave a note, so that a reader arriving later learns it was cancelled."""
     await call("set", PREFIX + generation_id + ":cancelled", "1",
-                ex=int(settings.STREAM_UNCLAIMED_TTL_S))
+                ex=int(config.current().admission.unclaimed_ttl_s))
 
 
 async def was_cancelled(generation_id: str) -> bool:

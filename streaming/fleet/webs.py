@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import time
 
-from django.conf import settings
-
 
 class Webs:
     """When each web process we generate for was last heard of (its heartbeats, or work it
     sent), and which said they are shutting down."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s  # WORKER_TIMEOUT_S: silent this long, a web process is gone
         self.heard_at: dict[str, float] = {}
         self.leaving: set[str] = set()
 
@@ -27,7 +26,7 @@ class Webs:
     def alive(self, web: str) -> bool:
         """Heard of within WORKER_TIMEOUT_S, and not leaving."""
         return web not in self.leaving and (
-            self.heard_at.get(web, 0.0) >= time.monotonic() - settings.WORKER_TIMEOUT_S)
+            self.heard_at.get(web, 0.0) >= time.monotonic() - self.timeout_s)
 
     def deaf(self) -> None:
         """We hear nobody (Redis is down): the web processes' silence is not theirs."""
@@ -35,7 +34,7 @@ class Webs:
 
     def forget_silent(self, in_use: set[str]) -> None:
         """Forget the web processes gone silent that no generation of ours still names."""
-        silent_since = time.monotonic() - settings.WORKER_TIMEOUT_S
+        silent_since = time.monotonic() - self.timeout_s
         for web in [w for w, heard in self.heard_at.items() if heard < silent_since]:
             if web not in in_use:
                 del self.heard_at[web]

@@ -17,8 +17,8 @@ from typing import Any
 
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.layers import get_channel_layer
-from django.conf import settings
 
+from streaming.core import config
 from streaming.core.abort import AbortReason
 from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import GenerationError, StreamCut, StreamingError
@@ -54,6 +54,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         retried, so the worker carries on when Redis is back.
         """
         self.scope, self.base_send = scope, send
+        self.config = config.current()  # this process's settings, as they were at its start
         self.channel_layer = get_channel_layer()
         self.channel_name = await self.channel_layer.new_channel("model-worker.")
         # One record per generation, from `generate` until its end reached its readers.
@@ -61,11 +62,12 @@ class ModelWorkerConsumer(AsyncConsumer):
         # Ids a web process may still wait for: live, or ended but the end not yet delivered to
         # the one that started it (id → that web process).
         self.known: dict[str, str] = {}
-        self.webs = Webs()  # silent for WORKER_TIMEOUT_S, a web process is gone, and its readers
+        # Silent for WORKER_TIMEOUT_S, a web process is gone, and its readers.
+        self.webs = Webs(self.config.fleet.timeout_s)
         # The one choice of where answers are logged: the client is made on first use, so a
         # worker without durable answers never needs Redis for them.
         self.answer_logs = self.given_answer_logs or answer_log.RedisLog(
-            store.redis, retained_max=settings.STREAM_RETAINED_MAX)
+            store.redis, retained_max=self.config.retention.retained_max)
         self.tasks: set[asyncio.Task[Any]] = set()
         self.outboxes = Outboxes(self.channel_layer, self.channel_name, self._spawn,
                                  delivered=self._delivered, give_up=self._give_up_on,
@@ -105,8 +107,8 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.shutting_down = True  # heartbeats say "not ready": no new work comes
         if signum == signal.SIGTERM:
             logger.info("model worker stopping: draining %d generation(s) for %gs",
-                        len(self.generations), settings.WORKER_DRAIN_S)
-            await stopping.until(lambda: not self.generations, settings.WORKER_DRAIN_S)
+                        len(self.generations), self.config.fleet.drain_s)
+            await stopping.until(lambda: not self.generations, self.config.fleet.drain_s)
         logger.info("model worker stopping: handing over %d generation(s)",
                     len(self.generations))
         await asyncio.gather(*(self.engine.abort(generation_id, HANDED_OVER)
@@ -175,7 +177,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         # Kept whole here, up to its cap, for web processes that follow it later, or to send
         # again what was lost on the way.
         stream.max_log_bytes = (durable["max_bytes"] if durable
-                                else settings.STREAM_RESUME_MAX_BYTES)
+                                else self.config.retention.resume_max_bytes)
         if durable is not None:
             first = {"request": protocol.request_message(request), **durable["meta"],
                      "worker": self.channel_name}
@@ -275,7 +277,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         durable = stream.id in self.answer_logs.open
         reader = stream.join(audience.sent)
         try:
-            async for batch in stream.batches(settings.STREAM_HEARTBEAT_S, reader=reader):
+            async for batch in stream.batches(self.config.connections.heartbeat_s, reader=reader):
                 if not batch:
                     continue
                 for web in audience.fed:  # its home, and any web process following it
@@ -356,7 +358,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                 await self.channel_layer.send(self.channel_name, protocol.WorkerPing(seq).encode())
                 if seq == 1:  # no previous ping: wait for this one (a round trip, not a beat)
                     await stopping.until(lambda: self.pings_seen >= 1,
-                                         settings.WORKER_HEARTBEAT_S)
+                                         self.config.fleet.heartbeat_s)
                 receiving = self.pings_seen >= max(seq - 1, 1)
                 heartbeat = protocol.WorkerHeartbeat(
                     worker=self.channel_name, free=self.engine.free_slots,
@@ -374,12 +376,12 @@ class ModelWorkerConsumer(AsyncConsumer):
             if cut_off:
                 self.webs.deaf()
             await self._abort_for_silent_webs()
-            await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
+            await asyncio.sleep(self.config.fleet.heartbeat_s)
 
     async def _abort_for_silent_webs(self) -> None:
         """A web process that has gone silent has no readers left: a generation nobody else
         reads is aborted (after its grace period, for a reader to come back elsewhere)."""
-        silent_since = time.monotonic() - settings.WORKER_TIMEOUT_S
+        silent_since = time.monotonic() - self.config.fleet.timeout_s
         for generation_id, audience in list(self.generations.items()):
             for web in [w for w in audience.reading if not self.webs.alive(w)]:
                 logger.warning("%s is silent: it reads %s no more", web, generation_id)

@@ -16,12 +16,12 @@ from __future__ import annotations
 import time
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from django.conf import settings
 from django.dispatch import Signal
 
+from streaming.core import config
 from streaming.core.abort import AbortReason
 from streaming.core.exceptions import (
     AlreadyStreaming,
@@ -31,7 +31,6 @@ from streaming.core.exceptions import (
     StreamingError,
     TooManyPending,
 )
-from streaming.core.latency import summarize
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
@@ -106,17 +105,18 @@ class Generation:
             )
         stream = self.stream = (self.engine.generate(self.request) if self.runs_here
                                 else TokenStream(self.request))
+        retention = config.current().retention
         self.answer = Answer(
             stream,
-            grace_s=settings.STREAM_RESUME_GRACE_S if durable else 0.0,
-            retention_s=settings.STREAM_RETENTION_S if durable else 0.0,
-            max_bytes=settings.STREAM_RESUME_MAX_BYTES, abandon=self._abandon,
+            grace_s=retention.resume_grace_s if durable else 0.0,
+            retention_s=retention.retention_s if durable else 0.0,
+            max_bytes=retention.resume_max_bytes, abandon=self._abandon,
             back=lambda: self.sharing.readers_back(self.id), background=self.background,
         )
         if durable:
             self.sharing.keep(self.id, {
                 "grace_s": self.answer.grace_s, "retention_s": self.answer.retention_s,
-                "max_bytes": settings.STREAM_RESUME_MAX_BYTES, "background": self.background,
+                "max_bytes": retention.resume_max_bytes, "background": self.background,
                 "meta": {"api": self.api, "client": self.client, "owner": self.owner,
                          "conversation": self.in_conversation,
                          "created_at": self.created_at.isoformat()},
@@ -217,56 +217,6 @@ class Generation:
             self.writes_row = False
             stream.finish(error=GenerationError(AbortReason.SERVER_SHUTDOWN))
 
-    def figures(self) -> dict[str, Any]:
-        """Counters and latencies, live or final."""
-        if self.measured_elsewhere is not None:
-            return self.measured_elsewhere
-        stream = self.stream
-        if stream is None:
-            return {"tokens_generated": 0, "tokens_after_abort": 0, "finish_reason": "",
-                    **summarize(self.created_mono, [], self.ended_mono or time.monotonic())}
-        ended = self.ended_mono or time.monotonic()
-        return {
-            "tokens_generated": stream.tokens_generated,
-            "tokens_after_abort": stream.tokens_after_abort,
-            "finish_reason": stream.finish_reason or "",
-            **summarize(stream.created_at, stream.token_times, ended),
-        }
-
-    def state(self) -> dict[str, Any]:
-        """The JSON of `GET /api/generations/<id>`."""
-        answer = {} if self.answer is None else {"answer": self.answer.state()}
-        return state_json(
-            self.id, self.status, error_code=self.error_code or None, api=self.api,
-            engine=self.engine.name, model=self.engine.model,
-            created_at=self.created_at.isoformat(), max_tokens=self.request.max_tokens,
-            **self.figures(), **answer,
-        )
-
-    def log_fields(self) -> dict[str, Any]:
-        """The log row's columns."""
-        figures = self.figures()
-        elapsed = (self.ended_mono or time.monotonic()) - self.created_mono
-        return {
-            "generation_id": self.id,
-            "created_at": self.created_at,
-            "finished_at": self.created_at + timedelta(seconds=elapsed),
-            "api": self.api,
-            "client": self.client[:64],
-            "owner": self.owner[:80],
-            "prompt_chars": self.request.prompt_chars,
-            "prompt": logged_prompt(self.request),
-            "message_count": len(self.request.messages),
-            "max_tokens": self.request.max_tokens,
-            "engine": self.engine.name,
-            "model": self.engine.model[:200],
-            "status": self.status,
-            "error_code": self.error_code,
-            "reasoning_tokens": self.stream.reasoning_tokens if self.stream is not None else 0,
-            "workers": self.sharing.made_by(self.id, figures["tokens_generated"]),
-            **figures,
-        }
-
 
 class Registry:
     """Live generations by id, plus a bounded memory of recently finished ones."""
@@ -287,10 +237,11 @@ class Registry:
         client's answers created and never read cannot fill STREAM_MAX_PENDING for everyone.
         """
         self._expire_unclaimed()
-        if len(self._live) >= settings.STREAM_MAX_PENDING:
+        admission = config.current().admission
+        if len(self._live) >= admission.max_pending:
             raise EngineBusy("Too many generations are open; try again shortly.")
         if asker:
-            share = settings.STREAM_MAX_PENDING_PER_CLIENT
+            share = admission.max_pending_per_client
             if share and self._unclaimed_by[asker] >= share:
                 raise TooManyPending(share)
             self._unclaimed[generation.id] = asker
@@ -334,7 +285,7 @@ class Registry:
                 self._retained.append(answer)
         self._forget_expired()
         self._recent[generation.id] = generation
-        while len(self._recent) > settings.STREAM_RETAINED_MAX:
+        while len(self._recent) > config.current().retention.retained_max:
             _, oldest = self._recent.popitem(last=False)
             if oldest.answer is not None:
                 oldest.answer.free()
@@ -358,36 +309,12 @@ class Registry:
             retained.popleft().free()
 
     def _expire_unclaimed(self) -> None:
-        deadline = time.monotonic() - settings.STREAM_UNCLAIMED_TTL_S
+        deadline = time.monotonic() - config.current().admission.unclaimed_ttl_s
         for generation in list(self._live.values()):
             if generation.created_mono > deadline:
                 break  # ordered by creation: the rest are younger
             if generation.status == PENDING:
                 self.finish(generation, GenerationStatus.CANCELLED, "unclaimed")
-
-
-# A generation's counters and latencies, as `figures()` and the log row both name them.
-FIGURES = ("tokens_generated", "tokens_after_abort", "finish_reason", "ttft_ms", "tpot_ms",
-           "itl_p50_ms", "itl_p99_ms", "itl_max_ms", "total_ms")
-
-
-def state_json(generation_id: str, status: str, **known: Any) -> dict[str, Any]:
-    """The JSON of `GET /api/generations/<id>`, from whatever knows the generation: this
-    process's registry, Redis (created, not streamed yet), a worker (streamed by another web
-    process) or its log row. What is not known yet reads as nothing so far."""
-    return {"id": generation_id, "status": status, "tokens_generated": 0,
-            "tokens_after_abort": 0, "ttft_ms": None, **known}
-
-
-def logged_prompt(request: GenerationRequest) -> str:
-    """What PROMPT_LOGGING lets the log keep of a prompt."""
-    mode = settings.PROMPT_LOGGING
-    if mode == "none":
-        return ""
-    text = "\n\n".join(f"{m.role}: {m.content}" for m in request.messages)
-    # NUL cannot go into PostgreSQL text; the log is for people, so it is dropped.
-    text = text.replace("\x00", "")
-    return text if mode == "full" else text[: settings.PROMPT_LOG_CHARS]
 
 
 def _release(generation: Generation) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from streaming.core.request import Message
 from streaming.core.stream import TokenStream
+from streaming.generations import record
 from streaming.generations.registry import PENDING, STREAMING, Generation
 from streaming.models import GenerationStatus, StoredResponse
 from streaming.wire.responses_format import Outcome, ResponseSpec
@@ -42,7 +43,7 @@ def outcome_of(generation: Generation) -> Outcome:
     return Outcome(
         status=status, text=stream.text() if stream is not None else "",
         input_tokens=(stream.prompt_tokens or 0) if stream is not None else 0,
-        output_tokens=generation.figures()["tokens_generated"],
+        output_tokens=record.figures(generation)["tokens_generated"],
         error=({"code": "server_error", "message": f"The generation failed "
                 f"({generation.error_code or generation.status})."}
                if status == "failed" else None),

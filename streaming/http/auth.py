@@ -15,6 +15,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 
+from streaming.core import config
 from streaming.core.exceptions import Forbidden, Unauthorized
 from streaming.models import ApiKey, digest_of
 
@@ -48,7 +49,7 @@ def auth_required(request: HttpRequest) -> bool:
     a public name must list it), the peer is a loopback address (a server bound to 0.0.0.0 is
     not opened by a forged `Host: 127.0.0.1`), and no proxy forwarded the request.
     """
-    mode = settings.STREAM_REQUIRE_AUTH
+    mode = config.current().admission.require_auth
     if mode != "auto":
         return mode == "true"
     if not set(settings.ALLOWED_HOSTS) <= LOOPBACK_HOSTS:

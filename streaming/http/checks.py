@@ -16,6 +16,8 @@ from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.urls import Resolver404, resolve
 from django.utils.module_loading import import_string
 
+from streaming.core import config
+
 # Middleware whose name says it compresses: only these are probed (running arbitrary
 # middleware inside a check could have side effects).
 COMPRESSOR_NAME = re.compile(r"gzip|compress|brotli|zstd|deflate", re.IGNORECASE)
@@ -116,8 +118,9 @@ def _is_async_view(view) -> bool:
 @register("streaming", deploy=True)
 def check_heartbeat(app_configs=None, **kwargs) -> list[CheckMessage]:
     """W004: pings too rare to keep an idle stream open through the proxy's read timeout."""
-    heartbeat = settings.STREAM_HEARTBEAT_S
-    timeout = settings.STREAM_PROXY_READ_TIMEOUT_S
+    connections = config.current().connections
+    heartbeat = connections.heartbeat_s
+    timeout = connections.proxy_read_timeout_s
     if heartbeat <= timeout * HEARTBEAT_MAX_SHARE:
         return []
     return [CheckWarning(

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.conversations import records, search
 from streaming.conversations.answers import settle
+from streaming.core import config
 from streaming.core.exceptions import BadRequest
 from streaming.http import turns
 from streaming.http.admission import api_view
@@ -73,9 +73,10 @@ def _settings_of(data: dict[str, Any]) -> dict[str, Any]:
         if name == "system_prompt":
             if value is None:
                 value = ""
-            if not isinstance(value, str) or len(value) > settings.CONVERSATIONS_MAX_ITEM_CHARS:
+            limit = config.current().conversations.max_item_chars
+            if not isinstance(value, str) or len(value) > limit:
                 raise BadRequest(f"`system_prompt` must be a string of at most "
-                                 f"{settings.CONVERSATIONS_MAX_ITEM_CHARS} characters.")
+                                 f"{limit} characters.")
         elif value is not None:
             sampling(name, value)  # checked as a request's would be; kept as given
         chosen[name] = value

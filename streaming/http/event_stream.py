@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Protocol
 
-from django.conf import settings
 from django.http import StreamingHttpResponse
 
+from streaming.core import config
 from streaming.core.chunk_log import Chunk, ChunkKind, answer_text
 from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.stream import TokenStream
@@ -102,7 +102,7 @@ async def started_frames(
     generation: Generation, framer: Framer = NATIVE, preamble: bytes = b"", position: int = 0
 ) -> AsyncIterator[bytes]:
     """A started generation's frames from `position` in its log, once its engine has taken it."""
-    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, framer, position)
+    frames = event_stream(generation, config.current().connections.heartbeat_s, framer, position)
     await anext(frames)  # raises the engine's refusal while it can still be an HTTP error
     return _prefixed(preamble, frames) if preamble else frames
 

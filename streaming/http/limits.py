@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from django.conf import settings
-
+from streaming.core import config
+from streaming.core.config import AdmissionSettings
 from streaming.core.exceptions import (
     EngineBusy,
     RateLimited,
@@ -52,11 +52,15 @@ class Pool:
     all_full: Callable[[int], StreamingError]
 
 
-STREAMS = Pool("streams", lambda: settings.STREAM_MAX_STREAMS_PER_CLIENT,
-               lambda: settings.STREAM_MAX_IN_FLIGHT, TooManyStreams,
+def _admission() -> AdmissionSettings:
+    return config.current().admission
+
+
+STREAMS = Pool("streams", lambda: _admission().max_streams_per_client,
+               lambda: _admission().max_in_flight, TooManyStreams,
                lambda limit: _service_full())
-BACKGROUND = Pool("background", lambda: settings.RESPONSES_BACKGROUND_PER_CLIENT,
-                  lambda: settings.RESPONSES_BACKGROUND_MAX, TooManyBackground,
+BACKGROUND = Pool("background", lambda: _admission().background_per_client,
+                  lambda: _admission().background_max, TooManyBackground,
                   lambda limit: EngineBusy(f"{limit} background responses run, the most this "
                                            "service runs at once; try again shortly."))
 
@@ -108,7 +112,7 @@ class LocalLimits:
 
     async def hit(self, client: str) -> None:
         """Count one request against the client's rate; RateLimited past it."""
-        limit = settings.STREAM_RATE_PER_MIN
+        limit = _admission().rate_per_min
         if limit <= 0:
             return
         now = time.time()
@@ -193,7 +197,7 @@ class RedisLimits:
 
     async def hit(self, client: str) -> None:
         """Count one request against the client's rate (one counter per client and minute)."""
-        limit = settings.STREAM_RATE_PER_MIN
+        limit = _admission().rate_per_min
         if limit <= 0:
             return
         count, ttl_ms = await store.call(
@@ -246,7 +250,7 @@ class RedisLimits:
     async def _renew_loop(self) -> None:
         while self.held:
             # A third of the TTL: two renewals may fail before a live stream's slot lapses.
-            await asyncio.sleep(settings.STREAM_LEASE_TTL_S / 3)
+            await asyncio.sleep(_admission().lease_ttl_s / 3)
             held = list(self.held)
             if not held:
                 return
@@ -267,12 +271,12 @@ class RedisLimits:
 
 
 def _ttl_ms() -> int:
-    return int(settings.STREAM_LEASE_TTL_S * 1000)
+    return int(_admission().lease_ttl_s * 1000)
 
 
 def _service_full() -> EngineBusy:
     return EngineBusy(
-        f"{settings.STREAM_MAX_IN_FLIGHT} streams are in flight, the most this service serves "
+        f"{_admission().max_in_flight} streams are in flight, the most this service serves "
         "at once; try again shortly."
     )
 

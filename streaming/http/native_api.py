@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from streaming.core import config
 from streaming.core.exceptions import NotFound
 from streaming.core.request import GenerationRequest
 from streaming.engines import get_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.fleet import store
+from streaming.generations import record
 from streaming.generations.answer import retry_ms
-from streaming.generations.registry import (
-    FIGURES,
-    PENDING,
-    STREAMING,
-    Generation,
-    registry,
-    state_json,
-)
+from streaming.generations.record import FIGURES, state_json
+from streaming.generations.registry import PENDING, STREAMING, Generation, registry
 from streaming.http import cancel
 from streaming.http.admission import admit, api_view, owned, start_new
 from streaming.http.auth import principal
@@ -122,7 +117,7 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
     """`GET /api/generations/<id>`: live counters, or the log row once it has ended."""
     generation = owned(request, registry.get(generation_id))
     if generation is not None:
-        return JsonResponse(generation.state())
+        return JsonResponse(record.state(generation))
     if store.enabled() and await may_see_elsewhere(request, generation_id):
         pending = await store.peek_pending(generation_id)
         if pending is not None:
@@ -168,6 +163,7 @@ async def engine_defaults(request: HttpRequest) -> HttpResponse:
     """`GET /api/engine`: the model, and what a request gets for what it leaves unset (with
     workers: what they announced)."""
     described = (await ready_engine()).describe()
-    defaults = {**described["defaults"], "max_tokens": settings.STREAM_DEFAULT_MAX_TOKENS}
+    limits = config.current().limits
+    defaults = {**described["defaults"], "max_tokens": limits.default_max_tokens}
     return JsonResponse({**described, "defaults": defaults,
-                         "max_tokens_limit": settings.STREAM_MAX_TOKENS_LIMIT})
+                         "max_tokens_limit": limits.max_tokens_limit})

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from streaming.core import config
 from streaming.core.chunk_log import Chunk, ChunkKind
 from streaming.core.exceptions import BadRequest, GenerationError, NotFound
 from streaming.core.fields import accepted, asked
@@ -286,7 +286,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         writer = ChunkWriter(completion_id, engine.model, created, usage=options.include_usage)
         return await open_event_stream(generation, ChunkFramer(writer))
     collector = CompletionCollector(completion_id, engine.model, created)
-    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, collector)
+    frames = event_stream(generation, config.current().connections.heartbeat_s, collector)
     body = b"".join([frame async for frame in frames])
     if not body:  # the engine cut the stream (the `cut` test hook): no answer to give
         raise GenerationError("worker_unavailable", "The generation ended without an answer.")

@@ -15,9 +15,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from streaming.core import config
 from streaming.core.chunk_log import Chunk, ChunkKind, answer_text
 from streaming.core.exceptions import BadRequest, GenerationError, Gone, NotFound, StreamingError
 from streaming.core.request import Message
@@ -153,7 +153,7 @@ async def create_response(request: HttpRequest) -> HttpResponse:
     if body.background:
         return JsonResponse(wire.response_object(spec, stored.outcome_of(generation)))
     collector = ResponseCollector(spec)
-    frames = event_stream(generation, settings.STREAM_HEARTBEAT_S, collector)
+    frames = event_stream(generation, config.current().connections.heartbeat_s, collector)
     reply = b"".join([frame async for frame in frames])
     if not reply:  # the engine cut the stream (the `cut` test hook): no answer to give
         raise GenerationError("worker_unavailable", "The generation ended without an answer.")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from itertools import takewhile
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest
 
+from streaming.core import config
 from streaming.core.exceptions import BadRequest, PromptTooLong
 from streaming.core.request import GenerationRequest, Message
 from streaming.engines.base import Engine
@@ -60,7 +60,7 @@ def request_for(turns: list[tuple[str, str]], engine: Engine, conversation: Conv
     # engine counts (its window in tokens): the fewest dropped that fit, by halving, since each
     # check tokenizes the whole prompt. The last message always stays.
     last = len(rest) - 1
-    budget = settings.STREAM_MAX_PROMPT_CHARS - sum(len(m.content) for m in system)
+    budget = config.current().limits.max_prompt_chars - sum(len(m.content) for m in system)
     start, used = last, len(rest[last].content)
     while start > 0 and used + len(rest[start - 1].content) <= budget:
         start -= 1

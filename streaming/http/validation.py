@@ -11,9 +11,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from django.conf import settings
-
-from streaming.core import text
+from streaming.core import config, text
 from streaming.core.exceptions import STREAM_ERROR_MESSAGES, BadRequest
 from streaming.core.fields import FIELDS, Dialect, accepted, asked, integer, number_in, parse_asked
 from streaming.core.request import Fault, GenerationRequest, Message
@@ -84,16 +82,17 @@ def build_request(
     """Check the sampling parameters and limits shared by every API; `max_tokens_field`: what
     the asker's dialect calls `max_tokens`, for its errors; `sampling`: the fields of
     core/fields.py by GenerationRequest's names (`asked`), named in errors as `dialect` does."""
+    limits = config.current().limits
     chars = sum(len(m.content) for m in messages)
-    if chars > settings.STREAM_MAX_PROMPT_CHARS:
+    if chars > limits.max_prompt_chars:
         raise BadRequest(
-            f"The prompt is {chars} characters; the limit is {settings.STREAM_MAX_PROMPT_CHARS}."
+            f"The prompt is {chars} characters; the limit is {limits.max_prompt_chars}."
         )
     return GenerationRequest(
         id=new_generation_id(),
         messages=messages,
-        max_tokens=settings.STREAM_DEFAULT_MAX_TOKENS if max_tokens is None else integer(
-            max_tokens_field, max_tokens, 1, settings.STREAM_MAX_TOKENS_LIMIT),
+        max_tokens=limits.default_max_tokens if max_tokens is None else integer(
+            max_tokens_field, max_tokens, 1, limits.max_tokens_limit),
         # Unset stays None: each engine has its own default (the model's, or its upstream's).
         **parse_asked(sampling, dialect),
         fault=None if fault is None else parse_fault(fault),
@@ -113,7 +112,7 @@ def sampling(name: str, value: Any) -> float:
     """`temperature`, `top_p` or `max_tokens` (not None) checked as every API checks it
     (BadRequest otherwise): for settings kept to be used later too (a conversation's)."""
     if name == "max_tokens":
-        return integer(name, value, 1, settings.STREAM_MAX_TOKENS_LIMIT)
+        return integer(name, value, 1, config.current().limits.max_tokens_limit)
     field = next(field for field in FIELDS if field.name == name)
     return number_in(name, value, field.low, field.high, open_low=field.open_low)
 
@@ -136,8 +135,9 @@ def parse_messages(data: dict[str, Any]) -> tuple[Message, ...]:
 def _chat_messages(raw: Any) -> tuple[Message, ...]:
     if not isinstance(raw, list) or not raw:
         raise BadRequest("`messages` must be a non-empty list.")
-    if len(raw) > settings.STREAM_MAX_MESSAGES:
-        raise BadRequest(f"At most {settings.STREAM_MAX_MESSAGES} messages.")
+    limit = config.current().limits.max_messages
+    if len(raw) > limit:
+        raise BadRequest(f"At most {limit} messages.")
     messages = []
     for position, item in enumerate(raw):
         where = f"messages[{position}]"

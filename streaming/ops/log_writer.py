@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 
-from streaming.generations import stored
+from streaming.generations import record, stored
 from streaming.models import GenerationLog, StoredResponse
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
 
 def schedule_log(generation: Generation) -> None:
     """Queue the row (and a stored response's end): the reader's last frame is already out."""
-    _rows.append(generation.log_fields())
+    _rows.append(record.log_row(generation))
     if generation.api == "responses":
         _ends.append((generation.id, stored.final_fields(generation)))
     _wake()

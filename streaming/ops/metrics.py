@@ -16,10 +16,11 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client.exposition import choose_encoder
+
+from streaming.core import config
 
 if TYPE_CHECKING:
     from streaming.engines.base import Engine
@@ -219,7 +220,7 @@ def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
 
 def multiprocess_dir() -> str:
     """The shared directory of multiprocess mode, or "" for one process."""
-    return settings.PROMETHEUS_MULTIPROC_DIR
+    return config.current().observability.prometheus_multiproc_dir
 
 
 def process_exiting() -> None:

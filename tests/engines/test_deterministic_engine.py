@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from streaming.core import config
 from streaming.core.abort import AbortReason
 from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut
 from streaming.core.request import Fault, GenerationRequest, Message
@@ -220,7 +221,7 @@ async def test_step_mode_gives_the_same_tokens_and_an_abort_leaves_the_batch():
 
 
 def test_step_mode_comes_from_its_setting(settings):
-    assert DeterministicEngine.from_settings(settings).steps is None  # off by default
+    assert DeterministicEngine.from_config(config.current()).steps is None  # off by default
     settings.DETERMINISTIC_STEP_MS = 25
-    engine = DeterministicEngine.from_settings(settings)
+    engine = DeterministicEngine.from_config(config.current())
     assert (engine.steps.step_s, engine.tokens_per_s) == (0.025, 40)

@@ -11,6 +11,7 @@ from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import InMemoryChannelLayer, channel_layers
 from channels.routing import ChannelNameRouter
 
+from streaming.core import config
 from streaming.fleet import stopping, store
 from streaming.fleet import worker as worker_module
 from streaming.fleet.engine import ChannelLayerEngine
@@ -55,7 +56,7 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
                 channels=[WORKER_CHANNEL], channel_layer=layer))
             running.append(asyncio.create_task(runner.arun()))
             await eventually(lambda: len(consumers) == len(runners))  # in the runners' order
-        web = ChannelLayerEngine()
+        web = ChannelLayerEngine.from_config(config.current())
         await web.start()
         await eventually(lambda: len(web.presence.live()) == workers or not wait)
         fleet = Fleet(layer, web, consumers, runners, running, logs)

@@ -20,6 +20,7 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer
 
+from streaming.core import config
 from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import GenerationError
 from streaming.core.request import GenerationRequest, Message
@@ -145,7 +146,7 @@ class Fleet:
     async def another_web(self, logs: AnswerLog | None = None) -> Replicas:
         """A second web process on the same layer, once it sees every worker; its replicas
         read the fleet's logs (or `logs`)."""
-        web = ChannelLayerEngine()
+        web = ChannelLayerEngine.from_config(config.current())
         await web.start()
         self.other_webs.append(web)
         await eventually(lambda: len(web.presence.live()) == len(self.workers))

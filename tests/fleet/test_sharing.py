@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from streaming.core import config
 from streaming.engines.deterministic import DeterministicEngine
 from streaming.fleet.engine import ChannelLayerEngine
 from streaming.fleet.protocol import ABORT_CODES, HANDED_OVER
@@ -10,7 +11,7 @@ from streaming.generations.sharing import ALONE
 
 
 def test_a_local_engine_shares_with_nobody_and_the_fleet_engine_with_every_web_process():
-    fleet = ChannelLayerEngine()
+    fleet = ChannelLayerEngine.from_config(config.current())
     assert sharing_for(DeterministicEngine(ttft_s=0, tokens_per_s=0)) is ALONE
     shared = sharing_for(fleet)
     assert isinstance(shared, FleetSharing) and shared.fleet is fleet

@@ -19,10 +19,10 @@ import sys
 import threading
 
 from daphne.management.commands.runserver import Command as DaphneRunserver
-from django.conf import settings
 from django.utils import autoreload
 
 from streaming import lifecycle
+from streaming.core import config
 
 STOP_S = 10.0  # after the drain, how long daphne's thread may take to stop
 
@@ -60,7 +60,7 @@ class Command(DaphneRunserver):
         if loop is not None and not loop.is_closed():
             drained = asyncio.run_coroutine_threadsafe(lifecycle.drain(), loop)
             try:
-                drained.result(settings.STREAM_SHUTDOWN_GRACE_S + STOP_S)
+                drained.result(config.current().connections.shutdown_grace_s + STOP_S)
             except Exception as error:  # a drain that failed or hung: stop all the same
                 self.stderr.write(f"draining failed: {error!r}")
         from twisted.internet import reactor

@@ -1,0 +1,207 @@
+"""The service's settings as a few typed, frozen objects, one per concept, checked once.
+
+chatsite/settings.py reads each environment variable once, with its bounds (docs/api.md,
+"Settings"); here those flat values are grouped by what they govern, so that code asks for
+`limits.max_prompt_chars`, not for a name and a prefix. Every field names the setting it comes
+from, which is also its environment variable: the names users set never change.
+
+Built from Django's settings on first use and rebuilt when a setting changes (tests override
+them), read lazily so that core imports without Django configured, as Channels reads its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_type_hints
+
+
+class ConfigError(ValueError):
+    """Settings that are each valid but cannot go together (Django reports it at start-up)."""
+
+
+def setting(name: str, **options: Any) -> Any:
+    """A field read from the Django setting (and environment variable) `name`."""
+    return field(metadata={"setting": name}, **options)
+
+
+@dataclass(frozen=True, slots=True)
+class LimitSettings:
+    """What one request may ask: refused before any stream starts."""
+
+    max_body_bytes: int = setting("STREAM_MAX_BODY_BYTES")
+    max_prompt_chars: int = setting("STREAM_MAX_PROMPT_CHARS")
+    max_messages: int = setting("STREAM_MAX_MESSAGES")
+    default_max_tokens: int = setting("STREAM_DEFAULT_MAX_TOKENS")
+    max_tokens_limit: int = setting("STREAM_MAX_TOKENS_LIMIT")
+
+    def __post_init__(self) -> None:
+        if self.default_max_tokens > self.max_tokens_limit:  # every request without it refused
+            raise ConfigError(f"STREAM_DEFAULT_MAX_TOKENS ({self.default_max_tokens}) must not "
+                              f"exceed STREAM_MAX_TOKENS_LIMIT ({self.max_tokens_limit})")
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionSettings:
+    """Who may come in and how much each client may hold (0: no limit)."""
+
+    require_auth: Literal["auto", "true", "false"] = setting("STREAM_REQUIRE_AUTH")
+    rate_per_min: int = setting("STREAM_RATE_PER_MIN")
+    max_streams_per_client: int = setting("STREAM_MAX_STREAMS_PER_CLIENT")
+    max_in_flight: int = setting("STREAM_MAX_IN_FLIGHT")
+    lease_ttl_s: float = setting("STREAM_LEASE_TTL_S")  # a killed process's slots lapse
+    max_pending: int = setting("STREAM_MAX_PENDING")  # created, not streamed yet
+    max_pending_per_client: int = setting("STREAM_MAX_PENDING_PER_CLIENT")
+    unclaimed_ttl_s: float = setting("STREAM_UNCLAIMED_TTL_S")  # created, never streamed
+    background_max: int = setting("RESPONSES_BACKGROUND_MAX")
+    background_per_client: int = setting("RESPONSES_BACKGROUND_PER_CLIENT")
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionSettings:
+    """How long an answer stays readable, for readers that leave and come back."""
+
+    resume_grace_s: float = setting("STREAM_RESUME_GRACE_S")  # past its last reader
+    resume_max_bytes: int = setting("STREAM_RESUME_MAX_BYTES")  # its log's memory
+    retention_s: float = setting("STREAM_RETENTION_S")  # past its end
+    retained_max: int = setting("STREAM_RETAINED_MAX")  # finished answers kept
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """How a connection is kept alive, bounded and closed."""
+
+    heartbeat_s: float = setting("STREAM_HEARTBEAT_S")
+    proxy_read_timeout_s: float = setting("STREAM_PROXY_READ_TIMEOUT_S")
+    send_timeout_s: float = setting("STREAM_SEND_TIMEOUT_S")  # a reader taking no bytes
+    request_timeout_s: float = setting("STREAM_REQUEST_TIMEOUT_S")  # 0: no bound
+    shutdown_grace_s: float = setting("STREAM_SHUTDOWN_GRACE_S")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """Which engine runs, on which model, with how many sequences at once."""
+
+    name: str = setting("STREAMING_ENGINE")
+    paths: Mapping[str, str] = setting("STREAMING_ENGINES")  # name: dotted path of its class
+    fleet_path: str = setting("STREAMING_FLEET_ENGINE")  # a web process's, with REDIS_URL
+    model: str = setting("STREAMING_MODEL")
+    model_cache: str = setting("STREAMING_MODEL_CACHE")
+    context_tokens: int = setting("STREAMING_CONTEXT_TOKENS")  # 0: the engine's default
+    max_batch: int = setting("STREAMING_MAX_BATCH")  # 0: the engine's default
+    max_queue: int = setting("STREAMING_MAX_QUEUE")
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSettings:
+    """The `openai` engine's upstream."""
+
+    url: str = setting("STREAMING_REMOTE_URL")
+    model: str = setting("STREAMING_REMOTE_MODEL")
+    key: str = setting("STREAMING_REMOTE_KEY", repr=False)  # never in a log line
+    connect_timeout_s: float = setting("STREAMING_REMOTE_CONNECT_TIMEOUT_S")
+    read_timeout_s: float = setting("STREAMING_REMOTE_READ_TIMEOUT_S")  # 0: forever
+
+
+@dataclass(frozen=True, slots=True)
+class DeterministicSettings:
+    """The deterministic engine's pace and answers."""
+
+    ttft_ms: float = setting("DETERMINISTIC_TTFT_MS")
+    tokens_per_s: float = setting("DETERMINISTIC_TPS")  # 0: unpaced
+    step_ms: float = setting("DETERMINISTIC_STEP_MS")  # > 0: a GPU batch's steps
+    answer_tokens: int = setting("DETERMINISTIC_ANSWER_TOKENS")  # 0: drawn from the seed
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    """Web processes and model workers over Redis (`redis_url` empty: no fleet)."""
+
+    redis_url: str = setting("REDIS_URL")
+    heartbeat_s: float = setting("WORKER_HEARTBEAT_S")
+    timeout_s: float = setting("WORKER_TIMEOUT_S")  # silent this long: presumed dead
+    drain_s: float = setting("WORKER_DRAIN_S")
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= self.heartbeat_s:  # every process would die between heartbeats
+            raise ConfigError(f"WORKER_TIMEOUT_S ({self.timeout_s}) must exceed "
+                              f"WORKER_HEARTBEAT_S ({self.heartbeat_s})")
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSettings:
+    """Conversations kept on the server, per owner."""
+
+    max_per_owner: int = setting("CONVERSATIONS_MAX_PER_OWNER")
+    max_items: int = setting("CONVERSATIONS_MAX_ITEMS")  # every branch counted
+    max_item_chars: int = setting("CONVERSATIONS_MAX_ITEM_CHARS")
+    checkpoint_s: float = setting("CONVERSATIONS_CHECKPOINT_S")  # a running answer's text saved
+
+
+@dataclass(frozen=True, slots=True)
+class ObservabilitySettings:
+    """What the log rows keep of a prompt, and where metrics of several processes meet."""
+
+    prompt_logging: Literal["none", "truncated", "full"] = setting("PROMPT_LOGGING")
+    prompt_log_chars: int = setting("PROMPT_LOG_CHARS")
+    prometheus_multiproc_dir: str = setting("PROMETHEUS_MULTIPROC_DIR")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Every setting of the service, by concept."""
+
+    limits: LimitSettings
+    admission: AdmissionSettings
+    retention: RetentionSettings
+    connections: ConnectionSettings
+    engine: EngineSettings
+    remote: RemoteSettings
+    deterministic: DeterministicSettings
+    fleet: FleetSettings
+    conversations: ConversationSettings
+    observability: ObservabilitySettings
+
+    def __post_init__(self) -> None:
+        if self.engine.name == "openai" and not self.remote.url:
+            raise ConfigError("STREAMING_REMOTE_URL must be set with STREAMING_ENGINE=openai: "
+                              "the upstream's base URL, such as http://127.0.0.1:8001/v1")
+
+    @classmethod
+    def from_settings(cls, source: Any) -> Config:
+        """Each object's fields read from `source`'s attributes of their settings' names."""
+        parts = {}
+        for part in dataclasses.fields(cls):
+            kind = GROUPS[part.name]
+            parts[part.name] = kind(**{each.name: getattr(source, each.metadata["setting"])
+                                       for each in dataclasses.fields(kind)})
+        return cls(**parts)
+
+
+GROUPS: dict[str, Any] = get_type_hints(Config)  # each part's name: its class
+
+
+def setting_names() -> dict[str, str]:
+    """Every setting read here, by name: the `group.field` it fills."""
+    return {each.metadata["setting"]: f"{group}.{each.name}"
+            for group, kind in GROUPS.items() for each in dataclasses.fields(kind)}
+
+
+_current: Config | None = None
+
+
+def current() -> Config:
+    """This process's settings, built from Django's on first use."""
+    global _current
+    if _current is None:
+        from django.conf import settings  # lazily, so core imports without Django configured
+
+        _current = Config.from_settings(settings)
+    return _current
+
+
+def reset(**_: Any) -> None:
+    """Forget them: rebuilt on next use (a receiver of Django's `setting_changed`)."""
+    global _current
+    _current = None

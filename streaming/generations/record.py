@@ -1,0 +1,92 @@
+"""What a generation shows of itself: its counters and latencies, the JSON of its state, and
+its log row (written by streaming/ops/log_writer.py)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from streaming.core import config
+from streaming.core.latency import summarize
+from streaming.core.request import GenerationRequest
+from streaming.generations.registry import Generation
+
+# A generation's counters and latencies, as `figures` and the log row both name them.
+FIGURES = ("tokens_generated", "tokens_after_abort", "finish_reason", "ttft_ms", "tpot_ms",
+           "itl_p50_ms", "itl_p99_ms", "itl_max_ms", "total_ms")
+
+
+def state_json(generation_id: str, status: str, **known: Any) -> dict[str, Any]:
+    """The JSON of `GET /api/generations/<id>`, from whatever knows the generation: this
+    process's registry, Redis (created, not streamed yet), a worker (streamed by another web
+    process) or its log row. What is not known yet reads as nothing so far."""
+    return {"id": generation_id, "status": status, "tokens_generated": 0,
+            "tokens_after_abort": 0, "ttft_ms": None, **known}
+
+
+def logged_prompt(request: GenerationRequest) -> str:
+    """What PROMPT_LOGGING lets the log keep of a prompt."""
+    kept = config.current().observability
+    mode = kept.prompt_logging
+    if mode == "none":
+        return ""
+    text = "\n\n".join(f"{m.role}: {m.content}" for m in request.messages)
+    # NUL cannot go into PostgreSQL text; the log is for people, so it is dropped.
+    text = text.replace("\x00", "")
+    return text if mode == "full" else text[: kept.prompt_log_chars]
+
+
+def figures(generation: Generation) -> dict[str, Any]:
+    """Counters and latencies, live or final."""
+    if generation.measured_elsewhere is not None:
+        return generation.measured_elsewhere
+    stream = generation.stream
+    ended = generation.ended_mono or time.monotonic()
+    if stream is None:
+        return {"tokens_generated": 0, "tokens_after_abort": 0, "finish_reason": "",
+                **summarize(generation.created_mono, [], ended)}
+    return {
+        "tokens_generated": stream.tokens_generated,
+        "tokens_after_abort": stream.tokens_after_abort,
+        "finish_reason": stream.finish_reason or "",
+        **summarize(stream.created_at, stream.token_times, ended),
+    }
+
+
+def state(generation: Generation) -> dict[str, Any]:
+    """The JSON of `GET /api/generations/<id>`."""
+    answer = {} if generation.answer is None else {"answer": generation.answer.state()}
+    engine, request = generation.engine, generation.request
+    return state_json(
+        generation.id, generation.status, error_code=generation.error_code or None,
+        api=generation.api, engine=engine.name, model=engine.model,
+        created_at=generation.created_at.isoformat(), max_tokens=request.max_tokens,
+        **figures(generation), **answer,
+    )
+
+
+def log_row(generation: Generation) -> dict[str, Any]:
+    """The log row's columns."""
+    measured = figures(generation)
+    elapsed = (generation.ended_mono or time.monotonic()) - generation.created_mono
+    engine, request, stream = generation.engine, generation.request, generation.stream
+    return {
+        "generation_id": generation.id,
+        "created_at": generation.created_at,
+        "finished_at": generation.created_at + timedelta(seconds=elapsed),
+        "api": generation.api,
+        "client": generation.client[:64],
+        "owner": generation.owner[:80],
+        "prompt_chars": request.prompt_chars,
+        "prompt": logged_prompt(request),
+        "message_count": len(request.messages),
+        "max_tokens": request.max_tokens,
+        "engine": engine.name,
+        "model": engine.model[:200],
+        "status": generation.status,
+        "error_code": generation.error_code,
+        "reasoning_tokens": stream.reasoning_tokens if stream is not None else 0,
+        "workers": generation.sharing.made_by(generation.id, measured["tokens_generated"]),
+        **measured,
+    }
