@@ -105,7 +105,7 @@ class Generation:
                 else f"This generation has already ended ({self.status})."
             )
         stream = self.stream = (self.engine.generate(self.request) if self.runs_here
-                                else TokenStream(self.request))
+                                else TokenStream(self.request, self.engine.counters))
         self.answer = Answer(
             stream,
             grace_s=settings.STREAM_RESUME_GRACE_S if durable else 0.0,
