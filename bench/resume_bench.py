@@ -121,13 +121,14 @@ SERVER_ENV = {
 def memory_per_kept_stream(tokens: int, script: str) -> dict[str, float]:
     """Bytes an answer's log holds for a `tokens`-token answer, one event per token."""
     from streaming.core.request import GenerationRequest, Message
-    from streaming.core.stream import TokenStream
+    from streaming.core.stream import Counters, TokenStream
     from streaming.engines.script import VOCABULARY
 
     words = VOCABULARY[script]
     count = 100
     request = GenerationRequest(id="m", messages=(Message("user", "x"),), max_tokens=tokens)
-    streams = [TokenStream(request, max_log_bytes=1 << 30) for _ in range(count)]
+    counters = Counters()
+    streams = [TokenStream(request, counters, max_log_bytes=1 << 30) for _ in range(count)]
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     for stream in streams:

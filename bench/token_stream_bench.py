@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streaming.core.request import GenerationRequest, Message
-from streaming.core.stream import TokenStream
+from streaming.core.stream import Counters, TokenStream
 
 HEARTBEAT_S = 15.0  # as STREAM_HEARTBEAT_S: never reached here, only armed
 
@@ -31,9 +31,10 @@ HEARTBEAT_S = 15.0  # as STREAM_HEARTBEAT_S: never reached here, only armed
 KEPT_BYTES = 256 * 1024  # STREAM_RESUME_MAX_BYTES' default
 
 
-async def one_stream(tokens: int, max_log_bytes: int) -> None:
+async def one_stream(tokens: int, max_log_bytes: int, counters: Counters) -> None:
     stream = TokenStream(GenerationRequest(id="b", messages=(Message("user", "x"),),
-                                           max_tokens=tokens), max_log_bytes=max_log_bytes)
+                                           max_tokens=tokens), counters,
+                         max_log_bytes=max_log_bytes)
 
     async def produce() -> None:
         for _ in range(tokens):
@@ -51,8 +52,9 @@ async def one_stream(tokens: int, max_log_bytes: int) -> None:
 
 async def run(streams: int, tokens: int, max_log_bytes: int = 0) -> float:
     """Microseconds of CPU per token."""
+    counters = Counters()  # one for them all, as an engine's streams share its own
     start = time.process_time()
-    await asyncio.gather(*(one_stream(tokens, max_log_bytes) for _ in range(streams)))
+    await asyncio.gather(*(one_stream(tokens, max_log_bytes, counters) for _ in range(streams)))
     return (time.process_time() - start) / (streams * tokens) * 1e6
 
 

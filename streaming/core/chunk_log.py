@@ -61,8 +61,8 @@ def answer_text(chunk: Chunk) -> str:
 class ChunkLog:
     """Chunks from position `first` on: the compact part, then `recent`."""
 
-    __slots__ = ("compact_tokens", "ends", "first", "freed_bytes", "ids", "kinds", "recent",
-                 "recent_chars", "text")
+    __slots__ = ("compact_tokens", "end", "ends", "first", "freed_bytes", "ids", "kinds",
+                 "recent", "recent_chars", "text")
 
     def __init__(self) -> None:
         # The compact part, positions first to first + len(ids):
@@ -76,11 +76,8 @@ class ChunkLog:
         self.recent_chars = 0
         self.first = 0  # how many chunks were freed from the front
         self.freed_bytes = 0  # how much text was freed from the front
-
-    @property
-    def end(self) -> int:
-        """The position after the last chunk."""
-        return self.first + len(self.ids) + len(self.recent)
+        # The position after the last chunk: kept, not summed, as every push and read asks it.
+        self.end = 0
 
     @property
     def size(self) -> int:
@@ -101,10 +98,28 @@ class ChunkLog:
             return self.first + len(ids) + offset + 1
         return None
 
+    def freed(self, position: int) -> bool:
+        """True when the chunk at `position` is no longer held (freed from the front)."""
+        return position < self.first
+
+    def add(self, chunk: Chunk) -> int:
+        """Append `chunk` after the last; return how many of the newest are not compact yet."""
+        recent = self.recent
+        recent.append(chunk)
+        self.recent_chars += len(chunk.text)
+        self.end += 1
+        return len(recent)
+
     def extend(self, chunks: list[Chunk]) -> None:
-        """Append chunks after the last (a stream's push appends one itself, inline)."""
+        """Append chunks after the last."""
         self.recent += chunks
         self.recent_chars += sum(len(chunk.text) for chunk in chunks)
+        self.end += len(chunks)
+
+    def held(self, stop: int | None = None) -> list[Chunk]:
+        """The chunks still held, from the first, before position `stop` (None: all)."""
+        first = self.first
+        return self.chunks(first, self.end if stop is None else max(first, stop))
 
     def chunks(self, start: int, stop: int) -> list[Chunk]:
         """The chunks from position `start` to `stop` (a new list)."""
@@ -127,9 +142,11 @@ class ChunkLog:
             chunks += self.recent[:stop - compact_end]
         return chunks
 
-    def compact(self, count: int) -> None:
-        """Move the `count` oldest of the newest chunks into the compact part."""
+    def compact(self, count: int | None = None) -> None:
+        """Move the `count` oldest of the newest chunks (None: all) into the compact part."""
         recent = self.recent
+        if count is None:
+            count = len(recent)
         if count <= 0:
             return
         text, ends, ids = self.text, self.ends, self.ids
@@ -148,6 +165,13 @@ class ChunkLog:
         self.compact_tokens = last.index + last.tokens
         del recent[:count]
         self.recent_chars -= chars
+
+    def compact_read(self, read: int, enough: int) -> None:
+        """Compact the newest chunks before position `read` (what every reader has read), once
+        there are at least `enough` of them."""
+        count = read - self.first - len(self.ids)
+        if count >= enough:
+            self.compact(count)
 
     def free(self, upto: int) -> None:
         """Let go of every chunk before position `upto`."""

@@ -3,7 +3,8 @@
 An engine produces on its own schedule (a batch on a GPU does not wait for one slow reader), so
 each generation gets a `TokenStream`: an append-only log of its chunks that the engine appends
 to and any number of readers read, each from its own position. It keeps the counters that prove
-cancellation works (`tokens_after_abort`).
+cancellation works (`tokens_after_abort`), and adds them to the `Counters` it is given: its
+engine's, the process's totals.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ FinishReason = Literal["stop", "length", "tool_calls"]  # tool_calls: an upstrea
 
 @dataclass(slots=True)
 class Counters:
-    """Process-wide totals, as `/api/stats` reports them."""
+    """Totals over a process's streams, as `/api/stats` reports them (`Engine.counters`)."""
 
     tokens_generated_total: int = 0
     tokens_after_abort_total: int = 0
@@ -37,7 +38,6 @@ class Counters:
         return dataclasses.asdict(self)
 
 
-COUNTERS = Counters()
 # A kept log compacts what its readers have read this many chunks at a time (at once when none
 # is left): once per token is dear for a model worker, which keeps every durable answer.
 COMPACT_AFTER = 16
@@ -57,6 +57,7 @@ class TokenStream:
     """
 
     request: GenerationRequest
+    counters: Counters  # the totals it adds to: its engine's (engines/base.py)
     max_buffered: int = 256  # chunks a reader may lag before a producer that can pause waits
     max_log_bytes: int = 0  # 0: free what is read at once (no reader will join later)
     tokens_generated: int = 0
@@ -82,8 +83,9 @@ class TokenStream:
     _acceptance: asyncio.Future[StreamingError | None] | None = None
 
     def __post_init__(self) -> None:
-        COUNTERS.generations_in_flight += 1
-        COUNTERS.generations_total += 1
+        counters = self.counters
+        counters.generations_in_flight += 1
+        counters.generations_total += 1
 
     @property
     def id(self) -> str:
@@ -107,26 +109,25 @@ class TokenStream:
         now = time.monotonic()
         index = self.tokens_generated
         self.tokens_generated += tokens
-        COUNTERS.tokens_generated_total += tokens
+        counters = self.counters
+        counters.tokens_generated_total += tokens
         if self.aborted_at is not None:
             # The proof the article asks for: anything counted here was wasted work.
             self.tokens_after_abort += tokens
-            COUNTERS.tokens_after_abort_total += tokens
+            counters.tokens_after_abort_total += tokens
             return
         if self.first_token_at is None:
             self.first_token_at = now
         self.last_token_at = now
         self.token_times.append(now)
         log = self._log
-        recent = log.recent
-        recent.append(Chunk(index, text, tokens, kind))
+        pending = log.add(Chunk(index, text, tokens, kind))  # the chunks not yet compact
         if kind and kind == ChunkKind.REASONING:  # TEXT (0) reads no enum member
             self.reasoning_tokens += tokens
-        log.recent_chars += len(text)
-        if len(recent) > self.max_buffered:
-            log.compact(len(recent) // 2)  # the older half: a reader that far behind waits
+        if pending > self.max_buffered:
+            log.compact(pending // 2)  # the older half: a reader that far behind waits
         elif not self._readers and self.max_log_bytes:
-            log.compact(len(recent))  # kept for a reader to come back: compact at once
+            log.compact()  # kept for a reader to come back: compact at once
         self._wake()
 
     def carry_over(self, tokens: int, chunks: list[Chunk]) -> None:
@@ -139,7 +140,7 @@ class TokenStream:
         extra = tokens - self.tokens_generated
         if extra > 0:
             self.tokens_generated = tokens
-            COUNTERS.tokens_generated_total += extra
+            self.counters.tokens_generated_total += extra
 
     def defer_acceptance(self) -> None:
         """For engines that accept asynchronously: readers wait in `accepted()` for `accept()`."""
@@ -186,9 +187,9 @@ class TokenStream:
         self.accept()
         self.finish_reason = finish_reason
         self.error = error
-        COUNTERS.generations_in_flight -= 1
+        self.counters.generations_in_flight -= 1
         if self.complete and self.max_log_bytes > 0:
-            self._log.compact(len(self._log.recent))  # kept for readers to come: compact now
+            self._log.compact()  # kept for readers to come: compact now
         if self._on_finish is not None:
             # Soon, not now: the engine is in the middle of its own bookkeeping.
             asyncio.get_running_loop().call_soon(self._on_finish)
@@ -203,8 +204,7 @@ class TokenStream:
     @property
     def has_room(self) -> bool:
         """True while every reader keeps up (fewer than `max_buffered` chunks behind)."""
-        log = self._log  # the log's end, without a property call per push
-        end = log.first + len(log.ids) + len(log.recent) - self.max_buffered
+        end = self._log.end - self.max_buffered
         readers = self._readers
         if len(readers) == 1:  # the common case, without a generator per token
             return readers[0].position > end
@@ -227,7 +227,7 @@ class TokenStream:
     def count_unread(self, tokens: int) -> None:
         """Count `tokens` produced before the abort as wasted too (their reader never came back)."""
         self.tokens_after_abort += tokens
-        COUNTERS.tokens_after_abort_total += tokens
+        self.counters.tokens_after_abort_total += tokens
 
     def _wake(self) -> None:
         readers = self._readers
@@ -269,9 +269,7 @@ class TokenStream:
     def text(self, stop: int | None = None) -> str:
         """The answer's text (TEXT chunks) before position `stop` (None: all); whole only while
         the log is `complete`."""
-        log = self._log
-        chunks = log.chunks(log.first, self.end if stop is None else max(log.first, stop))
-        return "".join([answer_text(chunk) for chunk in chunks])
+        return "".join([answer_text(chunk) for chunk in self._log.held(stop)])
 
     def free(self) -> None:
         """Stop keeping the log whole (past the cap, or a finished answer past its retention):
@@ -304,7 +302,7 @@ class TokenStream:
 
     def join(self, position: int = 0) -> Reader:
         """A reader at `position`, counted from now: nothing it has not read is freed."""
-        if position < self._log.first:
+        if self._log.freed(position):
             raise ValueError(f"position {position} of {self.id} is no longer in its log")
         reader = Reader(position)
         self._readers.append(reader)
@@ -348,7 +346,7 @@ class TokenStream:
 
         try:
             while True:
-                end = log.first + len(log.ids) + len(log.recent)  # self.end, without a call
+                end = log.end  # self.end, without a property call
                 if reader.position == end:
                     if self._finished:
                         if self.error is not None:
@@ -380,11 +378,8 @@ class TokenStream:
         # read, or, in a log kept for readers to come, compact it; let a paused producer go on.
         if not self.complete or self.log_bytes > self.max_log_bytes:
             self.free()
-        else:
-            log = self._log
-            read = self._read_by_all() - log.first - len(log.ids)
-            if read >= COMPACT_AFTER or not self._readers:
-                log.compact(read)
+        else:  # with no reader left, all of it at once
+            self._log.compact_read(self._read_by_all(), COMPACT_AFTER if self._readers else 0)
         room = self._room_waiter
         if room is not None and not room.done() and self.has_room:
             room.set_result(None)

@@ -18,7 +18,7 @@ from streaming.core.config import Config
 from streaming.core.exceptions import BadRequest, GenerationError, NotHonoured
 from streaming.core.fields import FIELDS
 from streaming.core.request import GenerationRequest, Sampling
-from streaming.core.stream import COUNTERS, TokenStream
+from streaming.core.stream import Counters, TokenStream
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,8 @@ class Engine(ABC):
 
     def __init__(self) -> None:
         self.streams: dict[str, TokenStream] = {}
+        # The process's totals (its one engine: engines.get_engine), which its streams add to.
+        self.counters = Counters()
 
     @classmethod
     def from_config(cls, config: Config) -> Engine:
@@ -127,7 +129,7 @@ class Engine(ABC):
 
     def totals(self) -> dict[str, int]:
         """Counters for `/api/stats` (an engine in another process reports its fleet's)."""
-        return COUNTERS.as_dict()
+        return self.counters.as_dict()
 
     def release(self, request_id: str) -> None:
         """Forget a finished stream (called once its reader is done with it)."""

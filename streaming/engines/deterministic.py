@@ -92,7 +92,7 @@ class DeterministicEngine(TaskEngine):
         """Start the producer task; refuse when both the batch and its queue are full."""
         if self._slots is not None and self._slots.locked() and self._waiting >= self.max_queue:
             raise EngineBusy(f"{self.max_batch} generations running and {self._waiting} waiting.")
-        stream = TokenStream(request)
+        stream = TokenStream(request, self.counters)
         return self._start(stream, self._run(stream))
 
     async def _run(self, stream: TokenStream) -> None:

@@ -121,7 +121,7 @@ class RemoteEngine(TaskEngine):
 
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start the upstream request; readers wait in `accepted()` for its answer."""
-        stream = TokenStream(request)
+        stream = TokenStream(request, self.counters)
         stream.defer_acceptance()
         # Abort cancels this task, which closes its connection (how vLLM and TGI see an abort).
         return self._start(stream, self._run(stream))

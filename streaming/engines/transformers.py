@@ -247,7 +247,7 @@ class TransformersEngine(Engine):
         made = went_on.tokens if went_on else 0
         room = self.context_tokens - len(prompt_ids)
         sampling = self.sampling_defaults.for_request(request)  # what the request leaves unset
-        stream = TokenStream(request)
+        stream = TokenStream(request, self.counters)
         job = _Job(
             stream=stream,
             prompt_ids=prompt_ids,

@@ -136,7 +136,7 @@ class ChannelLayerEngine(handover.HandsOver, Engine):
         worker = handover.choose(live, self.assigned)
         if worker is None:
             raise EngineBusy("Every model worker is at capacity.")
-        stream = self.streams[request.id] = TokenStream(request)
+        stream = self.streams[request.id] = TokenStream(request, self.counters)
         # Its text is kept (up to the cap), so that another worker can go on with it.
         assignment = self.assignments[request.id] = Assignment(
             "", max_text=self.retention.resume_max_bytes)

@@ -104,7 +104,7 @@ class Generation:
                 else f"This generation has already ended ({self.status})."
             )
         stream = self.stream = (self.engine.generate(self.request) if self.runs_here
-                                else TokenStream(self.request))
+                                else TokenStream(self.request, self.engine.counters))
         retention = config.current().retention
         self.answer = Answer(
             stream,

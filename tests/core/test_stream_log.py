@@ -9,11 +9,11 @@ import pytest
 from streaming.core.chunk_log import CHUNK_OVERHEAD_BYTES, Chunk, ChunkKind
 from streaming.core.exceptions import GenerationError
 from streaming.core.request import GenerationRequest, Message
-from streaming.core.stream import TokenStream
+from streaming.core.stream import Counters, TokenStream
 
 
 def stream(**options) -> TokenStream:
-    return TokenStream(GenerationRequest("s", (Message("user", "x"),), 100), **options)
+    return TokenStream(GenerationRequest("s", (Message("user", "x"),), 100), Counters(), **options)
 
 
 async def read_all(log: TokenStream, position: int = 0) -> list[Chunk]:
@@ -181,3 +181,23 @@ async def test_chunk_kinds_survive_compaction_and_freeing_and_only_text_is_the_a
     log._log.free(1)  # the first chunk freed: the kinds of the rest stay theirs
     assert [c.kind for c in log._log.chunks(1, 4)] == [
         ChunkKind.TEXT, ChunkKind.TOOL_CALLS, ChunkKind.TEXT]
+
+
+async def test_the_end_holds_through_compacting_and_freeing_and_totals_go_to_its_counters():
+    counters = Counters()
+    log = TokenStream(GenerationRequest("s", (Message("user", "x"),), 100), counters,
+                      max_buffered=4, max_log_bytes=1 << 20)
+    log.carry_over(2, [Chunk(0, "ab", 2)])  # a handover's chunk: logged, not counted
+    reader = log.join()
+    for _ in range(9):
+        log.push("c")  # past max_buffered unread: the older half is compacted, again and again
+    assert log.end == 10 and "".join(c.text for c in log.logged(10)) == "ab" + "c" * 9
+    reader.position = 6
+    log.free()  # what the only reader has read is let go; the end stays where it was
+    assert (log.end, log.text()) == (10, "cccc")
+    with pytest.raises(ValueError, match="no longer in its log"):
+        log.join(5)
+    log.leave(reader)
+    log.finish("stop")
+    assert counters.as_dict() == {"tokens_generated_total": 9, "tokens_after_abort_total": 0,
+                                  "generations_in_flight": 0, "generations_total": 1}

@@ -10,7 +10,7 @@ from streaming.core import config
 from streaming.core.abort import AbortReason
 from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut
 from streaming.core.request import Fault, GenerationRequest, Message
-from streaming.core.stream import COUNTERS, TokenStream
+from streaming.core.stream import Counters, TokenStream
 from streaming.engines.deterministic import DeterministicEngine
 from streaming.engines.script import tokens_for
 
@@ -88,7 +88,6 @@ async def test_stall_goes_silent_until_aborted():
 
 async def test_abort_stops_the_producer_and_counts_nothing_after():
     engine = DeterministicEngine(ttft_s=0, tokens_per_s=200)
-    before = COUNTERS.generations_in_flight
     stream = engine.generate(request(max_tokens=400))
     batches = stream.batches(5.0)
     while stream.tokens_generated < 3:
@@ -101,7 +100,7 @@ async def test_abort_stops_the_producer_and_counts_nothing_after():
         pass
     assert stream.tokens_generated == stopped_at < 400
     assert stream.tokens_after_abort == 0
-    assert COUNTERS.generations_in_flight == before
+    assert engine.counters.generations_in_flight == 0
 
 
 async def test_batch_cap_queues_then_refuses():
@@ -137,7 +136,7 @@ async def test_slow_reader_makes_the_unpaced_producer_wait():
 
 
 async def test_an_idle_stream_pings_again_and_again_then_ends_cleanly():
-    stream = TokenStream(request())
+    stream = TokenStream(request(), Counters())
     batches = stream.batches(0.02)
     assert await anext(batches) == []
     assert await anext(batches) == []  # the idle timer re-arms itself

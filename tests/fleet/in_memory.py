@@ -160,7 +160,7 @@ class Fleet:
                  *(instance["future"] for instance in runner.application_instances.values())]
         await cancel(tasks)
         for stream in streams:
-            # A dead process's counters die with it; this one shares the test's COUNTERS.
+            # A dead process's streams die with it; here they end, leaving none in flight.
             stream.finish(error=GenerationError("server_shutdown"))
 
     async def kill_web(self) -> None:

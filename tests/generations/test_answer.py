@@ -8,12 +8,12 @@ import pytest
 
 from streaming.core.exceptions import BadRequest, Gone
 from streaming.core.request import GenerationRequest, Message
-from streaming.core.stream import TokenStream
+from streaming.core.stream import Counters, TokenStream
 from streaming.generations.answer import Answer, retry_ms
 
 
 def answer(grace_s: float = 5.0, retention_s: float = 60.0, max_bytes: int = 1 << 20):
-    stream = TokenStream(GenerationRequest("a", (Message("user", "x"),), 100))
+    stream = TokenStream(GenerationRequest("a", (Message("user", "x"),), 100), Counters())
     abandoned: list[int] = []
 
     async def abandon() -> None:

@@ -42,7 +42,7 @@ class SpySharing(Alone):
 def streaming(engine: Engine, sharing=ALONE, *, runs_here: bool = True) -> Generation:
     request = GenerationRequest("g1", (Message("user", "x"),), 10)
     generation = Generation(request, engine, sharing, runs_here=runs_here)
-    generation.stream = TokenStream(request)
+    generation.stream = TokenStream(request, engine.counters)
     return generation
 
 

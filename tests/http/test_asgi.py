@@ -8,7 +8,6 @@ import pytest
 from asgiref.testing import ApplicationCommunicator
 
 from chatsite.asgi import application
-from streaming.core.stream import COUNTERS
 from streaming.models import GenerationLog
 from streaming.ops import log_writer
 from tests.support.asgi import Exchange, body, scope
@@ -56,7 +55,7 @@ async def test_disconnect_aborts_the_generation(engine):
     row = await GenerationLog.objects.aget(generation_id=generation_id)
     assert row.status == "client_disconnected"
     assert row.tokens_generated == stream.tokens_generated
-    assert COUNTERS.generations_in_flight == 0
+    assert engine.counters.generations_in_flight == 0
 
 
 async def test_create_then_stream_then_a_second_and_a_late_reader_get_the_same(engine):

@@ -12,7 +12,7 @@ import pytest
 
 from streaming.core.chunk_log import CHUNK_OVERHEAD_BYTES
 from streaming.core.request import GenerationRequest, Message
-from streaming.core.stream import TokenStream
+from streaming.core.stream import Counters, TokenStream
 from streaming.http.event_stream import EventStreamResponse
 
 TOKENS = 1_000_000  # about 40 MB of frames: far more than any socket buffer holds
@@ -26,7 +26,7 @@ def rss_kib(pid: int) -> int:
 
 
 async def test_an_unread_log_costs_its_text_and_eight_bytes_a_chunk_nothing_more():
-    stream = TokenStream(GenerationRequest("x", (Message("user", "hi"),), 100_000),
+    stream = TokenStream(GenerationRequest("x", (Message("user", "hi"),), 100_000), Counters(),
                          max_log_bytes=1 << 30)
     for _ in range(100_000):
         stream.push("ab")
