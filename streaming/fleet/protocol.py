@@ -1,7 +1,8 @@
-"""The web↔worker protocol of the fleet (REDIS_URL): channel and group names, one type per
-message, and a request as a message. Web processes (fleet/engine.py, fleet/replica.py) and model
-workers (fleet/worker.py) speak it over the channel layer (Redis, msgpack): each message is
-`encode()`d in one place and `decode()`d by its `type`, then handed to the handler of that name.
+"""The web↔worker protocol of the fleet (REDIS_URL): channel and group names, one type per message
+(a request in it as fleet/request_codec.py has it). Web processes (fleet/engine.py,
+fleet/replica.py) and model workers (fleet/worker.py) speak it over the channel layer (Redis,
+msgpack): each message is `encode()`d in one place and `decode()`d by its `type`, then handed to the
+handler of that name.
 
 One `chunks` message carries every new token for one web process: the message rate follows
 decode steps and web processes, not streams (a Redis round trip per token would cap a fleet at
@@ -19,15 +20,14 @@ WORKER_TIMEOUT_S (then after `grace_s`, for its readers to come back through ano
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
 from streaming.core.abort import AbortReason
 from streaming.core.exceptions import GenerationError, StreamCut
-from streaming.core.request import Continuation, Fault, GenerationRequest, Message
+from streaming.core.request import GenerationRequest
 from streaming.core.stream import FinishReason, TokenStream
+from streaming.fleet.request_codec import request_from_message, request_message
 
 WORKER_CHANNEL = "model-worker"  # `manage.py runworker model-worker`
 WORKERS_GROUP = "model-workers"  # every worker's own channel joins it
@@ -290,15 +290,6 @@ def decode(message: dict[str, Any]) -> Envelope:
             from None
 
 
-def request_message(request: GenerationRequest) -> dict[str, Any]:
-    """A request as a plain dict for the channel layer (msgpack) and Redis (JSON): each field
-    of GenerationRequest by its name, as CARRIED has it or as it is (None, and temperature's
-    and top_p's: the worker's engine decides)."""
-    return {name: CARRIED[name][0](value) if value is not None and name in CARRIED else value
-            for name in REQUEST_FIELDS if (value := getattr(request, name)) is not None
-            or name not in OPTIONAL}
-
-
 # An `ends` item's code for an answer that goes on on another worker (the worker stopping, or
 # taking no new work): never a reader's, the web process hands it over (fleet/handover.py).
 HANDED_OVER = AbortReason.HANDED_OVER
@@ -321,29 +312,3 @@ def end_as_the_worker_did(stream: TokenStream, finish_reason: FinishReason | Non
         stream.finish(error=GenerationError(error_code))
     else:
         stream.finish(finish_reason)
-
-
-def request_from_message(data: dict[str, Any]) -> GenerationRequest:
-    """The inverse of `request_message`; a field missing (a web process of an older release,
-    in a rolling restart) takes its default."""
-    return GenerationRequest(**{
-        name: CARRIED[name][1](value) if name in CARRIED else value
-        for name in REQUEST_FIELDS if (value := data.get(name)) is not None})
-
-
-REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequest))
-# Fields added after the format was fixed: sent only when set, so that the message (and the
-# Redis answer log's JSON) of a request without them reads as before.
-OPTIONAL = frozenset(("frequency_penalty", "presence_penalty", "repetition_penalty"))
-
-
-# A field whose value is no plain scalar: (to the message, from it), for a value not None.
-CARRIED: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
-    "messages": (lambda messages: [[m.role, m.content, m.extra] if m.extra else
-                                   [m.role, m.content] for m in messages],
-                 lambda turns: tuple(Message(*turn) for turn in turns)),
-    "fault": (lambda fault: [fault.at, fault.code, fault.kind], lambda at: Fault(*at)),
-    "stop": (list, tuple),
-    "continuation": (lambda went_on: [went_on.tokens, went_on.text],
-                     lambda went_on: Continuation(*went_on)),
-}

@@ -23,7 +23,8 @@ from streaming.core.exceptions import GenerationError, Gone, StreamCut
 from streaming.core.stream import TokenStream
 from streaming.fleet import answer_log, store
 from streaming.fleet.engine import ChannelLayerEngine
-from streaming.fleet.protocol import end_as_the_worker_did, request_from_message
+from streaming.fleet.protocol import end_as_the_worker_did
+from streaming.fleet.request_codec import request_from_message
 from streaming.fleet.sharing import CATCH_UP_S, FleetSharing
 from streaming.generations.registry import Generation, registry
 

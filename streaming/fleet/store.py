@@ -17,7 +17,7 @@ from streaming.core import config
 from streaming.core.exceptions import EngineUnavailable, TooManyPending
 from streaming.core.request import GenerationRequest
 from streaming.fleet import answer_log
-from streaming.fleet.protocol import request_from_message, request_message
+from streaming.fleet.request_codec import request_from_message, request_message
 
 _client: Any = None
 PREFIX = "llm-streaming:generation:"

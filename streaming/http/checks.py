@@ -41,8 +41,9 @@ def check_compression_middleware(app_configs=None, **kwargs) -> list[CheckMessag
             errors.append(CheckWarning(
                 f"{path} compresses event streams (Content-Encoding: {encoding}).",
                 hint="A compressor holds events until its buffer fills: the client sees "
-                "nothing, then everything. Use streaming.http.middleware.StreamSafeGZipMiddleware, "
-                "or exempt text/event-stream responses from it.",
+                "nothing, then everything. Use "
+                "streaming.http.middleware.StreamSafeGZipMiddleware, or exempt "
+                "text/event-stream responses from it.",
                 id="streaming.W001",
             ))
     return errors
@@ -100,9 +101,9 @@ def check_stream_views(app_configs=None, **kwargs) -> list[CheckMessage]:
         if not _is_async_view(match.func):
             errors.append(CheckWarning(
                 f"The view serving {path} ({match.view_name}) is synchronous.",
-                hint="A sync view runs in a thread, and the sync iterator it usually returns is "
-                "read whole by Django under ASGI before anything is sent. Make it an async view "
-                "returning a StreamingHttpResponse over an async generator.",
+                hint="A sync view runs in a thread, and the sync iterator it usually returns "
+                "is read whole by Django under ASGI before anything is sent. Make it an async "
+                "view returning a StreamingHttpResponse over an async generator.",
                 id="streaming.W003",
             ))
     return errors
@@ -127,9 +128,9 @@ def check_heartbeat(app_configs=None, **kwargs) -> list[CheckMessage]:
         f"STREAM_HEARTBEAT_S ({heartbeat:g} s) is not comfortably below the proxy read timeout "
         f"STREAM_PROXY_READ_TIMEOUT_S ({timeout:g} s).",
         hint="A generation that is silent longer than the proxy's read timeout (nginx: "
-        "proxy_read_timeout, 60 s by default) is cut by the proxy. Set STREAM_HEARTBEAT_S to at "
-        f"most {timeout * HEARTBEAT_MAX_SHARE:g} s, or raise the timeout in the proxy and in "
-        "STREAM_PROXY_READ_TIMEOUT_S together.",
+        "proxy_read_timeout, 60 s by default) is cut by the proxy. Set STREAM_HEARTBEAT_S to "
+        f"at most {timeout * HEARTBEAT_MAX_SHARE:g} s, or raise the timeout in the proxy and "
+        "in STREAM_PROXY_READ_TIMEOUT_S together.",
         id="streaming.W004",
     )]
 

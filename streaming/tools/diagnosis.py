@@ -3,7 +3,8 @@
 `stream_measure.measure()` opens a stream the way a browser would and records every piece of the
 body as it comes off the network. `diagnose()` is a pure function of that record: it compares the
 arrival pattern and the headers with the article's table (seed/README.md, section 4) and
-returns findings, each with the culprit and its fix. `manage.py diagnose_stream` prints them.
+returns findings, each with the culprit and its fix. `manage.py diagnose_stream` prints them
+(tools/diagnosis_report.py).
 """
 
 from __future__ import annotations
@@ -95,9 +96,6 @@ class Diagnosis:
         return {**asdict(self), "culprits": sorted(self.culprits)}
 
 
-# --- Measuring -------------------------------------------------------------------------
-
-
 # --- Diagnosing (pure) -----------------------------------------------------------------
 
 
@@ -147,7 +145,7 @@ def arrival_pattern(record: Measurement) -> Diagnosis:
             FIXES["proxy_buffer"] if held else "Check the URL and the request body.",
         )])
     span = (f"{total} events in {len(reads)} reads, "
-            f"from {_ms(reads[0].at_s)} to {_ms(reads[-1].at_s)}")
+            f"from {ms(reads[0].at_s)} to {ms(reads[-1].at_s)}")
     if total < MIN_EVENTS:
         return Diagnosis("too_short", f"{span}: too few events to judge; ask for a longer "
                          "answer.", [])
@@ -162,8 +160,8 @@ def arrival_pattern(record: Measurement) -> Diagnosis:
     rest_crowded = crowded - (first.events if first.events >= CROWDED_EVENTS else 0)
     held_start = first.events >= max(CROWDED_EVENTS, LATE_START_SHARE * total)
     if held_start and rest_crowded < 0.5 * (total - first.events):
-        seen = (f"The first {first.events} events arrived together at {_ms(first.at_s)} (headers "
-                f"at {_ms(record.headers_at_s)}), then the rest one by one.")
+        seen = (f"The first {first.events} events arrived together at {ms(first.at_s)} (headers "
+                f"at {ms(record.headers_at_s)}), then the rest one by one.")
         return Diagnosis("late_start", seen, [Finding(
             "late_start", True, seen, "framework_buffer", FIXES["framework_buffer"])])
     return Diagnosis("streamed", f"Streams: {span}, one by one.", [])
@@ -177,8 +175,8 @@ def _held(record: Measurement, bursts: list[Arrival], total: int) -> Diagnosis:
         burst = bursts[0]
         headers_early = record.headers_at_s < burst.at_s - BURST_GAP_S
         seen = (f"Nothing, then everything: all {total} events ({burst.body_bytes} bytes) "
-                f"arrived together from {_ms(burst.at_s)}, headers "
-                + (f"at {_ms(record.headers_at_s)}." if headers_early else "with them."))
+                f"arrived together from {ms(burst.at_s)}, headers "
+                + (f"at {ms(record.headers_at_s)}." if headers_early else "with them."))
         if encoded:
             culprit = "compression"
             seen += f" The body is {encoded}-compressed."
@@ -276,49 +274,10 @@ def _served_from_cache(headers: dict[str, str]) -> bool:
     return hit or headers.get("age", "0").strip() not in ("", "0")
 
 
-def _ms(seconds: float) -> str:
+def ms(seconds: float) -> str:
+    """Seconds as a person reads them: "1,234 ms"."""
     return f"{seconds * 1000:,.0f} ms"
 
 
 def _kib(size: float) -> str:
     return f"{size:,.0f} bytes" if size < 1024 else f"{size:,.0f} bytes (~{size / 1024:.1f} KiB)"
-
-
-# --- Report ----------------------------------------------------------------------------
-
-
-def render(record: Measurement, diagnosis: Diagnosis, *, all_reads: bool = False) -> str:
-    """The human-readable report."""
-    headers = record.headers
-    lines = [
-        f"{record.method} {record.url}",
-        f"  HTTP {record.status}, headers after {_ms(record.headers_at_s)}"
-        + (f", server {headers['server']}" if "server" in headers else ""),
-    ]
-    for name in ("content-type", "cache-control", "x-accel-buffering", "content-encoding",
-                 "content-length", "transfer-encoding"):
-        lines.append(f"  {name + ':':20} {headers.get(name, '(none)')}")
-    reads = arrivals(record.pieces, SAME_READ_S)
-    pings = sum(piece.pings for piece in record.pieces)
-    lines.append(f"  {len(reads)} reads, {record.events} events, {pings} pings; "
-                 f"ended: {record.ended}")
-    shown = reads if all_reads or len(reads) <= 12 else reads[:10]
-    lines.append("        ms  body bytes  events")
-    lines += [f"  {a.at_s * 1000:8.0f}  {a.body_bytes:10d}  {a.events:6d}" for a in shown]
-    if len(shown) < len(reads):
-        lines.append(f"  … {len(reads) - len(shown)} more (-v 2 shows all)")
-    lines += ["", f"Verdict: {diagnosis.summary}"]
-    problems = diagnosis.problems
-    for finding in problems:
-        lines.append(f"PROBLEM [{finding.code}] {finding.seen}")
-    # One fix per culprit, however many findings point at it.
-    for culprit in dict.fromkeys(finding.culprit for finding in problems):
-        if culprit:
-            lines.append(f"  culprit: {CULPRITS[culprit]}")
-        fixes = dict.fromkeys(f.fix for f in problems if f.culprit == culprit and f.fix)
-        lines += [f"    fix: {fix}" for fix in fixes]
-    lines += [f"note [{finding.code}] {finding.seen}"
-              for finding in diagnosis.findings if not finding.problem]
-    if not problems:
-        lines.append("No problem found.")
-    return "\n".join(lines)

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 from streaming.core.latency import percentile
+from streaming.tools.lab_config import LabConfig
 from streaming.tools.lab_output import TEXT_WIDTH, Echo, histogram
+from streaming.tools.lab_server import own_server
 from streaming.tools.lab_stream import stream
 from streaming.tools.streamclient import ClientError, fetch_json
 from streaming.wire.origin import Origin
@@ -28,35 +27,6 @@ PROMPT = "스트리밍은 왜 사용자 경험을 바꾸나요?"  # Korean, like
 SEED = 7
 FINAL_STATUSES_OF_A_DISCONNECT = ("client_disconnected", "cancelled")
 POLL_S = 0.005  # between reads of the generation's state while waiting for the server to notice
-
-
-@dataclass(frozen=True)
-class LabConfig:
-    """The lab's knobs; the defaults are the article's numbers."""
-
-    url: str | None = None  # None: start a server for the lab
-    ttft_ms: float = 200.0  # the server the lab starts: first token after this…
-    tokens_per_s: float = 20.0  # …then this pace
-    answer_tokens: int = 40  # step 1: the answer streamed and measured
-    leave_after: int = 10  # step 2: tokens read before closing the connection
-    max_tokens: int = 200  # step 2: what the left generation was asked for
-    clock_tokens: int = 20  # step 3: the second stream whose tokens measure time passing
-    notice_wait_s: float = 5.0  # step 2: how long the server may take to notice
-
-    def checked(self) -> LabConfig:
-        """Itself, or ValueError naming what is inconsistent."""
-        if self.url is not None:
-            Origin.parse(self.url)
-        for name in ("answer_tokens", "leave_after", "max_tokens", "clock_tokens"):
-            if not 1 <= getattr(self, name) <= 4096:
-                raise ValueError(f"{name.replace('_', '-')} must be between 1 and 4096")
-        if self.leave_after >= self.max_tokens:
-            raise ValueError("--leave-after must be below --max-tokens: leave mid-answer")
-        if self.answer_tokens < 3:
-            raise ValueError("--answer-tokens must be at least 3, to have gaps to measure")
-        if self.ttft_ms < 0 or self.tokens_per_s <= 0 or self.notice_wait_s <= 0:
-            raise ValueError("--ttft-ms must be >= 0, --tps and --wait > 0")
-        return self
 
 
 @dataclass
@@ -332,35 +302,9 @@ def run_lab(config: LabConfig, out: TextIO) -> list[Proof]:
     config = config.checked()
     with contextlib.ExitStack() as stack:
         if config.url is None:
-            origin = Origin.parse(stack.enter_context(_own_server(config, out)))
+            origin = Origin.parse(stack.enter_context(own_server(config, out)))
         else:
             origin = Origin.parse(config.url)
             out.write(f"Server: {origin}\n")
         lab = Lab(origin, out, config, private=config.url is None)
         return asyncio.run(lab.run())
-
-
-@contextlib.contextmanager
-def _own_server(config: LabConfig, out: TextIO) -> Iterator[str]:
-    from streaming.tools.liveserver import start_server
-
-    out.write("Starting a server for the lab (uvicorn, deterministic engine)… ")
-    out.flush()
-    with tempfile.TemporaryDirectory(prefix="lab-") as tmp:
-        server = start_server(Path(tmp), env={
-            "STREAMING_ENGINE": "deterministic",
-            "DETERMINISTIC_TTFT_MS": f"{config.ttft_ms:g}",
-            "DETERMINISTIC_TPS": f"{config.tokens_per_s:g}",
-            # Its own log and its own in-process engine, whatever this shell has configured.
-            "DATABASE_URL": f"sqlite:///{Path(tmp) / 'lab.sqlite3'}",
-            "REDIS_URL": "",
-            "STREAMING_MAX_BATCH": "0",
-            "STREAM_RESUME_GRACE_S": "0",  # a resume grace would keep the left answer going
-        })
-        try:
-            out.write(f"{server.url}\n")
-            out.write(f"Its engine waits {config.ttft_ms:g} ms before the first token (the "
-                      f"model's prefill), then sends {config.tokens_per_s:g} tokens/s.\n")
-            yield server.url
-        finally:
-            server.stop()

@@ -9,7 +9,7 @@ import asyncio
 
 from streaming.core.chunk_log import Chunk
 from streaming.engines.script import tokens_for
-from streaming.fleet.protocol import request_from_message
+from streaming.fleet.request_codec import request_from_message
 from streaming.fleet.sharing import FleetSharing
 from tests.fleet.in_memory import MemoryLog, durable, eventually, read, request
 

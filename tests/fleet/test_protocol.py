@@ -1,17 +1,12 @@
-"""The fleet's messages: each type survives msgpack as the Redis layer carries it, a message
-this release cannot read is refused by type, and a request as a message is what the web process
-validated."""
+"""The fleet's messages: each type survives msgpack as the Redis layer carries it, and a message
+this release cannot read is refused by type (the request in `generate`: test_request_codec.py)."""
 
 from __future__ import annotations
-
-import dataclasses
-import json
 
 import msgpack  # what the Redis channel layer carries messages in
 import pytest
 
 from streaming.core.chunk_log import Chunk, ChunkKind
-from streaming.core.request import Fault, GenerationRequest, Message
 from streaming.fleet import protocol
 from streaming.fleet.outbox import Outbox
 from streaming.fleet.protocol import (
@@ -21,15 +16,9 @@ from streaming.fleet.protocol import (
     NewerMessage,
     UnknownMessage,
     decode,
-    request_from_message,
-    request_message,
 )
-
-REQUEST = GenerationRequest(
-    id="g1", messages=(Message("system", "Be brief."), Message("user", "hi")), max_tokens=5,
-    temperature=0.5, top_p=0.9, seed=3, fault=Fault(at=2, kind="cut"), stop=("\n", "終わり"),
-)
-
+from streaming.fleet.request_codec import request_message
+from tests.fleet.test_request_codec import REQUEST
 
 LOGGED = {"finish_reason": "length", "error_code": None, "tokens_generated": 2,
           "tokens_after_abort": 0, "ended_at": 1.5, "retention_s": 60, "orphan": False,
@@ -111,31 +100,6 @@ def test_a_message_without_what_it_needs_is_refused():
         decode({"type": "follow", "v": 1, "id": "g1"})
 
 
-def test_a_request_survives_the_message_as_json_would_carry_it():
-    assert request_from_message(json.loads(json.dumps(request_message(REQUEST)))) == REQUEST
-
-
-def test_unset_sampling_stays_unset_for_the_workers_engine_to_decide():
-    unset = dataclasses.replace(REQUEST, temperature=None, top_p=None)
-    for carried in (json.loads(json.dumps(request_message(unset))),
-                    msgpack.unpackb(msgpack.packb(request_message(unset)))):
-        assert request_from_message(carried) == unset
-
-
-def test_a_message_from_before_stop_strings_has_none():
-    message = request_message(REQUEST)
-    del message["stop"]
-    assert request_from_message(message).stop == ()
-
-
-def test_tool_turns_and_upstream_options_travel_with_the_request():
-    request = GenerationRequest(
-        id="g2", messages=(Message("user", "hi"),
-                           Message("tool", "sunny", '{"tool_call_id": "call_1"}')),
-        max_tokens=5, upstream_options='{"tools": []}')
-    assert request_from_message(json.loads(json.dumps(request_message(request)))) == request
-
-
 def test_a_failed_send_merges_only_chunks_of_the_same_kind_in_order():
     outbox = Outbox()
     outbox.add("g", [Chunk(0, "a", 1, ChunkKind.REASONING)])
@@ -161,17 +125,3 @@ def test_an_answer_to_follow_comes_after_the_chunks_it_hands_over_and_survives_a
     assert (again.items, again.followed) == ([["g", 0, "ab", 2]], [["g", "live"]])
     outbox.add("g", [Chunk(2, "c", 1, 0)])
     assert outbox.take("w").followed == []  # only in answer to `follow`
-
-
-def test_penalties_travel_with_the_request_only_when_set():
-    penalised = dataclasses.replace(REQUEST, frequency_penalty=0.5, repetition_penalty=1.2)
-    carried = request_message(penalised)
-    assert carried["frequency_penalty"] == 0.5 and "presence_penalty" not in carried
-    assert request_from_message(json.loads(json.dumps(carried))) == penalised
-
-
-def test_a_request_as_a_message_keeps_the_format_the_answer_logs_hold():
-    assert request_message(REQUEST) == {
-        "id": "g1", "messages": [["system", "Be brief."], ["user", "hi"]], "max_tokens": 5,
-        "temperature": 0.5, "top_p": 0.9, "seed": 3, "fault": [2, None, "cut"],
-        "stop": ["\n", "終わり"], "upstream_options": "", "continuation": None}

@@ -209,7 +209,8 @@ def test_a_reader_that_stops_reading_behind_the_deploy_config_is_cut(server_fact
     # this ran over a minute at 1,000 tokens/s and over ten at 20.
     server = server_factory(env={
         **FLOOD, "DETERMINISTIC_TPS": tokens_per_s,
-        "STREAM_REQUIRE_AUTH": "false",  # nginx's X-Forwarded-For would make "auto" ask for a key
+        # nginx's X-Forwarded-For would make "auto" ask for a key
+        "STREAM_REQUIRE_AUTH": "false",
     })
     proxy = nginx_factory(server, site=deploy_site())
     generation = server.post("/api/generations", json={"prompt": "x", "max_tokens": 100000})

@@ -7,7 +7,8 @@ import json
 import httpx
 from django.core.management.base import BaseCommand, CommandError
 
-from streaming.tools.diagnosis import diagnose, render
+from streaming.tools.diagnosis import diagnose
+from streaming.tools.diagnosis_report import render
 from streaming.tools.stream_measure import DEFAULT_PROMPT, measure, plan_request
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from streaming.management.output import RawOutput
-from streaming.tools.lab import LabConfig, run_lab
+from streaming.tools.lab import run_lab
+from streaming.tools.lab_config import LabConfig
 from streaming.tools.streamclient import ClientError
 
 

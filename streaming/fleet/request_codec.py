@@ -1,0 +1,45 @@
+"""A request as a message: a GenerationRequest as a plain dict, the same for the channel layer
+(msgpack, fleet/protocol.py's `generate`) and for Redis (JSON, the answer logs of
+fleet/store.py), so that a web process of another release reads it too."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from streaming.core.request import Continuation, Fault, GenerationRequest, Message
+
+REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequest))
+# Fields added after the format was fixed: sent only when set, so that the message (and the
+# Redis answer log's JSON) of a request without them reads as before.
+OPTIONAL = frozenset(("frequency_penalty", "presence_penalty", "repetition_penalty"))
+
+
+# A field whose value is no plain scalar: (to the message, from it), for a value not None.
+CARRIED: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "messages": (lambda messages: [[m.role, m.content, m.extra] if m.extra else
+                                   [m.role, m.content] for m in messages],
+                 lambda turns: tuple(Message(*turn) for turn in turns)),
+    "fault": (lambda fault: [fault.at, fault.code, fault.kind], lambda at: Fault(*at)),
+    "stop": (list, tuple),
+    "continuation": (lambda went_on: [went_on.tokens, went_on.text],
+                     lambda went_on: Continuation(*went_on)),
+}
+
+
+def request_message(request: GenerationRequest) -> dict[str, Any]:
+    """A request as a plain dict for the channel layer (msgpack) and Redis (JSON): each field
+    of GenerationRequest by its name, as CARRIED has it or as it is (None, and temperature's
+    and top_p's: the worker's engine decides)."""
+    return {name: CARRIED[name][0](value) if value is not None and name in CARRIED else value
+            for name in REQUEST_FIELDS if (value := getattr(request, name)) is not None
+            or name not in OPTIONAL}
+
+
+def request_from_message(data: dict[str, Any]) -> GenerationRequest:
+    """The inverse of `request_message`; a field missing (a web process of an older release,
+    in a rolling restart) takes its default."""
+    return GenerationRequest(**{
+        name: CARRIED[name][1](value) if name in CARRIED else value
+        for name in REQUEST_FIELDS if (value := data.get(name)) is not None})

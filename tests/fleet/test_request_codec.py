@@ -1,0 +1,56 @@
+"""A request as a message (fleet/request_codec.py): what the web process validated reaches the
+worker, through msgpack or JSON, and the answer logs' format holds."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import msgpack  # what the Redis channel layer carries messages in
+
+from streaming.core.request import Fault, GenerationRequest, Message
+from streaming.fleet.request_codec import request_from_message, request_message
+
+REQUEST = GenerationRequest(
+    id="g1", messages=(Message("system", "Be brief."), Message("user", "hi")), max_tokens=5,
+    temperature=0.5, top_p=0.9, seed=3, fault=Fault(at=2, kind="cut"), stop=("\n", "終わり"),
+)
+
+
+def test_a_request_survives_the_message_as_json_would_carry_it():
+    assert request_from_message(json.loads(json.dumps(request_message(REQUEST)))) == REQUEST
+
+
+def test_unset_sampling_stays_unset_for_the_workers_engine_to_decide():
+    unset = dataclasses.replace(REQUEST, temperature=None, top_p=None)
+    for carried in (json.loads(json.dumps(request_message(unset))),
+                    msgpack.unpackb(msgpack.packb(request_message(unset)))):
+        assert request_from_message(carried) == unset
+
+
+def test_a_message_from_before_stop_strings_has_none():
+    message = request_message(REQUEST)
+    del message["stop"]
+    assert request_from_message(message).stop == ()
+
+
+def test_tool_turns_and_upstream_options_travel_with_the_request():
+    request = GenerationRequest(
+        id="g2", messages=(Message("user", "hi"),
+                           Message("tool", "sunny", '{"tool_call_id": "call_1"}')),
+        max_tokens=5, upstream_options='{"tools": []}')
+    assert request_from_message(json.loads(json.dumps(request_message(request)))) == request
+
+
+def test_penalties_travel_with_the_request_only_when_set():
+    penalised = dataclasses.replace(REQUEST, frequency_penalty=0.5, repetition_penalty=1.2)
+    carried = request_message(penalised)
+    assert carried["frequency_penalty"] == 0.5 and "presence_penalty" not in carried
+    assert request_from_message(json.loads(json.dumps(carried))) == penalised
+
+
+def test_a_request_as_a_message_keeps_the_format_the_answer_logs_hold():
+    assert request_message(REQUEST) == {
+        "id": "g1", "messages": [["system", "Be brief."], ["user", "hi"]], "max_tokens": 5,
+        "temperature": 0.5, "top_p": 0.9, "seed": 3, "fault": [2, None, "cut"],
+        "stop": ["\n", "終わり"], "upstream_options": "", "continuation": None}
