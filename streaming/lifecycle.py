@@ -146,8 +146,12 @@ async def drain(grace_s: float | None = None) -> None:
                          return_exceptions=True)
     # Each reader now writes its error frame and finishes its generation (and log row).
     deadline = time.monotonic() + grace_s
-    while ((registry.live() or event_stream.open_streams())  # noqa: ASYNC110 - no event to wait on
-           and time.monotonic() < deadline):
+
+    def readers_remain() -> bool:
+        """A reader has not finished yet, and the grace period is not over."""
+        return bool(registry.live() or event_stream.open_streams()) and time.monotonic() < deadline
+
+    while readers_remain():  # noqa: ASYNC110 - no event to wait on
         await asyncio.sleep(0.05)
     await log_writer.flush()
     await limits().flush()

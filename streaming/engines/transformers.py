@@ -8,7 +8,7 @@ This engine adds what serving needs around it: a cap on the sequences batched to
 (`max_batch`) and a bounded waiting queue in front of it (full → EngineBusy, a 503 before the
 stream), the chat template, incremental detokenization, stop strings (stop.py), the context
 window, and a decode loop that is restarted when it dies (decode_loop.py; batching.py makes the
-manager).
+manager; loading.py loads the model and sizes the window and the manager for the machine).
 
 Threads: the manager's thread delivers each step's outputs for all streams with one
 `call_soon_threadsafe` (transformers' `OutputRouter.deliver_batch`), so the event loop wakes once
@@ -42,11 +42,11 @@ from streaming.engines.background import in_daemon_thread
 from streaming.engines.base import Engine
 from streaming.engines.decode_loop import DecodeLoop
 from streaming.engines.detokenizer import IncrementalDetokenizer
+from streaming.engines.loading import LoadsModel
 from streaming.engines.stop import StopGate
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-    from transformers.generation.continuous_batching import ContinuousBatchingManager
     from transformers.generation.continuous_batching.requests import GenerationOutput
 
 logger = logging.getLogger("streaming.engines.transformers")
@@ -73,17 +73,13 @@ class _Job:
         return self.stream.id
 
 
-class TransformersEngine(Engine):
+class TransformersEngine(LoadsModel, Engine):
     """SmolLM2-135M-Instruct (or `model`) through transformers' continuous batching."""
 
     name = "transformers"
     capabilities = Capabilities(continuation=True)  # a handover's text is prefilled
     refusal_note = batching.NO_PENALTIES  # its penalties cannot be per request
     DEFAULT_MAX_BATCH = 8  # sequences per forward pass; 8 keeps each above reading speed on 2 cores
-    CPU_CONTEXT_TOKENS = 2048  # default window on CPU: the KV cache is sized from it (RAM)
-    KV_TOKENS_PER_SEQUENCE = 1024  # CPU KV cache = max(window, max_batch x this) tokens
-    PAGE_TOKENS = 256  # tokens per KV-cache page
-    PREFILL_CHUNK_TOKENS = 256  # prompt tokens per step, so a long prompt never stalls the others
     MIN_TEMPERATURE = 1e-4  # temperature 0 means greedy; this close to 0 sampling is greedy too
     CANCEL_GRACE_S = 5.0  # an aborted request's handler lives this long, to count in-flight tokens
     ENCODED_MEMO = 64  # prompts tokenized by check_request, kept for the generate() that follows
@@ -140,62 +136,9 @@ class TransformersEngine(Engine):
         one: Ctrl-C during a first start's conversion need not wait for it)."""
         await in_daemon_thread(self.load, "transformers-engine-load")
 
-    def load(self) -> None:
-        """Load the model, start the decode loop and warm it up; once per process, blocking."""
-        with self._load_lock:
-            if self._loaded.is_set():
-                return
-            import torch
-
-            started = time.perf_counter()
-            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            # bf16 halves memory and doubles speed on a GPU; most CPUs have no fast bf16 matmul.
-            dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-            self.source = model_source.resolve(self.model_setting)
-            self._model, self._tokenizer = model_source.load(
-                self.source, cache_root=self.cache_dir, device=device, dtype=dtype
-            )
-            self.sampling_defaults = model_source.sampling_defaults(self.source)
-            window = int(getattr(self._model.config, "max_position_embeddings", 0) or 2048)
-            default = window if device.startswith("cuda") else min(window, self.CPU_CONTEXT_TOKENS)
-            self.context_tokens = min(self.context_setting or default, window)
-            self._eos_ids = batching.eos_ids(self._model, self._tokenizer)
-            manager = self._new_manager()
-            self.load_seconds = time.perf_counter() - started
-            logger.info(
-                "Model %s loaded in %.1f s; batch %d, queue %d, window %d tokens; unset "
-                "sampling: %s", self.model, self.load_seconds, self.max_batch, self.max_queue,
-                self.context_tokens, self.sampling_defaults,
-            )
-            started = time.perf_counter()
-            self._warm_up(manager)
-            self.warmup_seconds = time.perf_counter() - started
-            logger.info("Warm-up done in %.1f s; the engine is ready", self.warmup_seconds)
-            self.decode_loop.start(manager)
-            self._loaded.set()
-
     def close(self) -> None:
         """Stop the decode loop and its watchdog (tests, shutdown)."""
         self.decode_loop.close()
-
-    def _new_manager(self) -> ContinuousBatchingManager:
-        """A started manager, sized for this machine (batching.new_manager)."""
-        assert self._model is not None
-        kv_tokens = max(self.context_tokens, self.max_batch * self.KV_TOKENS_PER_SEQUENCE)
-        return batching.new_manager(
-            self._model, eos_ids=self._eos_ids, max_batch=self.max_batch,
-            page_tokens=self.PAGE_TOKENS, cpu_kv_tokens=kv_tokens,
-            cpu_prefill_tokens=self.PREFILL_CHUNK_TOKENS, top_k=self.sampling_defaults.top_k)
-
-    def _fresh_manager(self) -> ContinuousBatchingManager:
-        """A replacement for a dead decode loop's manager, warmed up."""
-        manager = self._new_manager()
-        self._warm_up(manager, timeout_s=60)
-        return manager
-
-    def _warm_up(self, manager: ContinuousBatchingManager, timeout_s: float = 120.0) -> None:
-        batching.warm_up(manager, self._encode_messages(batching.WARM_UP_PROMPT), self.max_batch,
-                         timeout_s)
 
     # --- requests ----------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """What a model worker has for each web process and has not sent yet, and the sending
-(fleet/worker.py)."""
+(fleet/worker.py; fleet/delivery.py queues the chunks and ends)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The model worker: `manage.py runworker model-worker` runs generations for web processes.
 
 The messages it takes and sends, and why one `chunks` message carries every new token for one
-web process, are in streaming/fleet/protocol.py; a generation's life here is in docs/fleet.md.
+web process, are in streaming/fleet/protocol.py; a generation's life here is in docs/fleet.md;
+how its chunks and end go out to the web processes that read it, in fleet/delivery.py.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from channels.layers import get_channel_layer
 from streaming.core import config
 from streaming.core.abort import AbortReason
 from streaming.core.chunk_log import Chunk
-from streaming.core.exceptions import GenerationError, StreamCut, StreamingError
-from streaming.core.latency import summarize
+from streaming.core.exceptions import StreamingError
 from streaming.engines import build_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
 from streaming.fleet import answer_log, protocol, stopping, store
 from streaming.fleet.audience import Audience
+from streaming.fleet.delivery import Delivers
 from streaming.fleet.outbox import RETRY_FULL_S, Outboxes
 from streaming.fleet.protocol import HANDED_OVER, HEARTBEATS_GROUP, WORKERS_GROUP, End
 from streaming.fleet.webs import Webs
@@ -37,7 +38,7 @@ logger = logging.getLogger(__name__)
 STOP_S = 5.0  # stopping: how long the last ends may take to reach the web processes
 
 
-class ModelWorkerConsumer(AsyncConsumer):
+class ModelWorkerConsumer(Delivers, AsyncConsumer):
     """A thin adapter between channel-layer messages and one engine."""
 
     engine: Engine
@@ -268,79 +269,6 @@ class ModelWorkerConsumer(AsyncConsumer):
             await self.channel_layer.send(message.reply_to, protocol.State(
                 stream.id, stream.tokens_generated, stream.tokens_after_abort, stream.finished,
                 self.channel_name).encode())
-
-    # --- streaming out ---------------------------------------------------------------------
-
-    async def _pump(self, audience: Audience) -> None:
-        stream = audience.stream
-        error_code, finish_reason = None, None
-        durable = stream.id in self.answer_logs.open
-        reader = stream.join(audience.sent)
-        try:
-            async for batch in stream.batches(self.config.connections.heartbeat_s, reader=reader):
-                if not batch:
-                    continue
-                for web in audience.fed:  # its home, and any web process following it
-                    self.outboxes[web].add(stream.id, batch)
-                    self.outboxes.flush(web)
-                audience.sent = reader.position
-                audience.streamed = batch[-1].index + batch[-1].tokens
-                if durable and not stream.complete:
-                    self.answer_logs.spoil(stream.id)  # past its cap: no longer whole
-            finish_reason = stream.finish_reason
-        except GenerationError as error:
-            error_code = error.code
-        except StreamCut:
-            error_code = "cut"
-        finally:
-            self.engine.release(stream.id)
-            audience.close()
-
-        def tell_the_readers(last_entry: dict[str, Any] | None = None) -> None:
-            self.audiences.pop(stream.id, None)
-            ending = End(stream.id, finish_reason, error_code, stream.tokens_generated,
-                         stream.tokens_after_abort, audience.streamed, last_entry)
-            for web in audience.fed:
-                self._tell(web, ending)
-
-        if error_code == HANDED_OVER:
-            self.answer_logs.drop(stream.id)  # the worker that goes on with it writes its log
-        if not durable or error_code == HANDED_OVER:
-            tell_the_readers()
-            return
-        # The web process that started it is gone: a reader elsewhere writes its row, with
-        # the latencies measured here.
-        orphan = not self.webs.alive(audience.home)
-        end = {
-            "finish_reason": finish_reason, "error_code": error_code,
-            "tokens_generated": stream.tokens_generated,
-            "tokens_after_abort": stream.tokens_after_abort, "orphan": orphan,
-            "figures": summarize(stream.created_at, stream.token_times, time.monotonic())
-            if orphan else {},
-        }
-        # Its readers hear of the end once the log has it, with the log's last entry (for a
-        # replica): any reader after it, in any web process, finds the whole answer in Redis.
-        self.answer_logs.end(stream.id, stream.logged(stream.end) if stream.complete else [], end,
-                      then=lambda: tell_the_readers(end))
-
-    def _tell(self, web: str, end: End) -> None:
-        """Queue a generation's end for `web` (after the chunks queued before it)."""
-        self.outboxes[web].ends.append(end)
-        self.outboxes.flush(web)
-
-    def _in_use(self, web: str) -> bool:
-        return any(a.home == web for a in self.audiences.values())
-
-    def _delivered(self, web: str, ends: list[End]) -> None:
-        for end in ends:
-            if self.known.get(end.id) == web:
-                del self.known[end.id]
-
-    async def _give_up_on(self, web: str) -> None:
-        """`web` has read nothing for GIVE_UP_FULL_S (outbox.py): abort what it is home to."""
-        for generation_id, audience in list(self.generations.items()):
-            if audience.home == web:
-                await self.engine.abort(generation_id, AbortReason.CANCELLED)
 
     # --- presence --------------------------------------------------------------------------
 
