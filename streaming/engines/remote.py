@@ -37,6 +37,10 @@ from streaming.engines.upstream import UpstreamConnection, UpstreamError, Upstre
 from streaming.wire.origin import Origin
 
 logger = logging.getLogger(__name__)
+# The table's fields passed to the upstream as they are; body_of writes `max_tokens` (by the name
+# every upstream knows) and `stop` (only when set) itself, and `fault` never goes (not honoured).
+PASSED = tuple(field for field in FIELDS
+               if field.chat and field.name not in ("max_tokens", "stop", "fault"))
 
 
 class RemoteEngine(TaskEngine):
@@ -198,8 +202,8 @@ class RemoteEngine(TaskEngine):
         }
         # Only what the client sent: the upstream knows its model's defaults (vLLM applies the
         # model's generation_config), and a 1.0 of ours would override them.
-        body.update((field.chat, value) for field in FIELDS  # by chat completions' names
-                    if field.chat and (value := getattr(request, field.name)) is not None)
+        body.update((field.chat, value) for field in PASSED  # by chat completions' names
+                    if (value := getattr(request, field.name)) is not None)
         if request.stop:
             body["stop"] = list(request.stop)  # the upstream stops at them, and leaves them out
         if request.upstream_options:

@@ -8,12 +8,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from streaming.core.fields import FIELDS
 from streaming.core.request import Continuation, Fault, GenerationRequest, Message
 
 REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequest))
-# Fields added after the format was fixed: sent only when set, so that the message (and the
-# Redis answer log's JSON) of a request without them reads as before.
-OPTIONAL = frozenset(("frequency_penalty", "presence_penalty", "repetition_penalty"))
+# Fields added after the format was fixed (`Field.late`): sent only when set, so that the message
+# (and the Redis answer log's JSON) of a request without them reads as before.
+OPTIONAL = frozenset(field.name for field in FIELDS if field.late)
 
 
 # A field whose value is no plain scalar: (to the message, from it), for a value not None.

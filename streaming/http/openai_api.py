@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from streaming.core import config
 from streaming.core.chunk_log import Chunk, ChunkKind
 from streaming.core.exceptions import BadRequest, GenerationError, NotFound
-from streaming.core.fields import accepted, asked
+from streaming.core.fields import accepted, asked, naming
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
@@ -38,10 +38,12 @@ from streaming.wire import openai_format, sse
 from streaming.wire.openai_format import ChunkWriter
 
 SUPPORTED = {
-    "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
-    "stop", *accepted("chat"),  # sampling: core/fields.py
-    "fault",  # the deterministic engine's test hook, as in the native API
+    "model", "messages", "stream", "stream_options",
+    "max_tokens",  # the legacy name of `max_completion_tokens`: parse_chat_body reconciles them
+    *accepted("chat"),  # the request's fields: core/fields.py (`fault` ours, as in the native API)
 }
+# Chat completions' errors name the answer's length `max_tokens`, whichever name the body used.
+NAMING = naming("chat", max_tokens="max_tokens")
 # Bookkeeping for OpenAI's own platform; the answer does not depend on them.
 IGNORED = {"user", "metadata", "store", "service_tier", "prompt_cache_key",
            "safety_identifier", "parallel_tool_calls"}
@@ -131,21 +133,16 @@ def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, Cha
         raise ModelNotFound(f"The model {requested!r} does not exist; this server serves "
                             f"{model!r} (GET /v1/models).")
     options = _options(data)
-    max_tokens = data.get("max_completion_tokens")
-    legacy = data.get("max_tokens")
-    if max_tokens is None:
-        max_tokens = legacy
-    elif legacy is not None and legacy != max_tokens:
+    fields, legacy = asked(data, "chat"), data.get("max_tokens")
+    if fields.get("max_tokens") is None:  # `max_completion_tokens` unset: the legacy name's
+        fields.pop("max_tokens", None)
+        fields = {"max_tokens": legacy, **fields}  # first, as its errors come first
+    elif legacy is not None and legacy != fields["max_tokens"]:
         raise BadRequest("`max_tokens` and `max_completion_tokens` differ; send one of them.")
     generation_request = build_request(
         messages=(upstream_messages(data.get("messages")) if upstream else
                   parse_messages({"messages": _native_messages(data.get("messages"))})),
-        max_tokens=max_tokens,
-        **asked(data, "chat"),
-        dialect="chat",
-        fault=data.get("fault"),
-        stop=data.get("stop"),
-        upstream_options=options_json,
+        **fields, dialect=NAMING, upstream_options=options_json,
     )
     return generation_request, options
 

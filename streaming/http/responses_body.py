@@ -24,10 +24,9 @@ from streaming.http.validation import build_request, decode_json_object, parse_m
 from streaming.wire.responses_format import ID_PREFIX, ResponseSpec
 
 SUPPORTED = {
-    "model", "input", "instructions", "max_output_tokens", "stream",
+    "model", "input", "instructions", "stream",
     "background", "store", "previous_response_id", "metadata", "conversation",
-    *accepted("responses"),  # sampling: core/fields.py (`seed` ours, as in the native API)
-    "fault",  # ours, as in the native API
+    *accepted("responses"),  # core/fields.py (`seed` and `fault` ours, as in the native API)
 }
 IGNORED = {"user", "service_tier", "prompt_cache_key", "safety_identifier", "parallel_tool_calls",
            "stream_options"}
@@ -89,10 +88,7 @@ class ResponseBody:
 
     def sampling(self) -> dict[str, Any]:
         """What the body asks of the generation, as `build_request`'s arguments."""
-        data = self.data
-        return {"max_tokens": data.get("max_output_tokens"), **asked(data, "responses"),
-                "fault": data.get("fault"), "max_tokens_field": "max_output_tokens",
-                "dialect": "responses"}
+        return {**asked(self.data, "responses"), "dialect": "responses"}
 
     def spec(self, request: GenerationRequest, model: str) -> ResponseSpec:
         """What the response's object echoes."""

@@ -12,16 +12,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from streaming.core import config, text
-from streaming.core.exceptions import STREAM_ERROR_MESSAGES, BadRequest
-from streaming.core.fields import FIELDS, Dialect, accepted, asked, integer, number_in, parse_asked
-from streaming.core.request import Fault, GenerationRequest, Message
+from streaming.core.exceptions import BadRequest
+from streaming.core.fields import BY_NAME, Dialect, Naming, accepted, asked, parse_asked
+from streaming.core.request import GenerationRequest, Message
 from streaming.http.upstream_options import UPSTREAM_FIELDS, take_upstream_options
 
 ROLES = ("system", "user", "assistant")
-BODY_KEYS = {"prompt", "messages", "max_tokens", "fault", "stop", *accepted("native")}
-FAULT_KINDS = ("stall", "cut")
-MAX_STOP_STRINGS = 4  # OpenAI's limit
-MAX_STOP_CHARS = 256  # characters in one stop string
+BODY_KEYS = {"prompt", "messages", *accepted("native")}  # the rest: core/fields.py
 
 
 def new_generation_id() -> str:
@@ -58,47 +55,27 @@ def parse_generation_body(body: bytes, *, engine_name: str = "",
         raise BadRequest(f"`{refused[0]}`: the {engine_name or 'local'} engine does not take "
                          "it; only the openai engine passes it to its upstream.")
     refuse_unknown(data, BODY_KEYS)
-    return build_request(
-        messages=parse_messages(data),
-        max_tokens=data.get("max_tokens"),
-        **asked(data, "native"),
-        fault=data.get("fault"),
-        stop=data.get("stop"),
-        upstream_options=options,
-    )
+    return build_request(messages=parse_messages(data), **asked(data, "native"),
+                         upstream_options=options)
 
 
-def build_request(
-    *,
-    messages: tuple[Message, ...],
-    max_tokens: Any = None,
-    fault: Any = None,
-    stop: Any = None,
-    upstream_options: str = "",
-    max_tokens_field: str = "max_tokens",
-    dialect: Dialect = "native",
-    **sampling: Any,
-) -> GenerationRequest:
-    """Check the sampling parameters and limits shared by every API; `max_tokens_field`: what
-    the asker's dialect calls `max_tokens`, for its errors; `sampling`: the fields of
-    core/fields.py by GenerationRequest's names (`asked`), named in errors as `dialect` does."""
+def build_request(*, messages: tuple[Message, ...], upstream_options: str = "",
+                  dialect: Dialect | Naming = "native", **fields: Any) -> GenerationRequest:
+    """Check the limits shared by every API and `fields`, the fields of core/fields.py by
+    GenerationRequest's names (`asked`), named in errors as `dialect` (or a `naming` of it)
+    names them."""
     limits = config.current().limits
     chars = sum(len(m.content) for m in messages)
     if chars > limits.max_prompt_chars:
         raise BadRequest(
             f"The prompt is {chars} characters; the limit is {limits.max_prompt_chars}."
         )
-    return GenerationRequest(
-        id=new_generation_id(),
-        messages=messages,
-        max_tokens=limits.default_max_tokens if max_tokens is None else integer(
-            max_tokens_field, max_tokens, 1, limits.max_tokens_limit),
-        # Unset stays None: each engine has its own default (the model's, or its upstream's).
-        **parse_asked(sampling, dialect),
-        fault=None if fault is None else parse_fault(fault),
-        stop=parse_stop(stop),
-        upstream_options=upstream_options,
-    )
+    # Unset stays unset: each engine has its own default (the model's, or its upstream's).
+    checked = parse_asked(fields, dialect, highs(limits))
+    if "max_tokens" not in checked:
+        checked["max_tokens"] = limits.default_max_tokens
+    return GenerationRequest(id=new_generation_id(), messages=messages, **checked,
+                             upstream_options=upstream_options)
 
 
 def refuse_unknown(data: dict[str, Any], known: Iterable[str]) -> None:
@@ -108,13 +85,16 @@ def refuse_unknown(data: dict[str, Any], known: Iterable[str]) -> None:
         raise BadRequest(f"Unknown field(s): {', '.join(unknown)}.")
 
 
-def sampling(name: str, value: Any) -> float:
-    """`temperature`, `top_p` or `max_tokens` (not None) checked as every API checks it
-    (BadRequest otherwise): for settings kept to be used later too (a conversation's)."""
-    if name == "max_tokens":
-        return integer(name, value, 1, config.current().limits.max_tokens_limit)
-    field = next(field for field in FIELDS if field.name == name)
-    return number_in(name, value, field.low, field.high, open_low=field.open_low)
+def highs(limits: config.LimitSettings) -> dict[str, float]:
+    """The upper bounds that core/fields.py leaves to parse time: settings."""
+    return {"max_tokens": limits.max_tokens_limit}
+
+
+def sampling(name: str, value: Any) -> Any:
+    """A field of core/fields.py (`temperature`, `max_tokens`, …; not None) checked as every
+    API checks it (BadRequest otherwise): for settings kept to be used later too (a
+    conversation's)."""
+    return BY_NAME[name].parse(value, high=highs(config.current().limits).get(name))
 
 
 def parse_messages(data: dict[str, Any]) -> tuple[Message, ...]:
@@ -152,43 +132,3 @@ def _chat_messages(raw: Any) -> tuple[Message, ...]:
     if not any(m.content.strip() for m in messages if m.role == "user"):
         raise BadRequest("`messages` needs at least one non-empty user message.")
     return tuple(messages)
-
-
-def parse_fault(raw: Any) -> Fault:
-    """The deterministic engine's test hook (docs/api.md, "The deterministic engine")."""
-    if not isinstance(raw, dict) or set(raw) - {"at", "code", "kind"}:
-        raise BadRequest("`fault` must be an object with `at` and `code` or `kind`.")
-    at = integer("fault.at", raw.get("at"), 0, 1_000_000)
-    code, kind = raw.get("code"), raw.get("kind")
-    if (code is None) == (kind is None):
-        raise BadRequest("`fault` needs exactly one of `code` or `kind`.")
-    if code is not None:
-        if code not in STREAM_ERROR_MESSAGES:
-            codes = ", ".join(STREAM_ERROR_MESSAGES)
-            raise BadRequest(f"`fault.code` must be one of {codes}.")
-        return Fault(at=at, code=code, kind="error")
-    if kind not in FAULT_KINDS:
-        raise BadRequest(f"`fault.kind` must be one of {', '.join(FAULT_KINDS)}.")
-    return Fault(at=at, kind=kind)
-
-
-def parse_stop(raw: Any) -> tuple[str, ...]:
-    """`stop`: a string or a list of non-empty strings; null or `[]` means none."""
-    if raw is None:
-        return ()
-    items = [raw] if isinstance(raw, str) else raw
-    if not isinstance(items, list):
-        raise BadRequest(f"`stop` must be a string or a list of at most {MAX_STOP_STRINGS} "
-                         "strings.")
-    if len(items) > MAX_STOP_STRINGS:
-        raise BadRequest(f"`stop` may hold at most {MAX_STOP_STRINGS} strings; got {len(items)}.")
-    for position, item in enumerate(items):
-        where = "stop" if isinstance(raw, str) else f"stop[{position}]"
-        if not isinstance(item, str):
-            raise BadRequest(f"`{where}` must be a string.")
-        if not item:
-            raise BadRequest(f"`{where}` must not be empty.")
-        if len(item) > MAX_STOP_CHARS:
-            raise BadRequest(f"`{where}` is {len(item)} characters; the limit is "
-                             f"{MAX_STOP_CHARS}.")
-    return tuple(items)

@@ -3,10 +3,15 @@ the name the table gives it, and checks it as the table says."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from streaming.core.exceptions import BadRequest
-from streaming.core.fields import BY_NAME, FIELDS, accepted, asked
+from streaming.core.exceptions import BadRequest, NotHonoured
+from streaming.core.fields import BY_NAME, FIELDS, NAMES, accepted, asked, parse_asked
+from streaming.core.request import Fault
+from streaming.engines import get_engine
+from streaming.fleet import request_codec
 from streaming.http import openai_api, responses_body, validation
 
 
@@ -27,11 +32,78 @@ def test_each_dialect_accepts_the_fields_the_table_gives_it(dialect, keys):
     ("frequency_penalty", 3, "`frequency_penalty` must be in [-2, 2]; got 3."),
     ("presence_penalty", -2.5, "`presence_penalty` must be in [-2, 2]; got -2.5."),
     ("repetition_penalty", 0, "`repetition_penalty` must be in (0, ∞); got 0."),
+    ("max_tokens", 0, "`max_tokens` must be between 1 and 64; got 0."),
+    ("max_tokens", 65, "`max_tokens` must be between 1 and 64; got 65."),
+    ("max_tokens", 5.0, "`max_tokens` must be an integer."),
+    ("stop", ["a"] * 5, "`stop` may hold at most 4 strings; got 5."),
+    ("stop", "", "`stop` must not be empty."),
+    ("stop", ["a", 1], "`stop[1]` must be a string."),
+    ("stop", 7, "`stop` must be a string or a list of at most 4 strings."),
+    ("fault", {"at": 1}, "`fault` needs exactly one of `code` or `kind`."),
+    ("fault", {"at": -1, "kind": "cut"}, "`fault.at` must be between 0 and 1000000; got -1."),
+    ("fault", {"at": 1, "kind": "slow"}, "`fault.kind` must be one of stall, cut."),
+    ("fault", [1], "`fault` must be an object with `at` and `code` or `kind`."),
 ])
 def test_a_field_out_of_its_bounds_is_refused_by_name(name, value, message):
     with pytest.raises(BadRequest) as refused:
-        BY_NAME[name].parse(value)
+        BY_NAME[name].parse(value, high=64)  # `high`: max_tokens' only (a setting)
     assert str(refused.value) == message
+
+
+def test_a_bound_left_to_parse_time_must_be_given():
+    with pytest.raises(TypeError):
+        BY_NAME["max_tokens"].parse(5)
+    assert BY_NAME["max_tokens"].parse(5, high=64) == 5
+
+
+@pytest.mark.parametrize(("dialect", "names"), [
+    ("native", {"max_tokens": "max_tokens", "stop": "stop", "fault": "fault"}),
+    ("chat", {"max_tokens": "max_completion_tokens", "stop": "stop", "fault": "fault"}),
+    ("responses", {"max_tokens": "max_output_tokens", "fault": "fault"}),  # no `stop` there
+])
+def test_each_dialect_names_the_length_stop_and_fault_its_own_way(dialect, names):
+    assert {field: NAMES[dialect].get(field) for field in names} == names
+    assert "stop" in NAMES[dialect] or "stop" not in names
+
+
+@pytest.mark.parametrize(("dialect", "name"), [
+    ("native", "max_tokens"), ("chat", "max_completion_tokens"),
+    ("responses", "max_output_tokens")])
+def test_the_length_is_named_in_its_error_as_the_dialect_names_it(dialect, name):
+    with pytest.raises(BadRequest) as refused:
+        parse_asked({"max_tokens": 0}, dialect, {"max_tokens": 64})
+    assert str(refused.value) == f"`{name}` must be between 1 and 64; got 0."
+
+
+def test_chat_completions_keeps_naming_the_length_max_tokens_in_its_errors():
+    engine = get_engine()
+    for sent in ("max_tokens", "max_completion_tokens"):
+        body = json.dumps({"model": engine.model, "messages": [{"role": "user", "content": "hi"}],
+                           sent: 0}).encode()
+        with pytest.raises(BadRequest, match=r"^`max_tokens` must be between 1 and "):
+            openai_api.parse_chat_body(body, engine)
+
+
+def test_stop_and_fault_are_checked_into_what_the_request_holds():
+    assert BY_NAME["stop"].parse("\n") == ("\n",)
+    assert BY_NAME["stop"].parse([]) == ()
+    assert BY_NAME["fault"].parse({"at": 2, "kind": "cut"}) == Fault(at=2, kind="cut")
+    assert BY_NAME["fault"].parse({"at": 0, "code": "timeout"}) == Fault(0, "timeout", "error")
+    assert parse_asked({"stop": None, "fault": None}, "native") == {}
+
+
+def test_an_engine_refuses_a_field_by_its_own_message_or_as_not_honoured():
+    hook = BY_NAME["fault"].refused("transformers")
+    assert type(hook) is BadRequest
+    assert str(hook) == "`fault` is a test hook of the deterministic engine, not of transformers."
+    penalty = BY_NAME["frequency_penalty"].refused("transformers", ": why")
+    assert isinstance(penalty, NotHonoured) and penalty.param == "frequency_penalty"
+    assert str(penalty) == "`frequency_penalty`: the transformers engine does not honour it: why."
+
+
+def test_only_the_fields_added_after_the_fleet_message_was_fixed_are_sent_only_when_set():
+    assert request_codec.OPTIONAL == {"frequency_penalty", "presence_penalty",
+                                      "repetition_penalty"}
 
 
 def test_unset_stays_unset_and_only_what_the_dialect_names_is_asked():
