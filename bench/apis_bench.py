@@ -27,27 +27,49 @@ from bench.workers_bench import RESULTS
 from streaming.tools.liveserver import start_server
 
 PROMPT = "Why does streaming change how an answer feels?"
-UNPACED = {"DETERMINISTIC_TPS": "0", "DETERMINISTIC_TTFT_MS": "0", "STREAM_RATE_PER_MIN": "0",
-           "STREAM_MAX_STREAMS_PER_CLIENT": "0", "STREAM_MAX_PENDING_PER_CLIENT": "0",
-           "DETERMINISTIC_ANSWER_TOKENS": "100000"}
+UNPACED = {
+    "DETERMINISTIC_TPS": "0",
+    "DETERMINISTIC_TTFT_MS": "0",
+    "STREAM_RATE_PER_MIN": "0",
+    "STREAM_MAX_STREAMS_PER_CLIENT": "0",
+    "STREAM_MAX_PENDING_PER_CLIENT": "0",
+    "DETERMINISTIC_ANSWER_TOKENS": "100000",
+}
 # path, body, the ending every stream must have
 APIS = {
     "native (POST /api/stream)": (
-        "/api/stream", lambda model, n, store: {"prompt": PROMPT, "max_tokens": n}, b"[DONE]"),
+        "/api/stream",
+        lambda model, n, store: {"prompt": PROMPT, "max_tokens": n},
+        b"[DONE]",
+    ),
     "chat completions": (
-        "/v1/chat/completions", lambda model, n, store: {
-            "model": model, "messages": [{"role": "user", "content": PROMPT}],
-            "max_tokens": n, "stream": True}, b"[DONE]"),
+        "/v1/chat/completions",
+        lambda model, n, store: {
+            "model": model,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "max_tokens": n,
+            "stream": True,
+        },
+        b"[DONE]",
+    ),
     "responses": (
-        "/v1/responses", lambda model, n, store: {
-            "model": model, "input": PROMPT, "max_output_tokens": n, "stream": True,
-            "store": store}, b"event: response.incomplete"),
+        "/v1/responses",
+        lambda model, n, store: {
+            "model": model,
+            "input": PROMPT,
+            "max_output_tokens": n,
+            "stream": True,
+            "store": store,
+        },
+        b"event: response.incomplete",
+    ),
 }
 
 
 async def one_round(url: str, path: str, body: dict, ending: bytes, streams: int) -> None:
     """`streams` streams at once, each read whole and checked."""
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+
         async def one() -> None:
             tail, seen = b"", False
             async with client.stream("POST", path, json=body) as response:
@@ -56,6 +78,7 @@ async def one_round(url: str, path: str, body: dict, ending: bytes, streams: int
                     seen = seen or ending in tail + part
                     tail = part[-64:]
             assert seen, f"{path} ended without {ending!r}"
+
         await asyncio.gather(*(one() for _ in range(streams)))
 
 
@@ -76,15 +99,20 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
         for _ in range(args.rounds):
             for name, (path, body, ending) in APIS.items():
                 before = cpu_seconds(server.process.pid)
-                asyncio.run(one_round(server.url, path, body(model, args.tokens, args.store),
-                                      ending, args.streams))
+                asyncio.run(
+                    one_round(
+                        server.url, path, body(model, args.tokens, args.store), ending, args.streams
+                    )
+                )
                 used = cpu_seconds(server.process.pid) - before
                 per_token[name].append(used / (args.streams * args.tokens) * 1e6)
     finally:
         server.stop()
     native = statistics.median(per_token["native (POST /api/stream)"])
-    print(f"{args.streams} streams x {args.tokens} tokens, unpaced; medians of {args.rounds} "
-          "rounds, in turns")
+    print(
+        f"{args.streams} streams x {args.tokens} tokens, unpaced; medians of {args.rounds} "
+        "rounds, in turns"
+    )
     print("| API | server CPU per token | against native |")
     print("|---|---|---|")
     for name, figures in per_token.items():

@@ -41,10 +41,13 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 PAGE = 50  # conversations in the page's first page
 WARMUP = 10
-ENGLISH = ("stream token latency buffer proxy reader cursor answer model batch queue "
-           "socket frame event server client python django redis").split()
-JAPANESE = ("ストリーミング トークン 遅延 応答 会話 モデル 読者 接続 東京 大阪 設定 "
-            "検索 索引 文字").split()
+ENGLISH = (
+    "stream token latency buffer proxy reader cursor answer model batch queue "
+    "socket frame event server client python django redis"
+).split()
+JAPANESE = (
+    "ストリーミング トークン 遅延 応答 会話 モデル 読者 接続 東京 大阪 設定 検索 索引 文字"
+).split()
 SEARCHES = {  # label: (query, conversations of the owner holding it)
     "word in 1/3": ("kangaroo", "third"),
     "word in 10": ("platypus", "ten"),
@@ -64,26 +67,37 @@ def cookie(token: str) -> str:
 
 
 def sentence(rng: random.Random, words: int = 30) -> str:
-    return " ".join(rng.choice(ENGLISH if rng.random() < 0.6 else JAPANESE)
-                    for _ in range(words))
+    return " ".join(rng.choice(ENGLISH if rng.random() < 0.6 else JAPANESE) for _ in range(words))
 
 
-def fill(owner: str, count: int, items: int, rng: random.Random,
-         marks: dict[str, str] | None = None) -> list[Any]:
+def fill(
+    owner: str, count: int, items: int, rng: random.Random, marks: dict[str, str] | None = None
+) -> list[Any]:
     """`count` conversations of `items` items each, in bulk; `marks`: word → which of them
     hold it ("third", "ten")."""
     from streaming.conversations import records
     from streaming.models import Conversation, ConversationItem
 
     stamp = records.now()
-    conversations = Conversation.objects.bulk_create([  # one a minute, the newest last
-        Conversation(conversation_id=records.new_conversation_id(), owner=owner,
-                     title=sentence(rng, 4), created_at=stamp - timedelta(minutes=count - n),
-                     updated_at=stamp - timedelta(minutes=count - n))
-        for n in range(count)], batch_size=1000)
-    holders = {word: set(range(0, count, 3)) if where == "third" else
-               set(rng.sample(range(count), min(10, count)))
-               for word, where in (marks or {}).items()}
+    conversations = Conversation.objects.bulk_create(
+        [  # one a minute, the newest last
+            Conversation(
+                conversation_id=records.new_conversation_id(),
+                owner=owner,
+                title=sentence(rng, 4),
+                created_at=stamp - timedelta(minutes=count - n),
+                updated_at=stamp - timedelta(minutes=count - n),
+            )
+            for n in range(count)
+        ],
+        batch_size=1000,
+    )
+    holders = {
+        word: set(range(0, count, 3))
+        if where == "third"
+        else set(rng.sample(range(count), min(10, count)))
+        for word, where in (marks or {}).items()
+    }
     parents: list[Any] = [None] * count
     for depth in range(items):
         made = []
@@ -91,10 +105,17 @@ def fill(owner: str, count: int, items: int, rng: random.Random,
             text = sentence(rng)
             if depth == items - 1:
                 text += "".join(f" {word}" for word, held in holders.items() if n in held)
-            made.append(ConversationItem(
-                item_id=records.new_item_id(), conversation=conversation, parent=parents[n],
-                depth=depth, role="user" if depth % 2 == 0 else "assistant", content=text,
-                created_at=stamp))
+            made.append(
+                ConversationItem(
+                    item_id=records.new_item_id(),
+                    conversation=conversation,
+                    parent=parents[n],
+                    depth=depth,
+                    role="user" if depth % 2 == 0 else "assistant",
+                    content=text,
+                    created_at=stamp,
+                )
+            )
         parents = ConversationItem.objects.bulk_create(made, batch_size=1000)
     for conversation, last in zip(conversations, parents, strict=True):
         conversation.current = last
@@ -156,12 +177,15 @@ def one_database(database: str, requests: int, others: int) -> dict[str, Any]:
 
             result["list 1,000"] = timed(lambda: get("/api/conversations", "list"), requests)
             result["open 500 items"] = timed(
-                lambda: get(f"/api/conversations/{opened.conversation_id}", "open"), requests)
+                lambda: get(f"/api/conversations/{opened.conversation_id}", "open"), requests
+            )
             for label, (query, _) in SEARCHES.items():
                 result[f"search: {label}"] = timed(
-                    lambda query=query: get("/api/conversations", "search", q=query), requests)
+                    lambda query=query: get("/api/conversations", "search", q=query), requests
+                )
         finally:
             server.stop()
+
     def scanned(query: str) -> list[Conversation]:
         """The same search without the index: each word a LIKE (search._scanned)."""
         where = Q()
@@ -171,46 +195,64 @@ def one_database(database: str, requests: int, others: int) -> dict[str, Any]:
             return records.list_for("anon:search", limit=PAGE + 1, where=where)
 
     for label, (query, _) in SEARCHES.items():
-        indexed = timed(lambda query=query: search.search("anon:search", query, limit=PAGE + 1),
-                        max(20, requests // 10))
+        indexed = timed(
+            lambda query=query: search.search("anon:search", query, limit=PAGE + 1),
+            max(20, requests // 10),
+        )
         plain = timed(lambda query=query: scanned(query), max(20, requests // 10))
         result[f"in process: {label}"] = {"index": indexed, "no index": plain}
         if connection.vendor == "postgresql":  # the same, its planner left to itself
             result[f"in process: {label}"]["planner alone"] = timed(
-                lambda query=query: records.list_for("anon:search", limit=PAGE + 1,
-                                                     where=search.matching(query)),
-                max(20, requests // 10))
+                lambda query=query: records.list_for(
+                    "anon:search", limit=PAGE + 1, where=search.matching(query)
+                ),
+                max(20, requests // 10),
+            )
     return result
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
     vendors = list(results)
-    lines = ["| request | " + " | ".join(f"{v} p50 / p99 (ms)" for v in vendors) + " |",
-             "|---|" + "---|" * len(vendors)]
+    lines = [
+        "| request | " + " | ".join(f"{v} p50 / p99 (ms)" for v in vendors) + " |",
+        "|---|" + "---|" * len(vendors),
+    ]
     for label in [key for key in results[vendors[0]] if key not in ("vendor", "fill_s")]:
         cells = []
         for vendor in vendors:
             figure = results[vendor][label]
             if "index" in figure:
-                others = "".join(f" ({name}: {figure[name]['p50_ms']} / "
-                                 f"{figure[name]['p99_ms']})"
-                                 for name in ("no index", "planner alone") if name in figure)
+                others = "".join(
+                    f" ({name}: {figure[name]['p50_ms']} / {figure[name]['p99_ms']})"
+                    for name in ("no index", "planner alone")
+                    if name in figure
+                )
                 cells.append(f"{figure['index']['p50_ms']} / {figure['index']['p99_ms']}{others}")
             else:
                 cells.append(f"{figure['p50_ms']} / {figure['p99_ms']}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines.append("| filling the database (s) | " + " | ".join(
-        str(results[vendor]["fill_s"]) for vendor in vendors) + " |")
+    lines.append(
+        "| filling the database (s) | "
+        + " | ".join(str(results[vendor]["fill_s"]) for vendor in vendors)
+        + " |"
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--others", type=int, default=10_000,
-                        help="conversations of other owners beside the searched ones")
-    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/test",
-                        help="a PostgreSQL server's DATABASE_URL (a scratch database is made)")
+    parser.add_argument(
+        "--others",
+        type=int,
+        default=10_000,
+        help="conversations of other owners beside the searched ones",
+    )
+    parser.add_argument(
+        "--postgres",
+        default="postgres://postgres@127.0.0.1:5432/test",
+        help="a PostgreSQL server's DATABASE_URL (a scratch database is made)",
+    )
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS / "conversations.json")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: this DATABASE_URL
@@ -224,12 +266,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = {}
     likes = {"sqlite": "", **({} if args.no_postgres else {"postgresql": args.postgres})}
     for vendor, like in likes.items():
-        with tempfile.TemporaryDirectory() as directory, \
-                scratch_database(Path(directory), like) as database:
+        with (
+            tempfile.TemporaryDirectory() as directory,
+            scratch_database(Path(directory), like) as database,
+        ):
             child = subprocess.run(
-                [sys.executable, "-m", "bench.conversations_bench", "--one", database,
-                 "--requests", str(args.requests), "--others", str(args.others)],
-                cwd=ROOT, capture_output=True, text=True, check=False)
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.conversations_bench",
+                    "--one",
+                    database,
+                    "--requests",
+                    str(args.requests),
+                    "--others",
+                    str(args.others),
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if child.returncode:
                 raise SystemExit(f"{vendor}: {child.stderr[-3000:]}")
             results[vendor] = json.loads(child.stdout.strip().splitlines()[-1])

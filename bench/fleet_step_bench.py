@@ -33,11 +33,24 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
 
-def run(root: Path, name: str, *, step_ms: float, streams: int, webs: int, redis: bool,
-        answer_tokens: int, rounds: int) -> dict:
+def run(
+    root: Path,
+    name: str,
+    *,
+    step_ms: float,
+    streams: int,
+    webs: int,
+    redis: bool,
+    answer_tokens: int,
+    rounds: int,
+) -> dict:
     """One topology under `streams` concurrent answers of `answer_tokens`, `rounds` each."""
-    env = {**UNLIMITED, "STREAMING_ENGINE": "deterministic", "DETERMINISTIC_TTFT_MS": "0",
-           "DETERMINISTIC_STEP_MS": str(step_ms)}
+    env = {
+        **UNLIMITED,
+        "STREAMING_ENGINE": "deterministic",
+        "DETERMINISTIC_TTFT_MS": "0",
+        "DETERMINISTIC_STEP_MS": str(step_ms),
+    }
     directory = root / name
     directory.mkdir()
     topology = Topology(directory, env, webs=webs, redis=redis)
@@ -46,18 +59,31 @@ def run(root: Path, name: str, *, step_ms: float, streams: int, webs: int, redis
         if redis:
             pids.update(worker=topology.worker.process.pid, redis=topology.redis.process.pid)
         before = {part: cpu_s(pid) for part, pid in pids.items()}
-        figures = asyncio.run(load([web.url for web in topology.webs], concurrency=streams,
-                                   requests=streams * rounds, max_tokens=answer_tokens))
+        figures = asyncio.run(
+            load(
+                [web.url for web in topology.webs],
+                concurrency=streams,
+                requests=streams * rounds,
+                max_tokens=answer_tokens,
+            )
+        )
         spent = {part: cpu_s(pid) - before[part] for part, pid in pids.items()}
     finally:
         topology.stop()
     tokens = [s["output_tokens"] for s in figures["summaries"]]
-    per_token = {part: spent[part] / (tokens[int(part[3:])] if part.startswith("web")
-                                      else sum(tokens)) * 1e6 for part in spent}
+    per_token = {
+        part: spent[part] / (tokens[int(part[3:])] if part.startswith("web") else sum(tokens)) * 1e6
+        for part in spent
+    }
     itls = [s["itl_ms"] for s in figures["summaries"]]
-    return {"tokens_per_s": figures["frames_per_s"], "failed": figures["failed"],
-            "itl_p50_ms": max(i["p50"] for i in itls), "itl_p99_ms": max(i["p99"] for i in itls),
-            "cpu_us_per_token": per_token, "summaries": figures["summaries"]}
+    return {
+        "tokens_per_s": figures["frames_per_s"],
+        "failed": figures["failed"],
+        "itl_p50_ms": max(i["p50"] for i in itls),
+        "itl_p99_ms": max(i["p99"] for i in itls),
+        "cpu_us_per_token": per_token,
+        "summaries": figures["summaries"],
+    }
 
 
 def main() -> None:
@@ -70,20 +96,34 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="fleet-step-bench-"))
     results = {}
     print(f"step {args.step_ms:g} ms, answers of {answer_tokens} tokens, {rounds} round(s)")
-    print(f"{'streams':>7} {'topology':<22}{'tok/s':>9}{'ITL p50':>9}{'p99':>8}"
-          f"{'+step p99':>10}  CPU µs/token")
+    print(
+        f"{'streams':>7} {'topology':<22}{'tok/s':>9}{'ITL p50':>9}{'p99':>8}"
+        f"{'+step p99':>10}  CPU µs/token"
+    )
     for streams in (int(n) for n in args.streams.split(",")):
-        for name, webs, redis in (("in process, 1 web", 1, False),
-                                  ("Redis, 2 web x 1 worker", 2, True)):
+        for name, webs, redis in (
+            ("in process, 1 web", 1, False),
+            ("Redis, 2 web x 1 worker", 2, True),
+        ):
             key = f"{streams}-{'redis' if redis else 'local'}"
-            result = run(root, key, step_ms=args.step_ms, streams=streams, webs=webs,
-                         redis=redis, answer_tokens=answer_tokens, rounds=rounds)
+            result = run(
+                root,
+                key,
+                step_ms=args.step_ms,
+                streams=streams,
+                webs=webs,
+                redis=redis,
+                answer_tokens=answer_tokens,
+                rounds=rounds,
+            )
             results[key] = result
             cpu = "  ".join(f"{part} {us:.0f}" for part, us in result["cpu_us_per_token"].items())
-            print(f"{streams:>7} {name:<22}{result['tokens_per_s']:>9,.0f}"
-                  f"{result['itl_p50_ms']:>9.1f}{result['itl_p99_ms']:>8.1f}"
-                  f"{result['itl_p99_ms'] - args.step_ms:>10.1f}  {cpu}"
-                  + (f"  failed {result['failed']}" if result["failed"] else ""))
+            print(
+                f"{streams:>7} {name:<22}{result['tokens_per_s']:>9,.0f}"
+                f"{result['itl_p50_ms']:>9.1f}{result['itl_p99_ms']:>8.1f}"
+                f"{result['itl_p99_ms'] - args.step_ms:>10.1f}  {cpu}"
+                + (f"  failed {result['failed']}" if result["failed"] else "")
+            )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "fleet_step.json").write_text(json.dumps(results, indent=2, default=str))
 

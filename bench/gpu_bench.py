@@ -73,12 +73,14 @@ def _sync(device: str) -> None:
 
 
 def _request(index: int, tokens: int) -> GenerationRequest:
-    return GenerationRequest(id=f"{index:032x}", messages=(Message("user", PROMPT),),
-                             max_tokens=tokens, seed=index)
+    return GenerationRequest(
+        id=f"{index:032x}", messages=(Message("user", PROMPT),), max_tokens=tokens, seed=index
+    )
 
 
-async def load(engine: TransformersEngine, streams: int, tokens: int, *,
-               rate: float | None = None) -> dict[str, Any]:
+async def load(
+    engine: TransformersEngine, streams: int, tokens: int, *, rate: float | None = None
+) -> dict[str, Any]:
     """`streams` generations arriving together (or at `rate` per second), read to the end."""
     ttfts, tpots, counts = [], [], []
     started = time.perf_counter()
@@ -102,10 +104,16 @@ async def load(engine: TransformersEngine, streams: int, tokens: int, *,
         tasks.append(asyncio.create_task(one(index)))
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - started
-    return {"streams": streams, "arrival": f"poisson {rate:g}/s" if rate else "together",
-            "ttft_p50_ms": _ms(percentile(ttfts, 50)), "ttft_p99_ms": _ms(percentile(ttfts, 99)),
-            "tpot_p50_ms": _ms(percentile(tpots, 50)), "tpot_p99_ms": _ms(percentile(tpots, 99)),
-            "tokens_per_s": sum(counts) / elapsed, "tokens": sum(counts)}
+    return {
+        "streams": streams,
+        "arrival": f"poisson {rate:g}/s" if rate else "together",
+        "ttft_p50_ms": _ms(percentile(ttfts, 50)),
+        "ttft_p99_ms": _ms(percentile(ttfts, 99)),
+        "tpot_p50_ms": _ms(percentile(tpots, 50)),
+        "tpot_p99_ms": _ms(percentile(tpots, 99)),
+        "tokens_per_s": sum(counts) / elapsed,
+        "tokens": sum(counts),
+    }
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -117,8 +125,9 @@ def within_slo(row: dict[str, Any]) -> bool:
     return all(row[name] is not None and row[name] <= limit for name, limit in SLO.items())
 
 
-def one_generate_at_a_time(engine: TransformersEngine, tokens: int, runs: int = 3
-                           ) -> dict[str, Any]:
+def one_generate_at_a_time(
+    engine: TransformersEngine, tokens: int, runs: int = 3
+) -> dict[str, Any]:
     """The same model through `model.generate()`, one request after another."""
     import torch
 
@@ -130,8 +139,13 @@ def one_generate_at_a_time(engine: TransformersEngine, tokens: int, runs: int = 
     for run in range(runs + 1):  # the first warms up
         started = time.perf_counter()
         with torch.no_grad():
-            model.generate(inputs, max_new_tokens=tokens, min_new_tokens=tokens,
-                           do_sample=True, pad_token_id=tokenizer.eos_token_id)
+            model.generate(
+                inputs,
+                max_new_tokens=tokens,
+                min_new_tokens=tokens,
+                do_sample=True,
+                pad_token_id=tokenizer.eos_token_id,
+            )
         _sync(str(model.device))
         if run:
             seconds.append(time.perf_counter() - started)
@@ -139,8 +153,9 @@ def one_generate_at_a_time(engine: TransformersEngine, tokens: int, runs: int = 
     return {"tokens_per_s": tokens / median, "ms_per_token": median / tokens * 1000}
 
 
-async def abort_within_a_step(engine: TransformersEngine, streams: int, tokens: int
-                              ) -> dict[str, Any]:
+async def abort_within_a_step(
+    engine: TransformersEngine, streams: int, tokens: int
+) -> dict[str, Any]:
     """Abort one generation among `streams` after a few tokens: what it made after the abort."""
     target = engine.generate(_request(10_000, tokens))
     others = [engine.generate(_request(10_001 + i, tokens)) for i in range(streams - 1)]
@@ -158,8 +173,11 @@ async def abort_within_a_step(engine: TransformersEngine, streams: int, tokens: 
     for stream in others:
         await engine.abort(stream.id, AbortReason.CANCELLED)
     await asyncio.gather(*readers, return_exceptions=True)
-    return {"streams": streams, "tokens_after_abort": target.tokens_after_abort,
-            "within_one_step": target.tokens_after_abort <= 1}
+    return {
+        "streams": streams,
+        "tokens_after_abort": target.tokens_after_abort,
+        "within_one_step": target.tokens_after_abort <= 1,
+    }
 
 
 def served(shape: str, device: str, cache: Path, streams: int, tokens: int) -> dict[str, Any]:
@@ -169,28 +187,50 @@ def served(shape: str, device: str, cache: Path, streams: int, tokens: int) -> d
     from streaming.tools.loadtest_config import LoadTestConfig
     from streaming.tools.loadtest_report import summarize_run
 
-    env = {"STREAMING_ENGINE": "transformers", "STREAMING_MODEL": f"random:{shape}",
-           "STREAMING_MODEL_CACHE": str(cache), "STREAMING_MAX_BATCH": str(streams),
-           "STREAMING_MAX_QUEUE": str(streams), "STREAM_RATE_PER_MIN": "0",
-           "STREAM_MAX_STREAMS_PER_CLIENT": "0", "STREAM_MAX_PENDING_PER_CLIENT": "0",
-           "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")
-           if device.startswith("cuda") else ""}
-    server = start_server(Path(tempfile.mkdtemp(prefix="gpu-served-")), env=env,
-                          ready_path="/readyz", timeout=600.0)
+    env = {
+        "STREAMING_ENGINE": "transformers",
+        "STREAMING_MODEL": f"random:{shape}",
+        "STREAMING_MODEL_CACHE": str(cache),
+        "STREAMING_MAX_BATCH": str(streams),
+        "STREAMING_MAX_QUEUE": str(streams),
+        "STREAM_RATE_PER_MIN": "0",
+        "STREAM_MAX_STREAMS_PER_CLIENT": "0",
+        "STREAM_MAX_PENDING_PER_CLIENT": "0",
+        "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")
+        if device.startswith("cuda")
+        else "",
+    }
+    server = start_server(
+        Path(tempfile.mkdtemp(prefix="gpu-served-")), env=env, ready_path="/readyz", timeout=600.0
+    )
     try:
-        config = LoadTestConfig(url=server.url, concurrency=streams, requests=streams * 2,
-                                max_tokens=tokens, timeout_s=600.0).checked()
+        config = LoadTestConfig(
+            url=server.url,
+            concurrency=streams,
+            requests=streams * 2,
+            max_tokens=tokens,
+            timeout_s=600.0,
+        ).checked()
         summary = summarize_run(asyncio.run(LoadTest(config).run()))
     finally:
         server.stop()
-    return {"streams": streams, "ttft_p50_ms": summary["ttft_ms"]["p50"],
-            "tokens_per_s": summary["output_tokens_per_s"], "failed": summary["failed"]}
+    return {
+        "streams": streams,
+        "ttft_p50_ms": summary["ttft_ms"]["p50"],
+        "tokens_per_s": summary["output_tokens_per_s"],
+        "failed": summary["failed"],
+    }
 
 
 def measure_shape(shape: str, args: argparse.Namespace) -> dict[str, Any]:
     """Every figure of one shape."""
-    engine = TransformersEngine(model=f"random:{shape}", cache_dir=args.cache, device=args.device,
-                                max_batch=max(args.streams), max_queue=4 * max(args.streams))
+    engine = TransformersEngine(
+        model=f"random:{shape}",
+        cache_dir=args.cache,
+        device=args.device,
+        max_batch=max(args.streams),
+        max_queue=4 * max(args.streams),
+    )
     engine.load()
     try:
         assert engine._model is not None
@@ -213,22 +253,29 @@ def measure_shape(shape: str, args: argparse.Namespace) -> dict[str, Any]:
     batch_one = next(r for r in rows if r["streams"] == min(args.streams))
     bound_ms = weights / bandwidth * 1000
     result = {
-        "shape": shape, "weight_bytes": weights, "copy_bandwidth_gb_s": bandwidth / 1e9,
-        "bandwidth_bound_ms": bound_ms, "rows": rows, "one_generate_at_a_time": alone,
+        "shape": shape,
+        "weight_bytes": weights,
+        "copy_bandwidth_gb_s": bandwidth / 1e9,
+        "bandwidth_bound_ms": bound_ms,
+        "rows": rows,
+        "one_generate_at_a_time": alone,
         "abort": abort,
         "step_at_batch_1_over_bound": (batch_one["tpot_p50_ms"] or 0) / bound_ms,
         "largest_concurrency_within_slo": max(
-            (r["streams"] for r in rows if r["arrival"] == "together" and within_slo(r)),
-            default=0),
+            (r["streams"] for r in rows if r["arrival"] == "together" and within_slo(r)), default=0
+        ),
     }
     if args.served:
         serving = served(shape, args.device, args.cache, args.served_streams, args.tokens)
-        engine_row = next((r for r in rows if r["streams"] == args.served_streams
-                           and r["arrival"] == "together"), None)
+        engine_row = next(
+            (r for r in rows if r["streams"] == args.served_streams and r["arrival"] == "together"),
+            None,
+        )
         if engine_row is not None:
             serving["added_ttft_p50_ms"] = serving["ttft_p50_ms"] - engine_row["ttft_p50_ms"]
-            serving["tokens_per_s_over_engine"] = (serving["tokens_per_s"]
-                                                   / engine_row["tokens_per_s"])
+            serving["tokens_per_s_over_engine"] = (
+                serving["tokens_per_s"] / engine_row["tokens_per_s"]
+            )
         result["served"] = serving
     return result
 
@@ -241,13 +288,16 @@ def table(results: list[dict[str, Any]], device: str) -> str:
             f"### {result['shape']}: {result['weight_bytes'] / 1e9:.2f} GB of weights, "
             f"copy bandwidth {result['copy_bandwidth_gb_s']:.0f} GB/s, bound "
             f"{result['bandwidth_bound_ms']:.3f} ms a step",
-            "", "| streams | arrival | TTFT p50 / p99 ms | TPOT p50 / p99 ms | tokens/s | SLO |",
-            "|---|---|---|---|---|---|"]
+            "",
+            "| streams | arrival | TTFT p50 / p99 ms | TPOT p50 / p99 ms | tokens/s | SLO |",
+            "|---|---|---|---|---|---|",
+        ]
         for row in result["rows"]:
             lines.append(
                 f"| {row['streams']} | {row['arrival']} | {row['ttft_p50_ms']} / "
                 f"{row['ttft_p99_ms']} | {row['tpot_p50_ms']} / {row['tpot_p99_ms']} | "
-                f"{row['tokens_per_s']:.1f} | {'yes' if within_slo(row) else 'no'} |")
+                f"{row['tokens_per_s']:.1f} | {'yes' if within_slo(row) else 'no'} |"
+            )
         alone, abort = result["one_generate_at_a_time"], result["abort"]
         lines += [
             "",
@@ -265,14 +315,16 @@ def table(results: list[dict[str, Any]], device: str) -> str:
                 f"{serving['ttft_p50_ms']} ms (+{serving.get('added_ttft_p50_ms', 0):.1f}), "
                 f"{serving['tokens_per_s']:.1f} tokens/s "
                 f"({serving.get('tokens_per_s_over_engine', 0):.2f}x the engine's), "
-                f"{serving['failed']} failed.")
+                f"{serving['failed']} failed."
+            )
         lines.append("")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--shapes", default="smollm2-135m,llama-1b,llama-8b")
     parser.add_argument("--streams", default="1,8,32,64,128")

@@ -24,26 +24,85 @@ sys.path.insert(0, str(ROOT))
 CARRY = ROOT / "gpu-carry"
 # What the run needs beyond the image: the project's own dependencies, and transformers at the
 # version this checkout runs (the image's 5.17 lacks the continuous-batching API used here).
-NEEDED = ["Django", "channels", "channels-redis", "daphne", "uvicorn", "httptools",
-          "whitenoise", "dj-database-url", "hiredis", "psycopg", "psycopg-binary", "redis",
-          "transformers", "regex"]
+NEEDED = [
+    "Django",
+    "channels",
+    "channels-redis",
+    "daphne",
+    "uvicorn",
+    "httptools",
+    "whitenoise",
+    "dj-database-url",
+    "hiredis",
+    "psycopg",
+    "psycopg-binary",
+    "redis",
+    "transformers",
+    "regex",
+]
 # In the GPU image already (its package list): not carried, so that the run uses its builds.
 ALREADY_THERE = {
-    "numpy", "huggingface-hub", "tokenizers", "safetensors", "pyyaml", "tqdm", "packaging",
-    "typer", "click", "rich", "shellingham", "markdown-it-py", "mdurl", "pygments", "httpx",
-    "httpcore", "h11", "anyio", "idna", "certifi", "msgpack", "prometheus-client", "uvloop",
-    "filelock", "fsspec", "hf-xet", "typing-extensions", "annotated-doc", "requests",
-    "urllib3", "charset-normalizer", "attrs", "sniffio", "torch",
+    "numpy",
+    "huggingface-hub",
+    "tokenizers",
+    "safetensors",
+    "pyyaml",
+    "tqdm",
+    "packaging",
+    "typer",
+    "click",
+    "rich",
+    "shellingham",
+    "markdown-it-py",
+    "mdurl",
+    "pygments",
+    "httpx",
+    "httpcore",
+    "h11",
+    "anyio",
+    "idna",
+    "certifi",
+    "msgpack",
+    "prometheus-client",
+    "uvloop",
+    "filelock",
+    "fsspec",
+    "hf-xet",
+    "typing-extensions",
+    "annotated-doc",
+    "requests",
+    "urllib3",
+    "charset-normalizer",
+    "attrs",
+    "sniffio",
+    "torch",
 }
-PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux1_x86_64"]
+PLATFORMS = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+]
 
 
 def download(wheels: Path) -> None:
     """The wheels of NEEDED at this checkout's versions, with their dependencies."""
     pins = [f"{name}=={version(name)}" for name in NEEDED]
-    command = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
-               "--python-version", "3.12", "--implementation", "cp", "-d", str(wheels)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        "-d",
+        str(wheels),
+    ]
     for platform in PLATFORMS:
         command += ["--platform", platform]
     subprocess.run(command + pins, check=True)
@@ -66,8 +125,10 @@ def main() -> None:
     download(CARRY / "wheels")
     save_tokenizer(CARRY / "models")
     size = sum(path.stat().st_size for path in CARRY.rglob("*") if path.is_file())
-    print(f"{CARRY}: {size / 2**20:.1f} MiB "
-          f"({len(list((CARRY / 'wheels').glob('*.whl')))} wheels and the tokenizer)")
+    print(
+        f"{CARRY}: {size / 2**20:.1f} MiB "
+        f"({len(list((CARRY / 'wheels').glob('*.whl')))} wheels and the tokenizer)"
+    )
 
 
 if __name__ == "__main__":

@@ -40,19 +40,35 @@ from streaming.tools.liveserver import (
 from streaming.wire.sse import EventParser
 
 TPS = 20.0  # each stream's pace, as the issue sets it
-ENV = {**UNLIMITED, "STREAMING_ENGINE": "deterministic", "DETERMINISTIC_TTFT_MS": "0",
-       "DETERMINISTIC_TPS": str(TPS), "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5",
-       "WORKER_DRAIN_S": "1", "STREAM_HEARTBEAT_S": "15"}
+ENV = {
+    **UNLIMITED,
+    "STREAMING_ENGINE": "deterministic",
+    "DETERMINISTIC_TTFT_MS": "0",
+    "DETERMINISTIC_TPS": str(TPS),
+    "WORKER_HEARTBEAT_S": "0.3",
+    "WORKER_TIMEOUT_S": "2.5",
+    "WORKER_DRAIN_S": "1",
+    "STREAM_HEARTBEAT_S": "15",
+}
 
 
 def expected(n: int, max_tokens: int) -> list[str]:
     """An uninterrupted run's tokens for answer `n`."""
-    return tokens_for(GenerationRequest(id="-", messages=(Message("user", f"question {n}"),),
-                                        max_tokens=max_tokens, seed=n))[0]
+    return tokens_for(
+        GenerationRequest(
+            id="-", messages=(Message("user", f"question {n}"),), max_tokens=max_tokens, seed=n
+        )
+    )[0]
 
 
-async def read(client: httpx.AsyncClient, url: str, n: int, max_tokens: int,
-               started: asyncio.Event, count: list[int]) -> dict:
+async def read(
+    client: httpx.AsyncClient,
+    url: str,
+    n: int,
+    max_tokens: int,
+    started: asyncio.Event,
+    count: list[int],
+) -> dict:
     """One reader of answer `n`: its tokens, event ids, arrival times and how it ended."""
     tokens, ids, times, last = [], [], [], "cut"
     parser = EventParser()
@@ -71,9 +87,12 @@ async def read(client: httpx.AsyncClient, url: str, n: int, max_tokens: int,
                     if count[0] == count[1]:
                         started.set()
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    return {"done": last == "[DONE]", "ending": last[:80],
-            "whole": tokens == expected(n, max_tokens) and ids == list(range(len(ids))),
-            "longest_gap_s": max(gaps, default=0.0)}
+    return {
+        "done": last == "[DONE]",
+        "ending": last[:80],
+        "whole": tokens == expected(n, max_tokens) and ids == list(range(len(ids))),
+        "longest_gap_s": max(gaps, default=0.0),
+    }
 
 
 async def under_load(url: str, answers: int, max_tokens: int, disturb) -> list[dict]:
@@ -81,8 +100,10 @@ async def under_load(url: str, answers: int, max_tokens: int, disturb) -> list[d
     started, count = asyncio.Event(), [0, answers]
     limits = httpx.Limits(max_connections=answers + 8)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
-        readers = [asyncio.create_task(read(client, url, n, max_tokens, started, count))
-                   for n in range(answers)]
+        readers = [
+            asyncio.create_task(read(client, url, n, max_tokens, started, count))
+            for n in range(answers)
+        ]
         await asyncio.wait_for(started.wait(), 60)
         await asyncio.to_thread(disturb)
         return await asyncio.gather(*readers)
@@ -119,11 +140,17 @@ def scenario(root: Path, name: str, *, workers: int, answers: int, max_tokens: i
             worker.stop()
         redis.stop()
     gaps = sorted(r["longest_gap_s"] * 1000 for r in results)
-    return {"answers": answers, "completed": sum(r["done"] for r in results),
-            "whole": sum(r["whole"] for r in results),
-            "endings": dict(Counter(r["ending"] for r in results)),
-            "longest_gap_ms": {"p50": percentile(gaps, 50), "p99": percentile(gaps, 99),
-                               "max": gaps[-1]}}
+    return {
+        "answers": answers,
+        "completed": sum(r["done"] for r in results),
+        "whole": sum(r["whole"] for r in results),
+        "endings": dict(Counter(r["ending"] for r in results)),
+        "longest_gap_ms": {
+            "p50": percentile(gaps, 50),
+            "p99": percentile(gaps, 99),
+            "max": gaps[-1],
+        },
+    }
 
 
 def main() -> None:
@@ -134,17 +161,23 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="handover-bench-"))
     plans = {"kill": (2, 50, 200), "rolling": (2, 100, 600), "redis": (1, 50, 200)}
     results = {}
-    print(f"{'scenario':<9}{'completed':>10}{'whole':>7}  longest gap per reader, ms "
-          "(p50 / p99 / max)")
+    print(
+        f"{'scenario':<9}{'completed':>10}{'whole':>7}  longest gap per reader, ms "
+        "(p50 / p99 / max)"
+    )
     for name in args.only.split(","):
         workers, answers, max_tokens = plans[name]
         if args.quick:
             answers = max(4, answers // 10)
-        result = results[name] = scenario(root, name, workers=workers, answers=answers,
-                                          max_tokens=max_tokens)
+        result = results[name] = scenario(
+            root, name, workers=workers, answers=answers, max_tokens=max_tokens
+        )
         gap = result["longest_gap_ms"]
-        print(f"{name:<9}{result['completed']:>6} / {answers:<3}{result['whole']:>5}  "
-              f"{gap['p50']:8.0f} {gap['p99']:8.0f} {gap['max']:8.0f}", flush=True)
+        print(
+            f"{name:<9}{result['completed']:>6} / {answers:<3}{result['whole']:>5}  "
+            f"{gap['p50']:8.0f} {gap['p99']:8.0f} {gap['max']:8.0f}",
+            flush=True,
+        )
         if result["completed"] < answers:
             print(f"         endings: {result['endings']}")
     RESULTS.mkdir(exist_ok=True)

@@ -49,8 +49,13 @@ def manager_run(engine: TransformersEngine, streams: int, tokens: int) -> float:
             counts: dict[str, int] = {}
             started = time.perf_counter()
             for index in range(streams):
-                manager.add_request(ids, request_id=f"m{index}-{time.monotonic_ns()}",
-                                    max_new_tokens=tokens, streaming=True, **SAMPLING)
+                manager.add_request(
+                    ids,
+                    request_id=f"m{index}-{time.monotonic_ns()}",
+                    max_new_tokens=tokens,
+                    streaming=True,
+                    **SAMPLING,
+                )
             while len(counts) < streams:
                 output = manager.get_result(timeout=60)
                 if output is not None and output.is_finished():
@@ -63,10 +68,16 @@ def manager_run(engine: TransformersEngine, streams: int, tokens: int) -> float:
 
 async def engine_run(engine: TransformersEngine, streams: int, tokens: int) -> float:
     """Tokens/s of the engine in this process, its streams read on the event loop."""
+
     async def one(index: int) -> int:
-        stream = engine.generate(GenerationRequest(
-            id=f"{index:08x}{time.monotonic_ns():024x}"[:32],
-            messages=(Message("user", PROMPT),), max_tokens=tokens, **SAMPLING))
+        stream = engine.generate(
+            GenerationRequest(
+                id=f"{index:08x}{time.monotonic_ns():024x}"[:32],
+                messages=(Message("user", PROMPT),),
+                max_tokens=tokens,
+                **SAMPLING,
+            )
+        )
         async for _ in stream.batches(60.0):
             pass
         return stream.tokens_generated
@@ -80,21 +91,29 @@ def served_run(model: str, streams: int, tokens: int) -> float:
     """Tokens/s through uvicorn: the same prompt, `POST /api/stream`, read whole."""
     from streaming.tools.liveserver import start_server
 
-    env = {"STREAMING_ENGINE": "transformers", "STREAMING_MAX_BATCH": str(max(streams, 1)),
-           "STREAM_RATE_PER_MIN": "0", "STREAM_MAX_STREAMS_PER_CLIENT": "0",
-           "STREAM_MAX_PENDING_PER_CLIENT": "0"}
+    env = {
+        "STREAMING_ENGINE": "transformers",
+        "STREAMING_MAX_BATCH": str(max(streams, 1)),
+        "STREAM_RATE_PER_MIN": "0",
+        "STREAM_MAX_STREAMS_PER_CLIENT": "0",
+        "STREAM_MAX_PENDING_PER_CLIENT": "0",
+    }
     if model:
         env["STREAMING_MODEL"] = model
-    server = start_server(Path(tempfile.mkdtemp(prefix="manager-bench-")), env=env,
-                          ready_path="/readyz", timeout=300.0)
+    server = start_server(
+        Path(tempfile.mkdtemp(prefix="manager-bench-")),
+        env=env,
+        ready_path="/readyz",
+        timeout=300.0,
+    )
 
     async def one(client: httpx.AsyncClient, max_tokens: int) -> int:
-        async with client.stream("POST", "/api/stream",
-                                 json={"prompt": PROMPT, "max_tokens": max_tokens,
-                                       **SAMPLING}) as response:
+        async with client.stream(
+            "POST", "/api/stream", json={"prompt": PROMPT, "max_tokens": max_tokens, **SAMPLING}
+        ) as response:
             summary = None
             async for line in response.aiter_lines():
-                if line.startswith("data: {\"finish_reason\""):
+                if line.startswith('data: {"finish_reason"'):
                     summary = json.loads(line.removeprefix("data: "))
         assert summary is not None, "no summary"
         return summary["tokens"]
@@ -123,7 +142,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     engine = TransformersEngine(model=args.model, max_batch=max(counts))
     engine.load()
     figures: dict[str, dict[str, list[float]]] = {
-        str(n): {"manager": [], "engine": [], "served": []} for n in counts}
+        str(n): {"manager": [], "engine": [], "served": []} for n in counts
+    }
     try:
         for _ in range(args.rounds):
             for streams in counts:
@@ -135,8 +155,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         engine.close()
     print(f"{args.tokens} tokens a stream; medians of {args.rounds} rounds, in turns")
-    print("| streams | manager tok/s | engine tok/s | served tok/s | engine / manager | "
-          "served / manager |")
+    print(
+        "| streams | manager tok/s | engine tok/s | served tok/s | engine / manager | "
+        "served / manager |"
+    )
     print("|---|---|---|---|---|---|")
     for streams, row in figures.items():
         m, e, s = (statistics.median(row[k]) for k in ("manager", "engine", "served"))

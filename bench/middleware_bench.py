@@ -46,9 +46,17 @@ DJANGO_STACK = [
 ]
 BODY = b'{"prompt": "hi", "max_tokens": 1}'
 SCOPE = {
-    "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-    "scheme": "http", "path": "/api/stream", "raw_path": b"/api/stream", "query_string": b"",
-    "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
+    "type": "http",
+    "asgi": {"version": "3.0"},
+    "http_version": "1.1",
+    "method": "POST",
+    "scheme": "http",
+    "path": "/api/stream",
+    "raw_path": b"/api/stream",
+    "query_string": b"",
+    "root_path": "",
+    "client": ("127.0.0.1", 1),
+    "server": ("127.0.0.1", 80),
     "headers": [(b"content-length", str(len(BODY)).encode()), (b"host", b"127.0.0.1")],
 }
 
@@ -117,8 +125,9 @@ async def main() -> None:
         print(f"{name:<10}{value:>30,.0f}")
     print(f"inline / django = {best['inline'] / best['django']:.2f}x")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "middleware.json").write_text(json.dumps({"rounds": figures, "best": best},
-                                                        indent=2))
+    (RESULTS / "middleware.json").write_text(
+        json.dumps({"rounds": figures, "best": best}, indent=2)
+    )
 
 
 if __name__ == "__main__":

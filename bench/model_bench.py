@@ -40,8 +40,12 @@ PROMPTS = [
     "Why is the sky blue?",
     "Write a letter to a friend about a trip.",
 ]
-TARGETS = {"per_stream_tok_s_min": 10.0, "ttft_p99_s_max": 0.5, "speedup_min": 5.0,
-           "rss_gb_max": 1.5}
+TARGETS = {
+    "per_stream_tok_s_min": 10.0,
+    "ttft_p99_s_max": 0.5,
+    "speedup_min": 5.0,
+    "rss_gb_max": 1.5,
+}
 
 
 @dataclass
@@ -99,12 +103,18 @@ def summarize(
     rates = [(s.tokens - 1) / s.decode_s for s in samples if s.tokens > 1 and s.decode_s > 0]
     tokens = sum(s.tokens for s in samples)
     return Result(
-        server, concurrency, len(samples), round(wall_s, 2), tokens,
+        server,
+        concurrency,
+        len(samples),
+        round(wall_s, 2),
+        tokens,
         round(percentile([s.ttft_s for s in samples], 50) * 1000, 1),
         round(percentile([s.ttft_s for s in samples], 99) * 1000, 1),
-        round(percentile(tpots, 50) * 1000, 1), round(percentile(tpots, 99) * 1000, 1),
+        round(percentile(tpots, 50) * 1000, 1),
+        round(percentile(tpots, 99) * 1000, 1),
         round(statistics.median(rates), 2) if rates else 0.0,
-        round(tokens / wall_s, 2), round(peak_rss_mb(), 1),
+        round(tokens / wall_s, 2),
+        round(peak_rss_mb(), 1),
         round(cpu_s / (wall_s * (os.cpu_count() or 1)), 2),
     )
 
@@ -123,8 +133,11 @@ async def run_engine(engine: TransformersEngine, concurrency: int, args) -> Resu
                 return
             prompt = PROMPTS[(index + turn) % len(PROMPTS)]
             request = GenerationRequest(
-                id=f"b{next(_ids)}", messages=(Message("user", prompt),),
-                max_tokens=args.max_tokens, temperature=0.7, top_p=0.9,
+                id=f"b{next(_ids)}",
+                messages=(Message("user", prompt),),
+                max_tokens=args.max_tokens,
+                temperature=0.7,
+                top_p=0.9,
             )
             engine.check_request(request)
             stream = engine.generate(request)
@@ -132,14 +145,19 @@ async def run_engine(engine: TransformersEngine, concurrency: int, args) -> Resu
                 pass
             engine.release(request.id)
             if stream.first_token_at is not None and stream.last_token_at is not None:
-                samples.append(Sample(stream.first_token_at - stream.created_at,
-                                      stream.tokens_generated,
-                                      stream.last_token_at - stream.first_token_at))
+                samples.append(
+                    Sample(
+                        stream.first_token_at - stream.created_at,
+                        stream.tokens_generated,
+                        stream.last_token_at - stream.first_token_at,
+                    )
+                )
 
     started, cpu = time.monotonic(), cpu_seconds()
     await asyncio.gather(*(client(i) for i in range(concurrency)))
-    return summarize("continuous batching", concurrency, samples, time.monotonic() - started,
-                     cpu_seconds() - cpu)
+    return summarize(
+        "continuous batching", concurrency, samples, time.monotonic() - started, cpu_seconds() - cpu
+    )
 
 
 async def run_naive(engine: TransformersEngine, concurrency: int, args) -> Result:
@@ -171,9 +189,15 @@ async def run_naive(engine: TransformersEngine, concurrency: int, args) -> Resul
 
     def generate(ids: list[int], timer: Timer) -> None:
         with torch.inference_mode():
-            model.generate(torch.tensor([ids]), max_new_tokens=args.max_tokens, do_sample=True,
-                           temperature=0.7, top_p=0.9, streamer=timer,
-                           pad_token_id=tokenizer.eos_token_id)
+            model.generate(
+                torch.tensor([ids]),
+                max_new_tokens=args.max_tokens,
+                do_sample=True,
+                temperature=0.7,
+                top_p=0.9,
+                streamer=timer,
+                pad_token_id=tokenizer.eos_token_id,
+            )
 
     async def client(index: int) -> None:
         for turn in itertools.count():
@@ -186,26 +210,34 @@ async def run_naive(engine: TransformersEngine, concurrency: int, args) -> Resul
             async with lock:
                 await asyncio.to_thread(generate, ids, timer)
             if timer.times:
-                samples.append(Sample(timer.times[0] - created, len(timer.times),
-                                      timer.times[-1] - timer.times[0]))
+                samples.append(
+                    Sample(
+                        timer.times[0] - created, len(timer.times), timer.times[-1] - timer.times[0]
+                    )
+                )
 
     started, cpu = time.monotonic(), cpu_seconds()
     await asyncio.gather(*(client(i) for i in range(concurrency)))
-    return summarize("naive generate()", concurrency, samples, time.monotonic() - started,
-                     cpu_seconds() - cpu)
+    return summarize(
+        "naive generate()", concurrency, samples, time.monotonic() - started, cpu_seconds() - cpu
+    )
 
 
 def print_table(results: list[Result]) -> None:
     """The results as a fixed-width table."""
-    header = (f"{'server':<20} {'C':>2} {'reqs':>4} {'TTFT p50':>9} {'p99':>8} {'TPOT p50':>9} "
-              f"{'p99':>7} {'tok/s/strm':>10} {'tok/s tot':>9} {'RSS MB':>7} {'CPU':>4}")
+    header = (
+        f"{'server':<20} {'C':>2} {'reqs':>4} {'TTFT p50':>9} {'p99':>8} {'TPOT p50':>9} "
+        f"{'p99':>7} {'tok/s/strm':>10} {'tok/s tot':>9} {'RSS MB':>7} {'CPU':>4}"
+    )
     print(header)
     print("-" * len(header))
     for r in results:
-        print(f"{r.server:<20} {r.concurrency:>2} {r.requests:>4} {r.ttft_p50_ms:>7.0f}ms "
-              f"{r.ttft_p99_ms:>6.0f}ms {r.tpot_p50_ms:>7.0f}ms {r.tpot_p99_ms:>5.0f}ms "
-              f"{r.tok_s_per_stream:>10.1f} {r.tok_s_total:>9.1f} {r.peak_rss_mb:>7.0f} "
-              f"{r.cpu_share:>4.0%}")
+        print(
+            f"{r.server:<20} {r.concurrency:>2} {r.requests:>4} {r.ttft_p50_ms:>7.0f}ms "
+            f"{r.ttft_p99_ms:>6.0f}ms {r.tpot_p50_ms:>7.0f}ms {r.tpot_p99_ms:>5.0f}ms "
+            f"{r.tok_s_per_stream:>10.1f} {r.tok_s_total:>9.1f} {r.peak_rss_mb:>7.0f} "
+            f"{r.cpu_share:>4.0%}"
+        )
 
 
 def main() -> None:
@@ -221,9 +253,11 @@ def main() -> None:
 
     load_before = os.getloadavg()
     started = time.perf_counter()
-    engine = TransformersEngine(cache_dir=os.environ.get("STREAMING_MODEL_CACHE")
-                                or ROOT / ".cache" / "models",
-                                max_batch=max(levels), max_queue=max(levels))
+    engine = TransformersEngine(
+        cache_dir=os.environ.get("STREAMING_MODEL_CACHE") or ROOT / ".cache" / "models",
+        max_batch=max(levels),
+        max_queue=max(levels),
+    )
     engine.load()
     start_s = time.perf_counter() - started
     rss_loaded = peak_rss_mb()
@@ -246,24 +280,39 @@ def main() -> None:
     }
     for name, ok in checks.items():
         print(f"{'PASS' if ok else 'MISS'}  {name}")
-    print(f"start-up {start_s:.1f} s (load {engine.load_seconds:.1f} s, warm-up "
-          f"{engine.warmup_seconds:.1f} s); load average {load_before[0]:.1f} before, "
-          f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs")
+    print(
+        f"start-up {start_s:.1f} s (load {engine.load_seconds:.1f} s, warm-up "
+        f"{engine.warmup_seconds:.1f} s); load average {load_before[0]:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs"
+    )
 
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"model_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({
-        "model": engine.model, "device": str(engine._model.device) if engine._model else None,
-        "max_tokens": args.max_tokens, "duration_s": args.duration,
-        "startup_s": round(start_s, 2), "load_s": engine.load_seconds,
-        "warmup_s": engine.warmup_seconds, "rss_after_load_mb": round(rss_loaded, 1),
-        "rss_peak_engine_mb": round(rss_engine, 1), "speedup": round(speedup, 2),
-        "targets": TARGETS, "checks": checks,
-        "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-        "cpus": os.cpu_count(), "python": platform.python_version(),
-        "threads_alive": threading.active_count(),
-        "results": [asdict(r) for r in results],
-    }, indent=2))
+    path.write_text(
+        json.dumps(
+            {
+                "model": engine.model,
+                "device": str(engine._model.device) if engine._model else None,
+                "max_tokens": args.max_tokens,
+                "duration_s": args.duration,
+                "startup_s": round(start_s, 2),
+                "load_s": engine.load_seconds,
+                "warmup_s": engine.warmup_seconds,
+                "rss_after_load_mb": round(rss_loaded, 1),
+                "rss_peak_engine_mb": round(rss_engine, 1),
+                "speedup": round(speedup, 2),
+                "targets": TARGETS,
+                "checks": checks,
+                "loadavg_before": load_before,
+                "loadavg_after": os.getloadavg(),
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "threads_alive": threading.active_count(),
+                "results": [asdict(r) for r in results],
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {path}")
 
 

@@ -306,7 +306,8 @@ def run(
                     row["history"] = history
                     row["open_longest_task_ms"] = history["open"]["longest_task_ms"]
                     row["switch_longest_task_ms"] = max(
-                        history[step]["longest_task_ms"] for step in ("to_alternative", "back"))
+                        history[step]["longest_task_ms"] for step in ("to_alternative", "back")
+                    )
                 results["cases"].append(row)
                 print_row(results["cases"][-1])
         finally:
@@ -365,10 +366,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument(
         "--cases",
-        default=",".join(f"{c.tokens}@{c.tokens_per_s}" + (f"+{c.history}" if c.history else "")
-                         for c in DEFAULT_CASES),
+        default=",".join(
+            f"{c.tokens}@{c.tokens_per_s}" + (f"+{c.history}" if c.history else "")
+            for c in DEFAULT_CASES
+        ),
         help="comma-separated TOKENS@TOKENS_PER_S[+ITEMS] (0: unpaced; ITEMS: streamed into a "
-             "conversation of that many)",
+        "conversation of that many)",
     )
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to serve")
     parser.add_argument("--locale", default="ja-JP")

@@ -46,8 +46,12 @@ def django_shell(server: LiveServer, code: str, stdin: str = "") -> str:
     """Run `code` in `manage.py shell` against the server's database, `stdin` its input;
     what it printed."""
     done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=server.env,
-        input=stdin, capture_output=True, text=True,
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=server.env,
+        input=stdin,
+        capture_output=True,
+        text=True,
     )
     if done.returncode != 0:
         raise RuntimeError(f"manage.py shell failed:\n{done.stderr}")
@@ -67,17 +71,29 @@ def long_conversation_items(count: int) -> list[tuple[str, str]]:
 
 
 def seed_conversation(
-    server: LiveServer, items: list[tuple[str, str]], *, owner: str = "", cookie: str = "",
-    title: str = "長い会話", alternative_at: int | None = None,
-    alternative_text: str = "別の回答です。", settings: dict[str, Any] | None = None,
+    server: LiveServer,
+    items: list[tuple[str, str]],
+    *,
+    owner: str = "",
+    cookie: str = "",
+    title: str = "長い会話",
+    alternative_at: int | None = None,
+    alternative_text: str = "別の回答です。",
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write a conversation of `items` for `owner` (e.g. `user:3`) or for the browser whose
     `llm_owner` cookie value is `cookie`, with its answers' `settings`; `alternative_at`: the
     index of an answer that gets a sibling. Returns {"id", "items": [item ids of the branch
     shown]}."""
-    spec = {"owner": owner, "cookie": cookie, "title": title, "items": items,
-            "alternative_at": alternative_at, "alternative_text": alternative_text,
-            "settings": settings or {}}
+    spec = {
+        "owner": owner,
+        "cookie": cookie,
+        "title": title,
+        "items": items,
+        "alternative_at": alternative_at,
+        "alternative_text": alternative_text,
+        "settings": settings or {},
+    }
     return json.loads(django_shell(server, SEED_PY, json.dumps(spec)).splitlines()[-1])
 
 
@@ -115,16 +131,16 @@ def measure_history(page: Any, server: LiveServer, count: int) -> dict[str, Any]
     back: the longest main-thread task of each step."""
     from bench.page_bench import settle  # it imports this module
 
-    seed_conversation(server, long_conversation_items(count), cookie=owner_cookie(page),
-                      alternative_at=1)
+    seed_conversation(
+        server, long_conversation_items(count), cookie=owner_cookie(page), alternative_at=1
+    )
     page.reload()
     page.wait_for_selector(".conversation-open")
     settle(page)  # the load and the page's idle-time warm-up are not what is measured
     figures = {"open": timed(page, lambda: page.click(".conversation-open"), count)}
     second = page.locator(".message-assistant").nth(0)
-    figures["to_alternative"] = timed(
-        page, lambda: second.locator(".alternative-next").click(), 2)
+    figures["to_alternative"] = timed(page, lambda: second.locator(".alternative-next").click(), 2)
     figures["back"] = timed(
-        page, lambda: page.locator(".message-assistant .alternative-previous").first.click(),
-        count)
+        page, lambda: page.locator(".message-assistant .alternative-previous").first.click(), count
+    )
     return figures

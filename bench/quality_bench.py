@@ -62,8 +62,10 @@ class Question:
 
 def load_questions(path: Path = QUESTIONS) -> list[Question]:
     """The question set, in file order."""
-    return [Question(q["id"], q["lang"], q["question"], tuple(q["answers"]))
-            for q in json.loads(path.read_text())["questions"]]
+    return [
+        Question(q["id"], q["lang"], q["question"], tuple(q["answers"]))
+        for q in json.loads(path.read_text())["questions"]
+    ]
 
 
 def is_right(text: str, answers: tuple[str, ...]) -> bool:
@@ -87,9 +89,13 @@ def shares(questions: list[Question], right: list[bool]) -> dict[str, float]:
     return result
 
 
-async def answer_all(engine: TransformersEngine, questions: list[Question],
-                     sampling: dict[str, float], seed: int | None,
-                     max_tokens: int) -> list[dict[str, Any]]:
+async def answer_all(
+    engine: TransformersEngine,
+    questions: list[Question],
+    sampling: dict[str, float],
+    seed: int | None,
+    max_tokens: int,
+) -> list[dict[str, Any]]:
     """Every question's answer at `sampling`, all submitted at once: text and token count."""
     import torch
 
@@ -99,8 +105,11 @@ async def answer_all(engine: TransformersEngine, questions: list[Question],
     async def one(index: int, question: Question) -> dict[str, Any]:
         request = GenerationRequest(
             id=f"q{index:04d}{time.monotonic_ns():028x}"[:32],
-            messages=(Message("user", question.question),), max_tokens=max_tokens,
-            seed=seed, **sampling)
+            messages=(Message("user", question.question),),
+            max_tokens=max_tokens,
+            seed=seed,
+            **sampling,
+        )
         engine.check_request(request)
         stream = engine.generate(request)
         texts = []
@@ -110,29 +119,47 @@ async def answer_all(engine: TransformersEngine, questions: list[Question],
         finally:
             engine.release(request.id)
         text = "".join(texts)
-        return {"id": question.id, "text": text, "tokens": stream.tokens_generated,
-                "right": is_right(text, question.answers)}
+        return {
+            "id": question.id,
+            "text": text,
+            "tokens": stream.tokens_generated,
+            "right": is_right(text, question.answers),
+        }
 
     return list(await asyncio.gather(*(one(i, q) for i, q in enumerate(questions))))
 
 
-def run(engine: TransformersEngine, questions: list[Question], settings: list[str],
-        seeds: list[int], max_tokens: int) -> dict[str, Any]:
+def run(
+    engine: TransformersEngine,
+    questions: list[Question],
+    settings: list[str],
+    seeds: list[int],
+    max_tokens: int,
+) -> dict[str, Any]:
     """Every setting's runs: the answers and the shares right."""
     results: dict[str, Any] = {}
     for name in settings:
         sampling = SETTINGS[name]
         runs = []
-        for seed in (seeds if name in SAMPLED else [None]):
+        for seed in seeds if name in SAMPLED else [None]:
             started = time.perf_counter()
             answers = asyncio.run(answer_all(engine, questions, sampling, seed, max_tokens))
-            runs.append({"seed": seed, "seconds": round(time.perf_counter() - started, 1),
-                         "share": shares(questions, [a["right"] for a in answers]),
-                         "answers": answers})
-            print(f"  {name} seed {seed}: {runs[-1]['share']['all']:.2f} right "
-                  f"({runs[-1]['seconds']} s)", flush=True)
-        used = engine.sampling_defaults.for_request(GenerationRequest(
-            id="-", messages=(), max_tokens=1, **sampling))
+            runs.append(
+                {
+                    "seed": seed,
+                    "seconds": round(time.perf_counter() - started, 1),
+                    "share": shares(questions, [a["right"] for a in answers]),
+                    "answers": answers,
+                }
+            )
+            print(
+                f"  {name} seed {seed}: {runs[-1]['share']['all']:.2f} right "
+                f"({runs[-1]['seconds']} s)",
+                flush=True,
+            )
+        used = engine.sampling_defaults.for_request(
+            GenerationRequest(id="-", messages=(), max_tokens=1, **sampling)
+        )
         results[name] = {"sampling": used.as_json(), "runs": runs}
     return results
 
@@ -144,8 +171,11 @@ def summary(results: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
         table[name] = {}
         for lang in [*LANGUAGES, "all"]:
             values = [r["share"][lang] for r in setting["runs"]]
-            table[name][lang] = {"mean": statistics.fmean(values), "low": min(values),
-                                 "high": max(values)}
+            table[name][lang] = {
+                "mean": statistics.fmean(values),
+                "low": min(values),
+                "high": max(values),
+            }
     return table
 
 
@@ -154,18 +184,23 @@ def markdown(results: dict[str, Any], questions: list[Question]) -> str:
     counts = {lang: sum(q.lang == lang for q in questions) for lang in LANGUAGES}
     counts["all"] = len(questions)
     head = " | ".join(f"{LANGUAGES.get(lang, 'all')} ({n})" for lang, n in counts.items())
-    lines = [f"| setting | temperature / top_p | runs | {head} |",
-             "|---|---|---|" + "---|" * len(counts)]
+    lines = [
+        f"| setting | temperature / top_p | runs | {head} |",
+        "|---|---|---|" + "---|" * len(counts),
+    ]
     for name, row in summary(results).items():
         sampling = results[name]["sampling"]
         cells = []
         for lang in counts:
             cell = row[lang]
-            spread = (f" ({cell['low']:.2f}–{cell['high']:.2f})"
-                      if cell["high"] > cell["low"] else "")
+            spread = (
+                f" ({cell['low']:.2f}–{cell['high']:.2f})" if cell["high"] > cell["low"] else ""
+            )
             cells.append(f"{cell['mean']:.2f}{spread}")
-        lines.append(f"| {name} | {sampling['temperature']:g} / {sampling['top_p']:g} | "
-                     f"{len(results[name]['runs'])} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {name} | {sampling['temperature']:g} / {sampling['top_p']:g} | "
+            f"{len(results[name]['runs'])} | " + " | ".join(cells) + " |"
+        )
     table = summary(results)
     if "defaults" in table and "greedy" in table and table["greedy"]["all"]["mean"]:
         ratio = table["defaults"]["all"]["mean"] / table["greedy"]["all"]["mean"]
@@ -174,8 +209,9 @@ def markdown(results: dict[str, Any], questions: list[Question]) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seeds", default="0,1,2", help="seeds of the sampled settings")
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--model", default="", help="STREAMING_MODEL's value (default: packaged)")
@@ -185,27 +221,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings = args.settings.split(",")
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
-        parser.error(f"unknown setting(s) {', '.join(unknown)}; the settings are "
-                     f"{', '.join(SETTINGS)}")
+        parser.error(
+            f"unknown setting(s) {', '.join(unknown)}; the settings are {', '.join(SETTINGS)}"
+        )
     questions = load_questions()
     started = time.perf_counter()
     cache = os.environ.get("STREAMING_MODEL_CACHE") or ROOT / ".cache" / "models"
-    engine = TransformersEngine(model=args.model, cache_dir=cache, max_batch=MAX_BATCH,
-                                max_queue=len(questions))
+    engine = TransformersEngine(
+        model=args.model, cache_dir=cache, max_batch=MAX_BATCH, max_queue=len(questions)
+    )
     engine.load()
-    print(f"{engine.model}: defaults {engine.sampling_defaults}; {len(questions)} questions, "
-          f"{args.max_tokens} tokens at most", flush=True)
+    print(
+        f"{engine.model}: defaults {engine.sampling_defaults}; {len(questions)} questions, "
+        f"{args.max_tokens} tokens at most",
+        flush=True,
+    )
     try:
-        results = run(engine, questions, settings,
-                      [int(s) for s in args.seeds.split(",")], args.max_tokens)
+        results = run(
+            engine, questions, settings, [int(s) for s in args.seeds.split(",")], args.max_tokens
+        )
     finally:
         engine.close()
     elapsed = time.perf_counter() - started
     print(markdown(results, questions))
     print(f"\n{elapsed:.0f} s in all, model load included")
-    report = {"model": engine.model, "defaults": engine.sampling_defaults.as_json(),
-              "max_tokens": args.max_tokens, "seconds": round(elapsed, 1),
-              "summary": summary(results), "settings": results}
+    report = {
+        "model": engine.model,
+        "defaults": engine.sampling_defaults.as_json(),
+        "max_tokens": args.max_tokens,
+        "seconds": round(elapsed, 1),
+        "summary": summary(results),
+        "settings": results,
+    }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, ensure_ascii=False, indent=1))
     return report

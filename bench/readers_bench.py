@@ -92,8 +92,9 @@ async def create(port: int, tokens: int) -> str:
     return urls["stream_url"]
 
 
-async def measure(port: int, pid: int, readers: int, variant: str, tokens: int,
-                  run_index: int) -> Case:
+async def measure(
+    port: int, pid: int, readers: int, variant: str, tokens: int, run_index: int
+) -> Case:
     """Create the answer(s), then open every reader at once and read each to its end."""
     generations = 1 if variant == "shared" else readers
     created = await asyncio.gather(*(create(port, tokens) for _ in range(generations)))
@@ -117,8 +118,9 @@ async def measure(port: int, pid: int, readers: int, variant: str, tokens: int,
             f"first bad tail {bad[0].end if bad else b''!r}"
         )
     per_reader = counts.pop()
-    return Case(readers, variant, run_index, generations, per_reader, per_reader * readers,
-                cpu, wall)
+    return Case(
+        readers, variant, run_index, generations, per_reader, per_reader * readers, cpu, wall
+    )
 
 
 async def bench(port: int, pid: int, runs: int, tokens: int) -> tuple[list[Case], float]:
@@ -135,9 +137,11 @@ async def bench(port: int, pid: int, runs: int, tokens: int) -> tuple[list[Case]
             order = VARIANTS if (run_index + readers) % 2 == 0 else VARIANTS[::-1]
             for variant in order:
                 case = await measure(port, pid, readers, variant, tokens, run_index)
-                print(f"  run {run_index} {variant:8} x{readers:<3} {case.frames:6} frames "
-                      f"{case.cpu_us_per_frame:8.1f} us/frame {case.wall_s:5.2f} s",
-                      file=sys.stderr)
+                print(
+                    f"  run {run_index} {variant:8} x{readers:<3} {case.frames:6} frames "
+                    f"{case.cpu_us_per_frame:8.1f} us/frame {case.wall_s:5.2f} s",
+                    file=sys.stderr,
+                )
                 cases.append(case)
     return cases, idle
 
@@ -202,10 +206,18 @@ def main() -> None:
         server.stop()
     rows = summarize(cases)
     result = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
-        "config": {"runs": args.runs, "tokens": args.tokens, "server": "uvicorn",
-                   "server_env": env, "settle_s": SETTLE_S},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "config": {
+            "runs": args.runs,
+            "tokens": args.tokens,
+            "server": "uvicorn",
+            "server_env": env,
+            "settle_s": SETTLE_S,
+        },
         "server_idle_cpu_s_per_s": idle,
         "summary": rows,
         "cases": [{**asdict(c), "cpu_us_per_frame": c.cpu_us_per_frame} for c in cases],

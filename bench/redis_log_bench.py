@@ -184,9 +184,7 @@ async def run_pubsub(url: str, generations: int, tokens: int, limit_s: float) ->
 # --- scenario 2: Redis Streams --------------------------------------------------------------
 
 
-def stream_sender(
-    writer: aioredis.Redis, merge: bool
-) -> Callable[[list[Item]], Awaitable[None]]:
+def stream_sender(writer: aioredis.Redis, merge: bool) -> Callable[[list[Item]], Awaitable[None]]:
     """One pipeline per flush: an XADD per chunk (or, merged, per generation), no MULTI."""
 
     async def send(items: list[Item]) -> None:
@@ -277,8 +275,11 @@ async def run_streams(
 def percentiles(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return {"p50_us": round(statistics.median(ordered) * 1e6, 1), "p99_us": round(p99 * 1e6, 1),
-            "sends": len(ordered)}
+    return {
+        "p50_us": round(statistics.median(ordered) * 1e6, 1),
+        "p99_us": round(p99 * 1e6, 1),
+        "sends": len(ordered),
+    }
 
 
 async def latency_pubsub(url: str, sends: int) -> dict[str, float]:
@@ -321,8 +322,9 @@ async def latency_streams(url: str, sends: int) -> dict[str, float]:
         samples = []
         for index in range(sends):
             start = time.perf_counter()
-            await writer.xadd(key, {"i": index, "t": TOKEN, "n": 1}, maxlen=MAXLEN,
-                              approximate=True)
+            await writer.xadd(
+                key, {"i": index, "t": TOKEN, "n": 1}, maxlen=MAXLEN, approximate=True
+            )
             samples.append(await asyncio.wait_for(arrivals.get(), 5) - start)
         await consumer
         return percentiles(samples)
@@ -345,8 +347,7 @@ async def replay(url: str, tokens: int, repeats: int) -> dict[str, Any]:
     try:
         pipe = client.pipeline(transaction=False)
         for index in range(tokens):
-            pipe.xadd(stream_key, {"i": index, "t": TOKEN, "n": 1}, maxlen=MAXLEN,
-                      approximate=True)
+            pipe.xadd(stream_key, {"i": index, "t": TOKEN, "n": 1}, maxlen=MAXLEN, approximate=True)
             pipe.append(text_key, TOKEN)
         await pipe.execute()
 
@@ -378,12 +379,18 @@ async def replay(url: str, tokens: int, repeats: int) -> dict[str, Any]:
         text_bytes = await client.memory_usage(text_key, samples=0)
         return {
             "tokens": tokens,
-            "stream": {"xrange_us": xrange_us, "xrange_new_connection_us": fresh_us,
-                       "xrange_redis_us": server_xrange_us,
-                       "memory_bytes": stream_bytes,
-                       "bytes_per_token": round(stream_bytes / tokens, 1)},
-            "string": {"get_us": get_us, "memory_bytes": text_bytes,
-                       "bytes_per_token": round(text_bytes / tokens, 1)},
+            "stream": {
+                "xrange_us": xrange_us,
+                "xrange_new_connection_us": fresh_us,
+                "xrange_redis_us": server_xrange_us,
+                "memory_bytes": stream_bytes,
+                "bytes_per_token": round(stream_bytes / tokens, 1),
+            },
+            "string": {
+                "get_us": get_us,
+                "memory_bytes": text_bytes,
+                "bytes_per_token": round(text_bytes / tokens, 1),
+            },
         }
     finally:
         await client.delete(stream_key, text_key)
@@ -438,8 +445,11 @@ SCENARIOS: list[tuple[str, dict[str, Any]]] = [
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
-        "redis": args.redis, "quick": args.quick, "tokens_per_scenario": args.tokens,
-        "token": TOKEN, "hiredis": HIREDIS_AVAILABLE,
+        "redis": args.redis,
+        "quick": args.quick,
+        "tokens_per_scenario": args.tokens,
+        "token": TOKEN,
+        "hiredis": HIREDIS_AVAILABLE,
         "background_redis_cpu_us_per_s": await background_cpu(args.redis),
         "throughput": [],
     }
@@ -449,10 +459,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 if name == "pubsub":
                     row = await run_pubsub(args.redis, generations, args.tokens, args.timeout)
                 else:
-                    row = await run_streams(args.redis, generations, args.tokens, args.timeout,
-                                            **options)
-                results["throughput"].append({"scenario": name, "generations": generations,
-                                              **row})
+                    row = await run_streams(
+                        args.redis, generations, args.tokens, args.timeout, **options
+                    )
+                results["throughput"].append({"scenario": name, "generations": generations, **row})
         results["latency"] = {
             "pubsub": await latency_pubsub(args.redis, args.latency_sends),
             "streams": await latency_streams(args.redis, args.latency_sends),
@@ -470,8 +480,9 @@ def table(results: dict[str, Any]) -> str:
     ]
     for row in results["throughput"]:
         if "skipped" in row:
-            lines.append(f"| {row['scenario']} | {row['generations']} | skipped: "
-                         f"{row['skipped']} | | | | |")
+            lines.append(
+                f"| {row['scenario']} | {row['generations']} | skipped: {row['skipped']} | | | | |"
+            )
             continue
         lines.append(
             f"| {row['scenario']} | {row['generations']} | {row['tokens_per_s']:,} "
@@ -499,8 +510,9 @@ def table(results: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--quick", action="store_true", help="fewer tokens and sends")
     parser.add_argument("--generations", type=int, nargs="+", default=[1, 100, 1000])

@@ -76,7 +76,7 @@ async def read_stream(client: httpx.AsyncClient, url: str, api: str, body: dict)
         response.raise_for_status()
         async for data in response.aiter_raw():
             found = (tail + data).count(marker)  # a marker may straddle two reads
-            tail = data[-(len(marker) - 1):]
+            tail = data[-(len(marker) - 1) :]
             if found:
                 last = time.perf_counter()
                 first = first or last
@@ -124,8 +124,7 @@ def summarize(results: list[Result], cpu: dict[str, float]) -> dict[str, float |
         "tokens_per_s_p50": statistics.median(r.tokens_per_s for r in results),
         "decode_tokens_per_s_p50": statistics.median(decode) if decode else None,
         "tokens_min": min(r.tokens for r in results),
-        **{f"{server}_cpu_us_per_token": seconds * 1e6 / tokens
-           for server, seconds in cpu.items()},
+        **{f"{server}_cpu_us_per_token": seconds * 1e6 / tokens for server, seconds in cpu.items()},
     }
 
 
@@ -139,8 +138,7 @@ async def measure(upstream: LiveServer, front: LiveServer, args) -> dict:
         "front openai": (f"{front.url}/v1/chat/completions", "openai"),
     }
     # Idle connections expire before the servers' 5 s keep-alive, so none is reused as it closes.
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256,
-                          keepalive_expiry=2.0)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256, keepalive_expiry=2.0)
     pids = {"upstream": upstream.process.pid, "front": front.process.pid}
     levels = {}
     async with httpx.AsyncClient(timeout=60.0, limits=limits) as client:
@@ -153,12 +151,15 @@ async def measure(upstream: LiveServer, front: LiveServer, args) -> dict:
             cpu = {name: dict.fromkeys(pids, 0.0) for name in targets}
             for round_index in range(rounds):
                 seed = 1000 * (round_index + 1)
-                for name, found in (await run_round(
-                    client, targets, concurrency, args.tokens, model, seed, pids, cpu
-                )).items():
+                for name, found in (
+                    await run_round(
+                        client, targets, concurrency, args.tokens, model, seed, pids, cpu
+                    )
+                ).items():
                     collected[name] += found
-            levels[concurrency] = {name: summarize(found, cpu[name])
-                                   for name, found in collected.items()}
+            levels[concurrency] = {
+                name: summarize(found, cpu[name]) for name, found in collected.items()
+            }
     return levels
 
 
@@ -168,34 +169,42 @@ def compare(levels: dict) -> list[dict]:
     for concurrency, by_target in levels.items():
         for api in ("native", "openai"):
             direct, front = by_target[f"direct {api}"], by_target[f"front {api}"]
-            rows.append({
-                "concurrency": concurrency,
-                "api": api,
-                "ttft_added_p50_ms": front["ttft_p50_ms"] - direct["ttft_p50_ms"],
-                "ttft_added_p99_ms": front["ttft_p99_ms"] - direct["ttft_p99_ms"],
-                "tokens_per_s_ratio": front["tokens_per_s_p50"] / direct["tokens_per_s_p50"],
-                "direct": direct,
-                "front": front,
-            })
+            rows.append(
+                {
+                    "concurrency": concurrency,
+                    "api": api,
+                    "ttft_added_p50_ms": front["ttft_p50_ms"] - direct["ttft_p50_ms"],
+                    "ttft_added_p99_ms": front["ttft_p99_ms"] - direct["ttft_p99_ms"],
+                    "tokens_per_s_ratio": front["tokens_per_s_p50"] / direct["tokens_per_s_p50"],
+                    "direct": direct,
+                    "front": front,
+                }
+            )
     return rows
 
 
 def print_table(rows: list[dict], args) -> None:
     """The figures, with the targets beside them."""
-    print(f"\nupstream: deterministic engine, TTFT {args.ttft_ms:g} ms, {args.tps:g} tokens/s, "
-          f"{args.tokens} tokens a stream\n")
-    header = (f"{'streams':>7}  {'api':<6}  {'TTFT direct p50/p99 ms':>22}  "
-              f"{'added p50/p99 ms (<=5)':>22}  {'tok/s direct':>12}  {'ratio (>=0.95)':>14}  "
-              f"{'front CPU us/token':>18}")
+    print(
+        f"\nupstream: deterministic engine, TTFT {args.ttft_ms:g} ms, {args.tps:g} tokens/s, "
+        f"{args.tokens} tokens a stream\n"
+    )
+    header = (
+        f"{'streams':>7}  {'api':<6}  {'TTFT direct p50/p99 ms':>22}  "
+        f"{'added p50/p99 ms (<=5)':>22}  {'tok/s direct':>12}  {'ratio (>=0.95)':>14}  "
+        f"{'front CPU us/token':>18}"
+    )
     print(header)
     print("-" * len(header))
     for row in rows:
         direct = row["direct"]
         ttft = f"{direct['ttft_p50_ms']:.1f} / {direct['ttft_p99_ms']:.1f}"
         added = f"{row['ttft_added_p50_ms']:+.1f} / {row['ttft_added_p99_ms']:+.1f}"
-        print(f"{row['concurrency']:>7}  {row['api']:<6}  {ttft:>22}  {added:>22}  "
-              f"{direct['tokens_per_s_p50']:>12.1f}  {row['tokens_per_s_ratio']:>14.3f}  "
-              f"{row['front']['front_cpu_us_per_token']:>18.0f}")
+        print(
+            f"{row['concurrency']:>7}  {row['api']:<6}  {ttft:>22}  {added:>22}  "
+            f"{direct['tokens_per_s_p50']:>12.1f}  {row['tokens_per_s_ratio']:>14.3f}  "
+            f"{row['front']['front_cpu_us_per_token']:>18.0f}"
+        )
 
 
 def main() -> None:
@@ -204,8 +213,12 @@ def main() -> None:
     parser.add_argument("--tps", type=float, default=100.0, help="upstream tokens/s a stream")
     parser.add_argument("--ttft-ms", type=float, default=20.0, help="upstream TTFT")
     parser.add_argument("--tokens", type=int, default=50, help="tokens a stream")
-    parser.add_argument("--concurrency", type=lambda text: [int(c) for c in text.split(",")],
-                        default=[1, 64], help="comma-separated levels of concurrent streams")
+    parser.add_argument(
+        "--concurrency",
+        type=lambda text: [int(c) for c in text.split(",")],
+        default=[1, 64],
+        help="comma-separated levels of concurrent streams",
+    )
     parser.add_argument("--streams-at-1", type=int, default=30, help="streams, one at a time")
     parser.add_argument("--rounds", type=int, default=3, help="rounds at each higher level")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
@@ -214,15 +227,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("upstream", "front"):
             (Path(tmp) / name).mkdir()
-        upstream_env = {**UNLIMITED, "DETERMINISTIC_TPS": f"{args.tps:g}",
-                        "DETERMINISTIC_TTFT_MS": f"{args.ttft_ms:g}"}
+        upstream_env = {
+            **UNLIMITED,
+            "DETERMINISTIC_TPS": f"{args.tps:g}",
+            "DETERMINISTIC_TTFT_MS": f"{args.ttft_ms:g}",
+        }
         upstream = start_server(Path(tmp) / "upstream", env=upstream_env)
         try:
-            front = start_server(Path(tmp) / "front", env={
-                **UNLIMITED, "STREAMING_ENGINE": "openai",
-                "STREAMING_REMOTE_URL": f"{upstream.url}/v1",
-                "STREAMING_REMOTE_MODEL": upstream.stats()["model"],
-            }, ready_path="/readyz")
+            front = start_server(
+                Path(tmp) / "front",
+                env={
+                    **UNLIMITED,
+                    "STREAMING_ENGINE": "openai",
+                    "STREAMING_REMOTE_URL": f"{upstream.url}/v1",
+                    "STREAMING_REMOTE_MODEL": upstream.stats()["model"],
+                },
+                ready_path="/readyz",
+            )
             try:
                 levels = asyncio.run(measure(upstream, front, args))
             finally:
@@ -234,12 +255,17 @@ def main() -> None:
     print_table(rows, args)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"remote_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({
-        "benchmark": "remote_bench",
-        "settings": {k: str(v) for k, v in vars(args).items()},
-        "machine": {"python": platform.python_version(), "platform": platform.platform()},
-        "rows": rows,
-    }, indent=2))
+    path.write_text(
+        json.dumps(
+            {
+                "benchmark": "remote_bench",
+                "settings": {k: str(v) for k, v in vars(args).items()},
+                "machine": {"python": platform.python_version(), "platform": platform.platform()},
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
     print(f"\nwrote {path}")
 
 

@@ -18,17 +18,40 @@ import sys
 import time
 from pathlib import Path
 
-MESSAGES = [{"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "Why does streaming change how an answer feels?"}]
+MESSAGES = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Why does streaming change how an answer feels?"},
+]
 BODIES = {
-    "native": {"messages": MESSAGES, "max_tokens": 64, "temperature": 0.7, "top_p": 0.9,
-               "seed": 7, "stop": ["\n\n"]},
-    "chat completions": {"model": "deterministic", "messages": MESSAGES, "max_tokens": 64,
-                         "temperature": 0.7, "top_p": 0.9, "seed": 7, "stop": ["\n\n"],
-                         "stream": True, "stream_options": {"include_usage": True}},
-    "responses": {"model": "deterministic", "input": MESSAGES[1]["content"],
-                  "instructions": "Be brief.", "max_output_tokens": 64, "temperature": 0.7,
-                  "top_p": 0.9, "stream": True, "store": False},
+    "native": {
+        "messages": MESSAGES,
+        "max_tokens": 64,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "seed": 7,
+        "stop": ["\n\n"],
+    },
+    "chat completions": {
+        "model": "deterministic",
+        "messages": MESSAGES,
+        "max_tokens": 64,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "seed": 7,
+        "stop": ["\n\n"],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    },
+    "responses": {
+        "model": "deterministic",
+        "input": MESSAGES[1]["content"],
+        "instructions": "Be brief.",
+        "max_output_tokens": 64,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "stream": True,
+        "store": False,
+    },
 }
 REPEATS = 20_000
 
@@ -75,14 +98,24 @@ def main() -> None:
     for _ in range(args.rounds):
         for tree in args.trees:
             env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
-            out = subprocess.run([sys.executable, "-m", "bench.request_parse_bench", "--one"],
-                                 cwd=tree, env=env, capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.request_parse_bench", "--one"],
+                cwd=tree,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             runs[tree].append(json.loads(out.stdout.splitlines()[-1]))
-    best = {tree: {name: min(row[name] for row in rows) for name in BODIES}
-            for tree, rows in runs.items()}
+    best = {
+        tree: {name: min(row[name] for row in rows) for name in BODIES}
+        for tree, rows in runs.items()
+    }
     base = best[args.trees[0]]
-    print(f"µs per body checked ({REPEATS} bodies), best of {args.rounds} rounds in turns "
-          "(timeit's habit: noise only adds)")
+    print(
+        f"µs per body checked ({REPEATS} bodies), best of {args.rounds} rounds in turns "
+        "(timeit's habit: noise only adds)"
+    )
     print("| tree | " + " | ".join(BODIES) + " |")
     print("|---|" + "---|" * len(BODIES))
     for tree, figures in best.items():

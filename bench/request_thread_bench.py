@@ -53,11 +53,15 @@ async def main() -> None:
         finally:
             for receiver in RECEIVERS:
                 request_started.disconnect(receiver)
-    print(f"{'request_started receivers':<28}{'requests/s':>12}{'CPU µs/request':>16}"
-          "   (median of rounds)")
+    print(
+        f"{'request_started receivers':<28}{'requests/s':>12}{'CPU µs/request':>16}"
+        "   (median of rounds)"
+    )
     for name, rounds in figures.items():
-        print(f"{name:<28}{statistics.median(r for r, _ in rounds):>12,.0f}"
-              f"{statistics.median(c for _, c in rounds):>16,.0f}")
+        print(
+            f"{name:<28}{statistics.median(r for r, _ in rounds):>12,.0f}"
+            f"{statistics.median(c for _, c in rounds):>16,.0f}"
+        )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "request_thread.json").write_text(json.dumps(figures, indent=2))
 

@@ -152,8 +152,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--fleet", action="store_true",
-                        help="across two web processes over Redis instead of within one")
+    parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="across two web processes over Redis instead of within one",
+    )
     args = parser.parse_args()
 
     memory = [memory_per_kept_stream(n, s) for n in (256, 1024) for s in ("en", "ja")]

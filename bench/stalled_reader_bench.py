@@ -38,21 +38,31 @@ from .servers import cpu_seconds, raise_open_files
 
 RESULTS = ROOT / "bench" / "results" / "stalled_reader.json"
 FLOOD = {
-    "DETERMINISTIC_TTFT_MS": "0", "DETERMINISTIC_TPS": "1000",
-    "DETERMINISTIC_ANSWER_TOKENS": "100000", "STREAM_MAX_TOKENS_LIMIT": "100000",
+    "DETERMINISTIC_TTFT_MS": "0",
+    "DETERMINISTIC_TPS": "1000",
+    "DETERMINISTIC_ANSWER_TOKENS": "100000",
+    "STREAM_MAX_TOKENS_LIMIT": "100000",
     "STREAM_REQUIRE_AUTH": "false",  # behind nginx, X-Forwarded-For would make "auto" ask
 }
-FAST = {"DETERMINISTIC_TTFT_MS": "0", "DETERMINISTIC_TPS": "0",
-        "DETERMINISTIC_ANSWER_TOKENS": "20000", "STREAM_MAX_TOKENS_LIMIT": "20000",
-        "STREAM_REQUIRE_AUTH": "false"}
+FAST = {
+    "DETERMINISTIC_TTFT_MS": "0",
+    "DETERMINISTIC_TPS": "0",
+    "DETERMINISTIC_ANSWER_TOKENS": "20000",
+    "STREAM_MAX_TOKENS_LIMIT": "20000",
+    "STREAM_REQUIRE_AUTH": "false",
+}
 
 
 @contextmanager
 def serving(root: Path, env: dict[str, str], server: str = "uvicorn"):
     """A server running `root`'s code."""
     with tempfile.TemporaryDirectory(prefix="bench-stall-") as directory:
-        live = start_server(Path(directory), server=server, root=root,
-                            env={**UNLIMITED, "STREAMING_ENGINE": "deterministic", **env})
+        live = start_server(
+            Path(directory),
+            server=server,
+            root=root,
+            env={**UNLIMITED, "STREAMING_ENGINE": "deterministic", **env},
+        )
         try:
             yield live
         finally:
@@ -93,13 +103,17 @@ def stalled(live: LiveServer, port: int, limit_s: float) -> dict[str, Any]:
             time.sleep(0.25)
     finally:
         sock.close()
-    return {"status": state["status"], "seconds": round(elapsed, 1),
-            "tokens_generated": state["tokens_generated"],
-            "tokens_after_abort": state["tokens_after_abort"]}
+    return {
+        "status": state["status"],
+        "seconds": round(elapsed, 1),
+        "tokens_generated": state["tokens_generated"],
+        "tokens_after_abort": state["tokens_after_abort"],
+    }
 
 
-def part_stalled(roots: dict[str, Path], timeout_s: str, limit_s: float, tokens_per_s: str
-                 ) -> dict[str, Any]:
+def part_stalled(
+    roots: dict[str, Path], timeout_s: str, limit_s: float, tokens_per_s: str
+) -> dict[str, Any]:
     """Part 1 for each checkout and server."""
     figures: dict[str, Any] = {}
     env = {**FLOOD, "STREAM_SEND_TIMEOUT_S": timeout_s, "DETERMINISTIC_TPS": tokens_per_s}
@@ -124,8 +138,10 @@ async def fast_reader(port: int, pid: int, answers: int) -> dict[str, float]:
         if stream.status != 200 or not stream.completed:
             raise RuntimeError(f"a wrong stream: {stream.status} {stream.end!r}")
     tokens = 20_000 * answers
-    return {"tokens_per_s": tokens / (time.monotonic() - started),
-            "cpu_us_per_token": (cpu_seconds(pid) - cpu) / tokens * 1e6}
+    return {
+        "tokens_per_s": tokens / (time.monotonic() - started),
+        "cpu_us_per_token": (cpu_seconds(pid) - cpu) / tokens * 1e6,
+    }
 
 
 def part_cost(roots: dict[str, Path], rounds: int) -> dict[str, Any]:
@@ -137,14 +153,18 @@ def part_cost(roots: dict[str, Path], rounds: int) -> dict[str, Any]:
             live = stack.enter_context(serving(root, FAST))
             targets[name] = (live.port, live.process.pid)
             targets[f"{name}, through nginx"] = (
-                stack.enter_context(behind_nginx(root, live)), live.process.pid)
+                stack.enter_context(behind_nginx(root, live)),
+                live.process.pid,
+            )
         run_async(fast_reader(*targets["this checkout"], answers=1))  # warm up
         for _ in range(rounds):
             for name, (port, pid) in targets.items():
                 runs.setdefault(name, []).append(run_async(fast_reader(port, pid, answers=3)))
                 print(f"{name}: {runs[name][-1]}", flush=True)
-    return {name: {key: round(statistics.median(r[key] for r in measured), 2)
-                   for key in measured[0]} for name, measured in runs.items()}
+    return {
+        name: {key: round(statistics.median(r[key] for r in measured), 2) for key in measured[0]}
+        for name, measured in runs.items()
+    }
 
 
 def part_look(connections: int) -> dict[str, Any]:
@@ -185,9 +205,12 @@ def part_look(connections: int) -> dict[str, Any]:
     for sock in [*clients, *servers, listener]:
         sock.close()
     median = statistics.median(times)
-    return {"connections": connections, "look_ms": round(median * 1e3, 2),
-            "us_per_connection": round(median * 1e6 / connections, 2),
-            "longest_loop_pause_ms": round(max(pauses) * 1e3, 2)}
+    return {
+        "connections": connections,
+        "look_ms": round(median * 1e3, 2),
+        "us_per_connection": round(median * 1e6 / connections, 2),
+        "longest_loop_pause_ms": round(max(pauses) * 1e3, 2),
+    }
 
 
 def main() -> None:

@@ -32,9 +32,11 @@ KEPT_BYTES = 256 * 1024  # STREAM_RESUME_MAX_BYTES' default
 
 
 async def one_stream(tokens: int, max_log_bytes: int, counters: Counters) -> None:
-    stream = TokenStream(GenerationRequest(id="b", messages=(Message("user", "x"),),
-                                           max_tokens=tokens), counters,
-                         max_log_bytes=max_log_bytes)
+    stream = TokenStream(
+        GenerationRequest(id="b", messages=(Message("user", "x"),), max_tokens=tokens),
+        counters,
+        max_log_bytes=max_log_bytes,
+    )
 
     async def produce() -> None:
         for _ in range(tokens):
@@ -70,8 +72,10 @@ def main() -> None:
         results["freed as read"].append(asyncio.run(run(args.streams, args.tokens)))
         results["kept whole"].append(asyncio.run(run(args.streams, args.tokens, KEPT_BYTES)))
     for name, runs in results.items():
-        print(f"{name}: {statistics.median(runs):.2f} µs CPU per token "
-              f"(runs: {', '.join(f'{r:.2f}' for r in runs)})")
+        print(
+            f"{name}: {statistics.median(runs):.2f} µs CPU per token "
+            f"(runs: {', '.join(f'{r:.2f}' for r in runs)})"
+        )
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ async def with_httpx(url: str, body: dict, streams: int) -> int:
     counts = [0]
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=128)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+
         async def one() -> None:
             feed = counter(EventParser(), counts)
             async with client.stream("POST", "/v1/chat/completions", json=body) as response:
@@ -61,14 +62,16 @@ async def with_upstream(url: str, body: dict, streams: int) -> int:
     origin = Origin.parse(url + "/v1")
     pool = UpstreamPool(origin, connect_timeout_s=5, keepalive_s=2, max_idle=128)
     payload = json.dumps(body).encode()
-    request = (f"POST {origin.prefix}/chat/completions HTTP/1.1\r\nHost: {origin.host_header}\r\n"
-               f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
-               ).encode() + payload
+    request = (
+        f"POST {origin.prefix}/chat/completions HTTP/1.1\r\nHost: {origin.host_header}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+    ).encode() + payload
 
     async def one() -> None:
         connection = await pool.acquire()
-        connection.send(request, read_timeout_s=60, body_limit=0,
-                        body_callback=counter(EventParser(), counts))
+        connection.send(
+            request, read_timeout_s=60, body_limit=0, body_callback=counter(EventParser(), counts)
+        )
         await connection.response()
         await connection.finished()
         pool.release(connection)
@@ -86,11 +89,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        upstream = start_server(Path(tmp), env={**UNLIMITED, "DETERMINISTIC_TPS": "100",
-                                                "DETERMINISTIC_TTFT_MS": "20"})
+        upstream = start_server(
+            Path(tmp), env={**UNLIMITED, "DETERMINISTIC_TPS": "100", "DETERMINISTIC_TTFT_MS": "20"}
+        )
         try:
-            body = {"model": upstream.stats()["model"], "max_tokens": args.tokens,
-                    "stream": True, "messages": [{"role": "user", "content": "Why stream?"}]}
+            body = {
+                "model": upstream.stats()["model"],
+                "max_tokens": args.tokens,
+                "stream": True,
+                "messages": [{"role": "user", "content": "Why stream?"}],
+            }
             for _ in range(args.rounds):
                 for name, client in (("httpx", with_httpx), ("upstream.py", with_upstream)):
                     start = time.process_time()

@@ -28,10 +28,18 @@ from streaming.tools.loadtest_config import LoadTestConfig
 from streaming.tools.loadtest_report import summarize_run
 
 RESULTS = Path(__file__).parent / "results"
-PACED = {**UNLIMITED, "STREAMING_ENGINE": "deterministic", "DETERMINISTIC_TTFT_MS": "0",
-         "DETERMINISTIC_TPS": "20"}
-UNPACED = {**UNLIMITED, "STREAMING_ENGINE": "deterministic", "DETERMINISTIC_TTFT_MS": "0",
-           "DETERMINISTIC_TPS": "0"}
+PACED = {
+    **UNLIMITED,
+    "STREAMING_ENGINE": "deterministic",
+    "DETERMINISTIC_TTFT_MS": "0",
+    "DETERMINISTIC_TPS": "20",
+}
+UNPACED = {
+    **UNLIMITED,
+    "STREAMING_ENGINE": "deterministic",
+    "DETERMINISTIC_TTFT_MS": "0",
+    "DETERMINISTIC_TPS": "0",
+}
 
 
 class Topology:
@@ -65,24 +73,36 @@ class Topology:
 
 async def load(urls: list[str], *, concurrency: int, requests: int, max_tokens: int) -> dict:
     """One closed-loop load split over `urls`, run at once; figures pooled."""
-    tests = [LoadTest(LoadTestConfig(url=url, concurrency=concurrency // len(urls),
-                                     requests=requests // len(urls), max_tokens=max_tokens,
-                                     timeout_s=300.0).checked())
-             for url in urls]
+    tests = [
+        LoadTest(
+            LoadTestConfig(
+                url=url,
+                concurrency=concurrency // len(urls),
+                requests=requests // len(urls),
+                max_tokens=max_tokens,
+                timeout_s=300.0,
+            ).checked()
+        )
+        for url in urls
+    ]
     results = await asyncio.gather(*(test.run() for test in tests))
     summaries = [summarize_run(result) for result in results]
     duration = max(result.duration_s for result in results)
     tokens = sum(s["output_tokens"] for s in summaries)
-    return {"summaries": summaries, "frames_per_s": tokens / duration,
-            "failed": sum(s["failed"] for s in summaries)}
+    return {
+        "summaries": summaries,
+        "frames_per_s": tokens / duration,
+        "failed": sum(s["failed"] for s in summaries),
+    }
 
 
 def itl(summary: dict) -> tuple[float, float]:
     return summary["itl_ms"]["p50"], summary["itl_ms"]["p99"]
 
 
-def scenario(root: Path, name: str, env: dict[str, str], *, webs: int, redis: bool,
-             **load_args) -> dict:
+def scenario(
+    root: Path, name: str, env: dict[str, str], *, webs: int, redis: bool, **load_args
+) -> dict:
     directory = root / name
     directory.mkdir()
     topology = Topology(directory, env, webs=webs, redis=redis)
@@ -103,10 +123,8 @@ def main() -> None:
     results = {
         "itl_in_process": scenario(root, "itl-local", PACED, webs=1, redis=False, **paced),
         "itl_redis": scenario(root, "itl-redis", PACED, webs=1, redis=True, **paced),
-        "frames_in_process": scenario(root, "fps-local", UNPACED, webs=1, redis=False,
-                                      **unpaced),
-        "frames_redis_2web": scenario(root, "fps-redis", UNPACED, webs=2, redis=True,
-                                      **unpaced),
+        "frames_in_process": scenario(root, "fps-local", UNPACED, webs=1, redis=False, **unpaced),
+        "frames_redis_2web": scenario(root, "fps-redis", UNPACED, webs=2, redis=True, **unpaced),
     }
     local_p50, local_p99 = itl(results["itl_in_process"]["summaries"][0])
     redis_p50, redis_p99 = itl(results["itl_redis"]["summaries"][0])
@@ -114,8 +132,10 @@ def main() -> None:
     print(f"  {'':<22}{'p50':>9}{'p99':>9}")
     print(f"  {'in-process':<22}{local_p50:>9.2f}{local_p99:>9.2f}")
     print(f"  {'through Redis':<22}{redis_p50:>9.2f}{redis_p99:>9.2f}")
-    print(f"  {'added':<22}{redis_p50 - local_p50:>9.2f}{redis_p99 - local_p99:>9.2f}"
-          "   (target p50 <= 1 ms)")
+    print(
+        f"  {'added':<22}{redis_p50 - local_p50:>9.2f}{redis_p99 - local_p99:>9.2f}"
+        "   (target p50 <= 1 ms)"
+    )
     local_fps = results["frames_in_process"]["frames_per_s"]
     redis_fps = results["frames_redis_2web"]["frames_per_s"]
     print("Unpaced: token frames/s end to end")

@@ -36,7 +36,8 @@ application = ProtocolTypeRouter(
         # SendTimeout: a client that stopped reading counts as gone; BodyLimits: a body too
         # large or too slow to arrive is refused (docs/security.md).
         "http": ServeOnFirstRequest(
-            SendTimeout(BodyLimits(ASGIStaticFilesHandler(django_asgi_app)))),
+            SendTimeout(BodyLimits(ASGIStaticFilesHandler(django_asgi_app)))
+        ),
         "lifespan": Lifespan(),
         # `manage.py runworker model-worker`: generations handed over by web processes.
         "channel": ChannelNameRouter({WORKER_CHANNEL: ModelWorkerConsumer.as_asgi()}),

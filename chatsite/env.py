@@ -82,7 +82,8 @@ def env_url(name: str, schemes: tuple[str, ...], default: str = "") -> str:
     if parts.scheme not in schemes:
         raise ImproperlyConfigured(
             f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}; "
-            f"got {value!r}")
+            f"got {value!r}"
+        )
     try:
         parts.port  # noqa: B018 - urlsplit checks the port only when it is read
     except ValueError:

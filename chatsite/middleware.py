@@ -46,8 +46,9 @@ class InlineCsrfViewMiddleware(InlineHooks, CsrfViewMiddleware):
 
     async def process_view(self, request, callback, callback_args, callback_kwargs):
         """The same check, on the event loop (it reads cookies, headers and the parsed body)."""
-        return CsrfViewMiddleware.process_view(self, request, callback, callback_args,
-                                               callback_kwargs)
+        return CsrfViewMiddleware.process_view(
+            self, request, callback, callback_args, callback_kwargs
+        )
 
 
 class InlineSessionMiddleware(SessionMiddleware):

@@ -96,8 +96,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {
         # An exception's record, not the line Django writes for every 5xx (a 503 is an answer).
-        "with_traceback": {"()": "django.utils.log.CallbackFilter",
-                           "callback": lambda record: bool(record.exc_info)},
+        "with_traceback": {
+            "()": "django.utils.log.CallbackFilter",
+            "callback": lambda record: bool(record.exc_info),
+        },
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler"},
@@ -163,8 +165,9 @@ STREAMING_REMOTE_URL = env_url("STREAMING_REMOTE_URL", ("http", "https"))  # ope
 STREAMING_REMOTE_MODEL = env_str("STREAMING_REMOTE_MODEL", "")
 STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
 # Connecting to the upstream fails fast; a read waits this long for its next byte (0 = forever).
-STREAMING_REMOTE_CONNECT_TIMEOUT_S = env_float("STREAMING_REMOTE_CONNECT_TIMEOUT_S", 5.0,
-                                               minimum=0.0, exclusive=True)
+STREAMING_REMOTE_CONNECT_TIMEOUT_S = env_float(
+    "STREAMING_REMOTE_CONNECT_TIMEOUT_S", 5.0, minimum=0.0, exclusive=True
+)
 STREAMING_REMOTE_READ_TIMEOUT_S = env_float("STREAMING_REMOTE_READ_TIMEOUT_S", 300.0)
 DETERMINISTIC_TTFT_MS = env_float("DETERMINISTIC_TTFT_MS", 200.0)
 DETERMINISTIC_TPS = env_float("DETERMINISTIC_TPS", 20.0)  # 0 = unpaced (benchmarks)

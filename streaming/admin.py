@@ -29,9 +29,22 @@ admin.site.index_template = "admin/streaming/index.html"
 @admin.register(GenerationLog)
 class GenerationLogAdmin(admin.ModelAdmin):
     list_display = (
-        "created_at", "status", "engine", "model", "client", "prompt_chars", "tokens_generated",
-        "tokens_after_abort", "ttft_ms", "tpot_ms", "itl_p50_ms", "itl_p99_ms", "itl_max_ms",
-        "total_ms", "error_code", "made_by",
+        "created_at",
+        "status",
+        "engine",
+        "model",
+        "client",
+        "prompt_chars",
+        "tokens_generated",
+        "tokens_after_abort",
+        "ttft_ms",
+        "tpot_ms",
+        "itl_p50_ms",
+        "itl_p99_ms",
+        "itl_max_ms",
+        "total_ms",
+        "error_code",
+        "made_by",
     )
     list_filter = ("status", "engine", "api", ("created_at", admin.DateFieldListFilter))
     search_fields = ("generation_id", "client", "owner", "model", "error_code")
@@ -48,19 +61,22 @@ class GenerationLogAdmin(admin.ModelAdmin):
         """p50/p90/p99 of TTFT and TPOT over time and by model, histograms, how streams ended."""
         if not self.has_view_permission(request):
             raise PermissionDenied
-        return TemplateResponse(request, "admin/streaming/generationlog/dashboard.html", {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "title": "Latency dashboard",
-            **dashboard.context(request),
-        })
+        return TemplateResponse(
+            request,
+            "admin/streaming/generationlog/dashboard.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": "Latency dashboard",
+                **dashboard.context(request),
+            },
+        )
 
     @admin.display(description="made by")
     def made_by(self, row):
         """Each model worker that made part of it and how many tokens (a fleet's; after a
         handover, more than one)."""
-        return ", ".join(f"{w['worker']}: {w['tokens']}"
-                         for w in row.workers) or "-"
+        return ", ".join(f"{w['worker']}: {w['tokens']}" for w in row.workers) or "-"
 
     def has_add_permission(self, request):
         """Rows come from generations only."""
@@ -125,8 +141,12 @@ class OwnerFilter(admin.SimpleListFilter):
 
     title = "owner"
     parameter_name = "owner"
-    KINDS = (("user:", "signed-in users"), ("key:", "API keys"), ("anon:", "anonymous browsers"),
-             ("ip:", "anonymous addresses"))
+    KINDS = (
+        ("user:", "signed-in users"),
+        ("key:", "API keys"),
+        ("anon:", "anonymous browsers"),
+        ("ip:", "anonymous addresses"),
+    )
 
     def lookups(self, request, model_admin):
         """The kinds, and the owner chosen if it is one."""
@@ -167,8 +187,17 @@ class ConversationItemInline(WhatWasSaid, admin.TabularInline):
 
     model = ConversationItem
     fk_name = "conversation"
-    fields = ("item_id", "depth", "role", "content", "status", "finish_reason",
-              "generation_id", "ttft", "tpot")
+    fields = (
+        "item_id",
+        "depth",
+        "role",
+        "content",
+        "status",
+        "finish_reason",
+        "generation_id",
+        "ttft",
+        "tpot",
+    )
     readonly_fields = fields
     ordering = ("depth", "pk")
     extra = 0
@@ -178,9 +207,14 @@ class ConversationItemInline(WhatWasSaid, admin.TabularInline):
     def get_queryset(self, request):
         """Each item with its generation's TTFT and TPOT, if it has a log row."""
         logged = GenerationLog.objects.filter(generation_id=OuterRef("generation_id"))
-        return super().get_queryset(request).annotate(
-            ttft=Subquery(logged.values("ttft_ms")[:1]),
-            tpot=Subquery(logged.values("tpot_ms")[:1]))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                ttft=Subquery(logged.values("ttft_ms")[:1]),
+                tpot=Subquery(logged.values("tpot_ms")[:1]),
+            )
+        )
 
     @admin.display(description="TTFT (ms)")
     def ttft(self, item):
@@ -198,15 +232,32 @@ class ConversationAdmin(WhatWasSaid, admin.ModelAdmin):
     """People's conversations, read-only: by owner, searched by title and text (the search
     index, as the page's `?q=`), each with its items and their answers' latencies."""
 
-    list_display = ("conversation_id", "title", "owner_link", "item_count", "updated_at",
-                    "created_at")
+    list_display = (
+        "conversation_id",
+        "title",
+        "owner_link",
+        "item_count",
+        "updated_at",
+        "created_at",
+    )
     list_filter = (OwnerFilter, ("updated_at", admin.DateFieldListFilter))
     search_fields = ("conversation_id", "owner")
     search_help_text = "An id, an owner, or words of a title or of the text."
     date_hierarchy = "updated_at"
     ordering = ("-updated_at",)
-    fields = ("conversation_id", "owner", "title", "created_at", "updated_at", "metadata",
-              "system_prompt", "temperature", "top_p", "max_tokens", "current")
+    fields = (
+        "conversation_id",
+        "owner",
+        "title",
+        "created_at",
+        "updated_at",
+        "metadata",
+        "system_prompt",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "current",
+    )
     readonly_fields = fields
     inlines = (ConversationItemInline,)
 
@@ -219,8 +270,9 @@ class ConversationAdmin(WhatWasSaid, admin.ModelAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
-        return queryset.filter(Q(conversation_id=term) | Q(owner=term)
-                               | search.matching(term)), False
+        return queryset.filter(
+            Q(conversation_id=term) | Q(owner=term) | search.matching(term)
+        ), False
 
     @admin.display(description="owner", ordering="owner")
     def owner_link(self, conversation):

@@ -42,8 +42,11 @@ class BodyLimits:
             return await _too_large(send, limit)
         if declared == 0 or (declared is None and not chunked and scope["method"] in _BODILESS):
             return await self.app(scope, receive, send)
-        timeout = (config.current().connections.request_timeout_s if self.timeout_s is None
-                   else self.timeout_s)
+        timeout = (
+            config.current().connections.request_timeout_s
+            if self.timeout_s is None
+            else self.timeout_s
+        )
         arriving = _ArrivingBody(receive, timeout)
         try:
             if declared is None:
@@ -97,8 +100,9 @@ class _ArrivingBody:
         self.gave_up = False  # the app was told the client left
         self._expired = False
         self._receiving: asyncio.Task | None = None  # the task waiting in `receive`, if one is
-        self._timer = None if self.whole else asyncio.get_running_loop().call_later(
-            timeout_s, self._expire)
+        self._timer = (
+            None if self.whole else asyncio.get_running_loop().call_later(timeout_s, self._expire)
+        )
 
     def _expire(self) -> None:
         self._expired = True
@@ -158,16 +162,27 @@ async def _too_large(send, limit: int) -> None:
 
 
 async def _late(send, timeout_s: float) -> None:
-    await _refuse(send, RequestTimeout.http_status, RequestTimeout.code,
-                  f"The body did not arrive within {timeout_s:g} s.")
+    await _refuse(
+        send,
+        RequestTimeout.http_status,
+        RequestTimeout.code,
+        f"The body did not arrive within {timeout_s:g} s.",
+    )
 
 
 async def _refuse(send, status: int, code: str, message: str) -> None:
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-    ]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -239,8 +254,13 @@ class SendTimeout:
 
 def _give_up(task: asyncio.Task | None, scope, timeout: float) -> None:
     client = scope.get("client") or ("?", 0)
-    logger.info("%s %s: no write progress for %gs to %s; treating it as disconnected",
-                scope["method"], scope["path"], timeout, client[0])
+    logger.info(
+        "%s %s: no write progress for %gs to %s; treating it as disconnected",
+        scope["method"],
+        scope["path"],
+        timeout,
+        client[0],
+    )
     if task is not None:
         task.cancel()
 

@@ -78,8 +78,9 @@ def in_main_thread() -> bool:
 async def shutdown() -> None:
     """The server is exiting: whatever is still open ends as in a drain (`server_shutdown`,
     never a Stop), every pending log row is written, and the engine's threads stop."""
-    await asyncio.gather(*(generation.shut_down() for generation in registry.live()),
-                         return_exceptions=True)
+    await asyncio.gather(
+        *(generation.shut_down() for generation in registry.live()), return_exceptions=True
+    )
     await log_writer.flush()
     metrics.process_exiting()
     await close_engine()
@@ -142,8 +143,7 @@ async def drain(grace_s: float | None = None) -> None:
     grace_s = config.current().connections.shutdown_grace_s if grace_s is None else grace_s
     live = registry.live()
     logger.info("draining: ending %d open generation(s)", len(live))
-    await asyncio.gather(*(generation.shut_down() for generation in live),
-                         return_exceptions=True)
+    await asyncio.gather(*(generation.shut_down() for generation in live), return_exceptions=True)
     # Each reader now writes its error frame and finishes its generation (and log row).
     deadline = time.monotonic() + grace_s
 

@@ -126,8 +126,9 @@ class Conversation(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     top_p = models.FloatField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
-    current = models.ForeignKey("ConversationItem", null=True, blank=True,
-                                on_delete=models.SET_NULL, related_name="+")
+    current = models.ForeignKey(
+        "ConversationItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-updated_at"]
@@ -141,15 +142,16 @@ class ConversationItem(models.Model):
     """One turn of a conversation: a person's message, or an answer with its generation."""
 
     item_id = models.CharField(max_length=40, unique=True)  # `msg_…`
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE,
-                                     related_name="items")
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
-                               related_name="children")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="items")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
     depth = models.PositiveIntegerField()  # its place on its branch: 0 for a first message
     role = models.CharField(max_length=16)  # user, assistant (system: the settings' prompt)
     content = models.TextField(blank=True)
-    status = models.CharField(max_length=16, choices=ItemStatus.choices,
-                              default=ItemStatus.COMPLETED)
+    status = models.CharField(
+        max_length=16, choices=ItemStatus.choices, default=ItemStatus.COMPLETED
+    )
     finish_reason = models.CharField(max_length=16, blank=True)
     generation_id = models.CharField(max_length=32, blank=True, db_index=True)  # an answer's
     created_at = models.DateTimeField()
@@ -174,10 +176,18 @@ class ApiKey(models.Model):
     """A bearer key for the APIs; only its digest is stored, the key is shown once."""
 
     name = models.CharField(max_length=100)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                             on_delete=models.CASCADE, related_name="api_keys")
-    prefix = models.CharField(max_length=12, editable=False, help_text="Its first characters, "
-                              "to tell keys apart; the rest is not stored.")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="api_keys",
+    )
+    prefix = models.CharField(
+        max_length=12,
+        editable=False,
+        help_text="Its first characters, to tell keys apart; the rest is not stored.",
+    )
     digest = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)

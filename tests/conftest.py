@@ -66,8 +66,9 @@ def engine():
 def naive_server(tmp_path_factory) -> Iterator[LiveServer]:
     """A server built wrong (tests/support/stub_servers.py): generations run on after their
     reader left."""
-    server = start_server(tmp_path_factory.mktemp("naive"), app="tests.support.stub_servers:naive",
-                          migrate=False)
+    server = start_server(
+        tmp_path_factory.mktemp("naive"), app="tests.support.stub_servers:naive", migrate=False
+    )
     yield server
     server.stop()
 
@@ -76,14 +77,17 @@ def naive_server(tmp_path_factory) -> Iterator[LiveServer]:
 def paced_server(tmp_path_factory) -> Iterator[LiveServer]:
     """20 tokens/s (a model's pace, so a hiccup of the test machine cannot pass for a buffer),
     pings every 0.2 s, and the culprit endpoints of tests.support.culprits beside the real API."""
-    server = start_server(tmp_path_factory.mktemp("paced"), env={
-        "DETERMINISTIC_TPS": "20",
-        "STREAM_HEARTBEAT_S": "0.2",
-        "DJANGO_SETTINGS_MODULE": "tests.support.culprit_settings",
-        # Behind nginx requests carry X-Forwarded-For, which makes "auto" ask for a key; these
-        # tests are about what proxies do to a stream (tests/http/test_auth.py covers keys).
-        "STREAM_REQUIRE_AUTH": "false",
-    })
+    server = start_server(
+        tmp_path_factory.mktemp("paced"),
+        env={
+            "DETERMINISTIC_TPS": "20",
+            "STREAM_HEARTBEAT_S": "0.2",
+            "DJANGO_SETTINGS_MODULE": "tests.support.culprit_settings",
+            # Behind nginx requests carry X-Forwarded-For, which makes "auto" ask for a key; these
+            # tests are about what proxies do to a stream (tests/http/test_auth.py covers keys).
+            "STREAM_REQUIRE_AUTH": "false",
+        },
+    )
     yield server
     server.stop()
 

@@ -127,11 +127,25 @@ async def test_redis_log_bench_reports_every_figure(tmp_path):
     server = start_redis(tmp_path)
     try:
         out = tmp_path / "redis_log.json"
-        results = await redis_log_bench.main([
-            "--redis", server.url, "--generations", "1", "5", "--tokens", "50",
-            "--latency-sends", "10", "--replay-tokens", "20", "--replay-repeats", "2",
-            "--out", str(out),
-        ])
+        results = await redis_log_bench.main(
+            [
+                "--redis",
+                server.url,
+                "--generations",
+                "1",
+                "5",
+                "--tokens",
+                "50",
+                "--latency-sends",
+                "10",
+                "--replay-tokens",
+                "20",
+                "--replay-repeats",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
         assert json.loads(out.read_text()) == results
         rows = results["throughput"]
         assert [row["generations"] for row in rows] == [1] * 4 + [5] * 4
@@ -153,8 +167,9 @@ async def test_redis_log_bench_reports_every_figure(tmp_path):
 @pytest.mark.live
 def test_apis_bench_reads_every_api_whole(tmp_path):
     out = tmp_path / "apis.json"
-    results = apis_bench.main(["--streams", "2", "--tokens", "20", "--rounds", "1",
-                               "--out", str(out)])
+    results = apis_bench.main(
+        ["--streams", "2", "--tokens", "20", "--rounds", "1", "--out", str(out)]
+    )
     assert json.loads(out.read_text()) == results
     assert set(results) == set(apis_bench.APIS)
     # Every stream was read whole and its ending checked; the CPU clock may tick less than once.
@@ -169,15 +184,18 @@ def test_the_quality_questions_are_enough_and_each_has_its_answers():
     assert all(q.question and q.answers for q in questions)
 
 
-@pytest.mark.parametrize(("text", "answers", "right"), [
-    ("The capital of France is Paris.", ("Paris",), True),
-    ("the CAPITAL is paris", ("Paris",), True),
-    ("Comparisons", ("Paris",), False),  # an ASCII spelling stands as a word
-    ("It is 40.", ("4", "four"), False),
-    ("2 + 2 = 4.", ("4", "four"), True),
-    ("首都は東京です。", ("東京", "Tokyo"), True),  # others may stand anywhere
-    ("H₂Oです", ("H2O", "H₂O"), True),
-])
+@pytest.mark.parametrize(
+    ("text", "answers", "right"),
+    [
+        ("The capital of France is Paris.", ("Paris",), True),
+        ("the CAPITAL is paris", ("Paris",), True),
+        ("Comparisons", ("Paris",), False),  # an ASCII spelling stands as a word
+        ("It is 40.", ("4", "four"), False),
+        ("2 + 2 = 4.", ("4", "four"), True),
+        ("首都は東京です。", ("東京", "Tokyo"), True),  # others may stand anywhere
+        ("H₂Oです", ("H2O", "H₂O"), True),
+    ],
+)
 def test_an_answer_is_right_when_it_contains_an_accepted_spelling(text, answers, right):
     assert quality_bench.is_right(text, answers) is right
 
@@ -186,8 +204,9 @@ def test_an_answer_is_right_when_it_contains_an_accepted_spelling(text, answers,
 def test_fleet_step_bench_counts_every_token_and_each_process_cpu(tmp_path):
     from bench import fleet_step_bench
 
-    result = fleet_step_bench.run(tmp_path, "tiny", step_ms=5, streams=4, webs=2, redis=True,
-                                  answer_tokens=10, rounds=1)
+    result = fleet_step_bench.run(
+        tmp_path, "tiny", step_ms=5, streams=4, webs=2, redis=True, answer_tokens=10, rounds=1
+    )
     assert result["failed"] == 0
     assert sum(s["output_tokens"] for s in result["summaries"]) == 4 * 10
     cpu = result["cpu_us_per_token"]

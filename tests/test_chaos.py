@@ -67,8 +67,9 @@ async def one(origin: Origin, index: int, rng: random.Random) -> tuple[str, str]
         connection.request("GET", created["stream_url"], on_body=on_body, timeout_s=120)
     )
     if ending in ("disconnect", "cancel"):
-        await asyncio.wait([reading, asyncio.create_task(reached.wait())],
-                           return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            [reading, asyncio.create_task(reached.wait())], return_when=asyncio.FIRST_COMPLETED
+        )
         if ending == "disconnect":
             connection.close()
         else:
@@ -109,8 +110,9 @@ def rss_kib(pid: int) -> int:
 
 
 def test_chaos_leaves_nothing_behind(server_factory):
-    server = server_factory(env={**UNLIMITED, "DETERMINISTIC_TTFT_MS": "0",
-                                 "DETERMINISTIC_TPS": "100"})
+    server = server_factory(
+        env={**UNLIMITED, "DETERMINISTIC_TTFT_MS": "0", "DETERMINISTIC_TPS": "100"}
+    )
     origin = Origin.parse(server.url)
     database = server.env["DATABASE_URL"].removeprefix("sqlite:///")
 
@@ -129,15 +131,19 @@ def test_chaos_leaves_nothing_behind(server_factory):
         rows = db.execute(
             "SELECT generation_id, status, tokens_after_abort, COUNT(*) FROM "
             f"streaming_generationlog WHERE generation_id IN ({placeholders(expected)}) "
-            "GROUP BY generation_id", list(expected)).fetchall()
+            "GROUP BY generation_id",
+            list(expected),
+        ).fetchall()
     assert len(rows) == STREAMS  # every request has a row...
     assert all(count == 1 for *_, count in rows)  # ...exactly one
     # A disconnect may cross the last bytes in flight: then the server rightly finished first,
     # and its row says completed with the whole answer generated.
     full = {gid for gid, status, _, _ in rows if status == "completed"}
-    wrong = {gid: (status, expected[gid]) for gid, status, _, _ in rows
-             if status != expected[gid]
-             and not (expected[gid] == "client_disconnected" and gid in full)}
+    wrong = {
+        gid: (status, expected[gid])
+        for gid, status, _, _ in rows
+        if status != expected[gid] and not (expected[gid] == "client_disconnected" and gid in full)
+    }
     assert wrong == {}
     assert max(after_abort for _, _, after_abort, _ in rows) <= 1
     endings = Counter(expected.values())
@@ -145,14 +151,17 @@ def test_chaos_leaves_nothing_behind(server_factory):
     # Memory back at the baseline: nothing per stream is kept beyond the bounded memory of
     # recent generations (at most 1,024, a few KiB each).
     assert rss_kib(server.process.pid) - baseline < 16 * 1024, json.dumps(
-        {"baseline_kib": baseline, "after_kib": rss_kib(server.process.pid)})
+        {"baseline_kib": baseline, "after_kib": rss_kib(server.process.pid)}
+    )
 
 
 def _rows(database: str, expected: dict[str, str]) -> int:
     with sqlite3.connect(database) as db:
         return db.execute(
             "SELECT COUNT(*) FROM streaming_generationlog WHERE generation_id IN "
-            f"({placeholders(expected)})", list(expected)).fetchone()[0]
+            f"({placeholders(expected)})",
+            list(expected),
+        ).fetchone()[0]
 
 
 def placeholders(ids: dict[str, str]) -> str:

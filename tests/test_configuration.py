@@ -32,8 +32,12 @@ from tests.support.live import (
 )
 
 SERVERS = {
-    "uvicorn": lambda port: [str(BIN / "uvicorn"), "chatsite.asgi:application",
-                             "--port", str(port)],
+    "uvicorn": lambda port: [
+        str(BIN / "uvicorn"),
+        "chatsite.asgi:application",
+        "--port",
+        str(port),
+    ],
     "daphne": lambda port: [str(BIN / "daphne"), "-p", str(port), "chatsite.asgi:application"],
     "runserver": lambda port: [sys.executable, "manage.py", "runserver", str(port)],
 }
@@ -42,10 +46,21 @@ SERVERS = {
 def refused_start(server: str, env: dict[str, str], tmp_path) -> str:
     """Start `server` with `env`; it must exit non-zero without ever accepting a connection."""
     port = free_port()
-    full_env = {**os.environ, **DEFAULT_ENV, "PYTHONUNBUFFERED": "1",
-                "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", **env}
-    process = subprocess.Popen(SERVERS[server](port), cwd=ROOT, env=full_env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    full_env = {
+        **os.environ,
+        **DEFAULT_ENV,
+        "PYTHONUNBUFFERED": "1",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        **env,
+    }
+    process = subprocess.Popen(
+        SERVERS[server](port),
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     served = False
     try:
         deadline = time.monotonic() + 60
@@ -74,18 +89,22 @@ BAD_SETTINGS = {
     "openai without a URL": ({"STREAMING_ENGINE": "openai"}, "STREAMING_REMOTE_URL must be set"),
     "a URL that is not one": (
         {"STREAMING_ENGINE": "openai", "STREAMING_REMOTE_URL": "localhost:8001"},
-        "STREAMING_REMOTE_URL must be a URL starting with http:// or https://"),
+        "STREAMING_REMOTE_URL must be a URL starting with http:// or https://",
+    ),
     "an unknown engine": ({"STREAMING_ENGINE": "vllm"}, "STREAMING_ENGINE must be one of"),
     "a database URL nobody reads": ({"DATABASE_URL": "postgress://x/y"}, "DATABASE_URL"),
-    "a default over the cap": ({"STREAM_MAX_TOKENS_LIMIT": "100"},
-                               "STREAM_DEFAULT_MAX_TOKENS (256) must not exceed"),
+    "a default over the cap": (
+        {"STREAM_MAX_TOKENS_LIMIT": "100"},
+        "STREAM_DEFAULT_MAX_TOKENS (256) must not exceed",
+    ),
 }
 
 
 # Settings are checked where they are read, the same for every server: each server is shown
 # one case, and uvicorn every case.
 SERVER_CASES = [(server, "openai without a URL") for server in SERVERS] + [
-    ("uvicorn", case) for case in BAD_SETTINGS if case != "openai without a URL"]
+    ("uvicorn", case) for case in BAD_SETTINGS if case != "openai without a URL"
+]
 
 
 @pytest.mark.live
@@ -101,8 +120,12 @@ class ModelList(BaseHTTPRequestHandler):
     """`GET /v1/models` of an upstream serving `models` (the server's attribute)."""
 
     def do_GET(self) -> None:
-        body = json.dumps({"object": "list", "data": [
-            {"id": name, "object": "model"} for name in self.server.models]}).encode()
+        body = json.dumps(
+            {
+                "object": "list",
+                "data": [{"id": name, "object": "model"} for name in self.server.models],
+            }
+        ).encode()
         self.send_response(200 if self.path == "/v1/models" else 404)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -135,22 +158,30 @@ def model_list() -> Iterator[callable]:
 @pytest.mark.parametrize("server", list(SERVERS))
 def test_an_upstream_serving_several_models_needs_one_named(server, model_list, tmp_path):
     url = model_list("llama-3-8b", "qwen-2.5-7b")
-    output = refused_start(server, {"STREAMING_ENGINE": "openai", "STREAMING_REMOTE_URL": url},
-                           tmp_path)
-    assert ("Configuration error: STREAMING_REMOTE_MODEL is not set and the upstream "
-            f"{url} serves 2 models (llama-3-8b, qwen-2.5-7b): set it to one of them") in output
+    output = refused_start(
+        server, {"STREAMING_ENGINE": "openai", "STREAMING_REMOTE_URL": url}, tmp_path
+    )
+    assert (
+        "Configuration error: STREAMING_REMOTE_MODEL is not set and the upstream "
+        f"{url} serves 2 models (llama-3-8b, qwen-2.5-7b): set it to one of them"
+    ) in output
 
 
 @pytest.mark.live
 def test_the_model_is_taken_from_an_upstream_that_serves_one(server_factory):
     upstream = server_factory()
-    front = server_factory(env={"STREAMING_ENGINE": "openai",
-                                "STREAMING_REMOTE_URL": f"{upstream.url}/v1"},
-                           ready_path="/readyz")
+    front = server_factory(
+        env={"STREAMING_ENGINE": "openai", "STREAMING_REMOTE_URL": f"{upstream.url}/v1"},
+        ready_path="/readyz",
+    )
     served = upstream.get("/v1/models").json()["data"][0]["id"]
     assert front.get("/v1/models").json()["data"][0]["id"] == served
-    stream = RawStream(front.port, "/api/stream", method="POST",
-                       body=json.dumps({"prompt": "안녕", "max_tokens": 4}).encode())
+    stream = RawStream(
+        front.port,
+        "/api/stream",
+        method="POST",
+        body=json.dumps({"prompt": "안녕", "max_tokens": 4}).encode(),
+    )
     assert len(tokens_of(stream.read_all())) == 4
 
 
@@ -174,8 +205,9 @@ def test_an_upstream_down_at_start_up_is_waited_for(server_factory, model_list):
 @pytest.mark.live
 @pytest.mark.model
 def test_an_engine_that_fails_to_start_answers_503_with_the_reason(server_factory):
-    server = server_factory(env={"STREAMING_ENGINE": "transformers",
-                                 "STREAMING_MODEL": "/nonexistent/model"})
+    server = server_factory(
+        env={"STREAMING_ENGINE": "transformers", "STREAMING_MODEL": "/nonexistent/model"}
+    )
     reason = "STREAMING_MODEL='/nonexistent/model' is not a folder or a .gguf file."
     # The start runs in the background (importing torch takes seconds on a busy machine): until
     # it has failed, /readyz says "still loading".
@@ -186,8 +218,9 @@ def test_an_engine_that_fails_to_start_answers_503_with_the_reason(server_factor
         assert ready.json()["error"]["message"] == f"The engine failed to start: {reason}"
     native = server.post("/api/stream", json={"prompt": "hi"})
     assert native.status_code == 503 and reason in native.json()["error"]["message"]
-    openai_api = server.post("/v1/chat/completions", json={
-        "model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    openai_api = server.post(
+        "/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    )
     assert openai_api.status_code == 503 and reason in openai_api.json()["error"]["message"]
     log = server.log()
     assert log.count("Traceback") == 1 and log.count("failed to start") == 1, log
@@ -217,8 +250,9 @@ async def test_a_failed_start_up_is_said_to_the_server_not_raised(monkeypatch):
         sent.append(message)
 
     await Lifespan()({"type": "lifespan"}, receive, send)
-    assert sent == [{"type": "lifespan.startup.failed",
-                     "message": "RuntimeError('no loop for you')"}]
+    assert sent == [
+        {"type": "lifespan.startup.failed", "message": "RuntimeError('no loop for you')"}
+    ]
 
 
 @pytest.mark.live
@@ -228,10 +262,18 @@ def test_a_model_worker_whose_engine_cannot_start_exits_with_the_reason(tmp_path
     redis = start_redis(tmp_path)
     try:
         worker = subprocess.run(
-            [sys.executable, "manage.py", "runworker", "model-worker"], cwd=ROOT,
-            env={**os.environ, "REDIS_URL": redis.url, "STREAMING_ENGINE": "transformers",
-                 "STREAMING_MODEL": "/nonexistent/model"},
-            capture_output=True, text=True, timeout=120)
+            [sys.executable, "manage.py", "runworker", "model-worker"],
+            cwd=ROOT,
+            env={
+                **os.environ,
+                "REDIS_URL": redis.url,
+                "STREAMING_ENGINE": "transformers",
+                "STREAMING_MODEL": "/nonexistent/model",
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         redis.stop()
     assert worker.returncode == 1

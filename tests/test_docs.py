@@ -17,8 +17,13 @@ SETTING = re.compile(r"""env_(?:str|int|float|bool|list|url)\(\s*["']([A-Z0-9_]+
 
 def documents() -> list[Path]:
     """Every Markdown file git knows of (tracked, or new and not ignored)."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
-                             "*.md"], cwd=ROOT, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [ROOT / name for name in listed.stdout.split()]
 
 

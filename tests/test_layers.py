@@ -15,8 +15,16 @@ import pytest
 from tests.support.live import ROOT
 
 PACKAGE = ROOT / "streaming"
-RANK = {"core": 0, "wire": 1, "engines": 2, "generations": 3, "fleet": 4, "ops": 4,
-        "conversations": 4, "http": 5}
+RANK = {
+    "core": 0,
+    "wire": 1,
+    "engines": 2,
+    "generations": 3,
+    "fleet": 4,
+    "ops": 4,
+    "conversations": 4,
+    "http": 5,
+}
 ROOT_RANK = 6  # asgi, lifecycle, urls, admin, apps, management: they tie the layers together
 MODELS = "streaming.models"  # Django's schema: every layer may read it; it imports none of ours
 MAX_LINES = 400
@@ -65,26 +73,43 @@ GRAPH = {name: imports(name, path) for name, path in modules().items()}
 
 
 def test_no_module_imports_a_higher_layer():
-    upward = sorted(f"{name} → {target}" for name, targets in GRAPH.items()
-                    if layer(name) not in ("tools", "root")
-                    for target in targets
-                    if target != MODELS and layer(target) != "tools" and rank(target) > rank(name))
+    upward = sorted(
+        f"{name} → {target}"
+        for name, targets in GRAPH.items()
+        if layer(name) not in ("tools", "root")
+        for target in targets
+        if target != MODELS and layer(target) != "tools" and rank(target) > rank(name)
+    )
     assert upward == []
 
 
 def test_fleet_and_ops_never_import_each_other():
-    across = sorted(f"{name} → {target}" for name, targets in GRAPH.items() for target in targets
-                    if {layer(name), layer(target)} == {"fleet", "ops"})
+    across = sorted(
+        f"{name} → {target}"
+        for name, targets in GRAPH.items()
+        for target in targets
+        if {layer(name), layer(target)} == {"fleet", "ops"}
+    )
     assert across == []
 
 
 def test_the_server_never_imports_the_tools_and_the_tools_only_core_wire_and_the_script():
     allowed = {"core", "wire", "tools"}
-    wrong = sorted(f"{name} → {target}" for name, targets in GRAPH.items() for target in targets
-                   if (layer(target) == "tools" and layer(name) != "tools"
-                       and not name.startswith("streaming.management"))
-                   or (layer(name) == "tools" and layer(target) not in allowed
-                       and target not in ("streaming.engines.script", "streaming.engines")))
+    wrong = sorted(
+        f"{name} → {target}"
+        for name, targets in GRAPH.items()
+        for target in targets
+        if (
+            layer(target) == "tools"
+            and layer(name) != "tools"
+            and not name.startswith("streaming.management")
+        )
+        or (
+            layer(name) == "tools"
+            and layer(target) not in allowed
+            and target not in ("streaming.engines.script", "streaming.engines")
+        )
+    )
     assert wrong == []
 
 
@@ -103,7 +128,7 @@ def test_no_import_cycle():
             if target.startswith(name + "."):
                 continue  # a package importing its own module is not a cycle
             if state.get(target) == 1:
-                cycles.append(" → ".join([*path[path.index(target):], target]))
+                cycles.append(" → ".join([*path[path.index(target) :], target]))
             elif state.get(target) is None:
                 visit(target, [*path, target])
         state[name] = 2

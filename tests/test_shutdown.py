@@ -26,15 +26,18 @@ async def test_while_draining_new_requests_get_503(engine, monkeypatch):
 @pytest.mark.live
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 @pytest.mark.parametrize("server_name", ["uvicorn", "daphne"])
-def test_a_signal_ends_open_streams_with_server_shutdown_and_logs_them(server_factory,
-                                                                       server_name, signum):
+def test_a_signal_ends_open_streams_with_server_shutdown_and_logs_them(
+    server_factory, server_name, signum
+):
     # daphne has no lifespan: its first request sets the drain up (ServeOnFirstRequest).
-    server = server_factory(server=server_name,
-                            env={"DETERMINISTIC_TPS": "20", "STREAM_SHUTDOWN_GRACE_S": "5"})
+    server = server_factory(
+        server=server_name, env={"DETERMINISTIC_TPS": "20", "STREAM_SHUTDOWN_GRACE_S": "5"}
+    )
     ids, streams = [], []
     for prompt in ("one", "two"):
-        created = server.post("/api/generations", json={"prompt": prompt,
-                                                        "max_tokens": 4000}).json()
+        created = server.post(
+            "/api/generations", json={"prompt": prompt, "max_tokens": 4000}
+        ).json()
         ids.append(created["id"])
         stream = RawStream(server.port, created["stream_url"])
         assert stream.next_event() is not None  # streaming for real
@@ -55,9 +58,12 @@ def test_a_signal_ends_open_streams_with_server_shutdown_and_logs_them(server_fa
 def logged(server) -> dict[str, tuple[str, int]]:
     """Every log row the server wrote: id → (error_code, tokens_after_abort)."""
     with sqlite3.connect(server.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
-        return {row[0]: row[1:] for row in db.execute(
-            "SELECT generation_id, error_code, tokens_after_abort FROM streaming_generationlog"
-        )}
+        return {
+            row[0]: row[1:]
+            for row in db.execute(
+                "SELECT generation_id, error_code, tokens_after_abort FROM streaming_generationlog"
+            )
+        }
 
 
 @pytest.mark.live
@@ -67,8 +73,12 @@ def test_ctrl_c_ends_make_run_and_runserver_with_the_model(server_factory, serve
     runserver's watcher and server process) with the transformers engine, whose decode loop
     runs on a thread of its own: the stream ends with `server_shutdown`, its row is written,
     and everything exits instead of waiting for ever on that thread."""
-    server = server_factory(server=server_name, ready_path="/readyz", timeout=120, env={
-        "STREAMING_ENGINE": "transformers", "STREAMING_MODEL": "random:tiny"})
+    server = server_factory(
+        server=server_name,
+        ready_path="/readyz",
+        timeout=120,
+        env={"STREAMING_ENGINE": "transformers", "STREAMING_MODEL": "random:tiny"},
+    )
     created = server.post("/api/generations", json={"prompt": "hi", "max_tokens": 2000}).json()
     stream = RawStream(server.port, created["stream_url"])
     assert stream.next_event() is not None

@@ -34,8 +34,11 @@ _checkpoints: asyncio.Task[None] | None = None
 
 def ending(generation: Generation) -> tuple[str, str]:
     """How an ended generation leaves its item: (item status, finish reason)."""
-    return ending_of(generation.status, generation.error_code,
-                     record.figures(generation).get("finish_reason") or "")
+    return ending_of(
+        generation.status,
+        generation.error_code,
+        record.figures(generation).get("finish_reason") or "",
+    )
 
 
 def ending_of(status: str, code: str, reason: str) -> tuple[str, str]:
@@ -44,8 +47,10 @@ def ending_of(status: str, code: str, reason: str) -> tuple[str, str]:
         return (ItemStatus.INCOMPLETE if reason == "length" else ItemStatus.COMPLETED), reason
     if status == GenerationStatus.CANCELLED:
         return ItemStatus.STOPPED, reason
-    if status in (GenerationStatus.CLIENT_DISCONNECTED, GenerationStatus.TRUNCATED) \
-            or code in CUT_CODES:
+    if (
+        status in (GenerationStatus.CLIENT_DISCONNECTED, GenerationStatus.TRUNCATED)
+        or code in CUT_CODES
+    ):
         return ItemStatus.CUT, reason
     return ItemStatus.FAILED, reason
 
@@ -80,8 +85,7 @@ async def _checkpoint_every() -> None:
         texts = {}
         for generation_id, generation in list(_running.items()):
             stream = generation.stream
-            if stream is None or not stream.complete or stream.end == _written.get(
-                    generation_id):
+            if stream is None or not stream.complete or stream.end == _written.get(generation_id):
                 continue
             texts[generation_id] = stream.text()
             _written[generation_id] = stream.end
@@ -99,10 +103,14 @@ async def settle(items: list[ConversationItem]) -> None:
         if await _running_somewhere(item.generation_id):
             continue
         row = await GenerationLog.objects.filter(generation_id=item.generation_id).afirst()
-        status, reason = (ItemStatus.CUT, "") if row is None else ending_of(
-            row.status, row.error_code, row.finish_reason)
-        await ConversationItem.objects.filter(pk=item.pk, status=ItemStatus.IN_PROGRESS) \
-            .aupdate(status=status, finish_reason=reason)
+        status, reason = (
+            (ItemStatus.CUT, "")
+            if row is None
+            else ending_of(row.status, row.error_code, row.finish_reason)
+        )
+        await ConversationItem.objects.filter(pk=item.pk, status=ItemStatus.IN_PROGRESS).aupdate(
+            status=status, finish_reason=reason
+        )
         item.status, item.finish_reason = status, reason
 
 
@@ -114,4 +122,5 @@ async def _running_somewhere(generation_id: str) -> bool:
     if not store.enabled():
         return False
     return bool(await store.peek_pending(generation_id)) or bool(
-        await store.call("exists", answer_log.key(generation_id)))
+        await store.call("exists", answer_log.key(generation_id))
+    )

@@ -57,10 +57,14 @@ class Branch:
     def messages(self) -> list[tuple[str, str]]:
         """(role, content) of the branch, the settings' system prompt first; answers that
         came to nothing are left out."""
-        turns = [("system", self.conversation.system_prompt)] \
-            if self.conversation.system_prompt else []
-        turns += [(item.role, item.content) for item in self.items
-                  if item.content or item.role != "assistant"]
+        turns = (
+            [("system", self.conversation.system_prompt)] if self.conversation.system_prompt else []
+        )
+        turns += [
+            (item.role, item.content)
+            for item in self.items
+            if item.content or item.role != "assistant"
+        ]
         return turns
 
 
@@ -75,27 +79,39 @@ def get(owner: str, conversation_id: str) -> Conversation:
     return found
 
 
-def create(owner: str, *, title: str = "", metadata: dict[str, str] | None = None,
-           items: Iterable[tuple[str, str]] = (), **answer_settings: Any) -> Conversation:
+def create(
+    owner: str,
+    *,
+    title: str = "",
+    metadata: dict[str, str] | None = None,
+    items: Iterable[tuple[str, str]] = (),
+    **answer_settings: Any,
+) -> Conversation:
     """A new conversation of `owner`, with `items` ((role, content), in order) as its branch."""
     items = list(items)
     _check_items(items)
     with transaction.atomic():
         limit = config.current().conversations.max_per_owner
         if Conversation.objects.filter(owner=owner).count() >= limit:
-            raise ConversationLimit(f"At most {limit} conversations per owner; delete one "
-                                    "first.")
+            raise ConversationLimit(f"At most {limit} conversations per owner; delete one first.")
         stamp = now()
         conversation = Conversation.objects.create(
-            conversation_id=new_conversation_id(), owner=owner, title=title[:200],
-            created_at=stamp, updated_at=stamp, metadata=metadata or {}, **answer_settings)
+            conversation_id=new_conversation_id(),
+            owner=owner,
+            title=title[:200],
+            created_at=stamp,
+            updated_at=stamp,
+            metadata=metadata or {},
+            **answer_settings,
+        )
         if items:
             _append_all(conversation, None, items)
     return conversation
 
 
-def list_for(owner: str, *, limit: int = 50, before: str | None = None,
-             where: Q | None = None) -> list[Conversation]:
+def list_for(
+    owner: str, *, limit: int = 50, before: str | None = None, where: Q | None = None
+) -> list[Conversation]:
     """The owner's conversations, most recently changed first; `before`: the page after the
     conversation of that id; `where`: only those it selects (search.py's words)."""
     query = Conversation.objects.filter(owner=owner)
@@ -105,8 +121,9 @@ def list_for(owner: str, *, limit: int = 50, before: str | None = None,
         anchor = Conversation.objects.filter(conversation_id=before, owner=owner).first()
         if anchor is None:
             raise BadRequest(f"`before`: no conversation {before[:40]!r}.")
-        query = query.filter(Q(updated_at__lt=anchor.updated_at)
-                             | Q(updated_at=anchor.updated_at, pk__lt=anchor.pk))
+        query = query.filter(
+            Q(updated_at__lt=anchor.updated_at) | Q(updated_at=anchor.updated_at, pk__lt=anchor.pk)
+        )
     return list(query.order_by("-updated_at", "-pk")[:limit])
 
 
@@ -122,8 +139,12 @@ def update(conversation: Conversation, **fields: Any) -> Conversation:
 def delete(conversation: Conversation) -> list[str]:
     """Delete a conversation and every item; the generation ids of its answers (their logs
     are the caller's to free)."""
-    generation_ids = [gid for gid in conversation.items.exclude(generation_id="")
-                      .values_list("generation_id", flat=True)]
+    generation_ids = [
+        gid
+        for gid in conversation.items.exclude(generation_id="").values_list(
+            "generation_id", flat=True
+        )
+    ]
     conversation.delete()
     return generation_ids
 
@@ -137,12 +158,12 @@ def adopt(anonymous: str, owner: str) -> int:
 # --- items -------------------------------------------------------------------------------------
 
 
-def branch(conversation: Conversation, to: ConversationItem | None = None, *,
-           whole: bool = True) -> Branch:
+def branch(
+    conversation: Conversation, to: ConversationItem | None = None, *, whole: bool = True
+) -> Branch:
     """The branch shown (or the one ending at `to`; `whole=False` with `to=None`: none), with
     every item's alternatives, in one query."""
-    items = list(ConversationItem.objects.filter(conversation=conversation)
-                 .order_by("depth", "pk"))
+    items = list(ConversationItem.objects.filter(conversation=conversation).order_by("depth", "pk"))
     by_pk = {item.pk: item for item in items}
     siblings = _by_parent(items)
     path = []
@@ -152,9 +173,12 @@ def branch(conversation: Conversation, to: ConversationItem | None = None, *,
         path.append(item)
         item = by_pk.get(item.parent_id) if item.parent_id else None
     path.reverse()
-    return Branch(conversation, path,
-                  {item.pk: [s.item_id for s in siblings[item.parent_id]] for item in path},
-                  len(items))
+    return Branch(
+        conversation,
+        path,
+        {item.pk: [s.item_id for s in siblings[item.parent_id]] for item in path},
+        len(items),
+    )
 
 
 def item(conversation: Conversation, item_id: str) -> ConversationItem:
@@ -165,17 +189,24 @@ def item(conversation: Conversation, item_id: str) -> ConversationItem:
     return found
 
 
-def append(conversation: Conversation, items: Iterable[tuple[str, str]], *,
-           after: ConversationItem | None, status: str = ItemStatus.COMPLETED,
-           generation_id: str = "", last_id: str = "") -> list[ConversationItem]:
+def append(
+    conversation: Conversation,
+    items: Iterable[tuple[str, str]],
+    *,
+    after: ConversationItem | None,
+    status: str = ItemStatus.COMPLETED,
+    generation_id: str = "",
+    last_id: str = "",
+) -> list[ConversationItem]:
     """Add `items` ((role, content)) after `after` (None: as first items, beside any there),
     the last one with `status`, `generation_id` and `last_id` (its id, if not a new one: a
     response's output item id); the branch shown now ends with them."""
     items = list(items)
     _check_items(items)
     with transaction.atomic():
-        return _append_all(conversation, after, items, status=status,
-                           generation_id=generation_id, last_id=last_id)
+        return _append_all(
+            conversation, after, items, status=status, generation_id=generation_id, last_id=last_id
+        )
 
 
 def last_shown(conversation: Conversation) -> ConversationItem | None:
@@ -185,14 +216,20 @@ def last_shown(conversation: Conversation) -> ConversationItem | None:
     return ConversationItem.objects.get(pk=conversation.current_id)
 
 
-def answer_beside(conversation: Conversation, answer: ConversationItem,
-                  generation_id: str) -> ConversationItem:
+def answer_beside(
+    conversation: Conversation, answer: ConversationItem, generation_id: str
+) -> ConversationItem:
     """A new answer to the same message as `answer` (Regenerate): its alternative, shown (the
     view has checked that it is an answer)."""
     with transaction.atomic():
         parent = answer.parent
-        return _append_all(conversation, parent, [("assistant", "")],
-                           status=ItemStatus.IN_PROGRESS, generation_id=generation_id)[0]
+        return _append_all(
+            conversation,
+            parent,
+            [("assistant", "")],
+            status=ItemStatus.IN_PROGRESS,
+            generation_id=generation_id,
+        )[0]
 
 
 def show(conversation: Conversation, chosen: ConversationItem) -> None:
@@ -226,23 +263,24 @@ def forget_item(conversation: Conversation, doomed: ConversationItem) -> list[st
     return [node.generation_id for node in gone if node.generation_id]
 
 
-def finish_answer(generation_id: str, text: str | None, status: str,
-                  finish_reason: str) -> None:
+def finish_answer(generation_id: str, text: str | None, status: str, finish_reason: str) -> None:
     """An answer's generation ended: its item gets its text (None: its log was not kept
     whole, so the last checkpoint stays) and how it ended (the log writer's thread; a no-op
     when no item waits for this generation)."""
     fields: dict[str, Any] = {"status": status, "finish_reason": finish_reason}
     if text is not None:
         fields["content"] = text
-    ConversationItem.objects.filter(generation_id=generation_id,
-                                    status=ItemStatus.IN_PROGRESS).update(**fields)
+    ConversationItem.objects.filter(
+        generation_id=generation_id, status=ItemStatus.IN_PROGRESS
+    ).update(**fields)
 
 
 def checkpoint(texts: dict[str, str]) -> None:
     """Running answers' text so far, by generation id (the log writer's thread)."""
     for generation_id, text in texts.items():
-        ConversationItem.objects.filter(generation_id=generation_id,
-                                        status=ItemStatus.IN_PROGRESS).update(content=text)
+        ConversationItem.objects.filter(
+            generation_id=generation_id, status=ItemStatus.IN_PROGRESS
+        ).update(content=text)
 
 
 # --- inside ------------------------------------------------------------------------------------
@@ -254,32 +292,48 @@ def _check_items(items: list[tuple[str, str]]) -> None:
         if role not in ROLES:
             raise BadRequest(f"items[{position}].role must be one of {', '.join(ROLES)}.")
         if len(content) > limit:
-            raise BadRequest(f"items[{position}] is {len(content)} characters; the limit is "
-                             f"{limit}.")
+            raise BadRequest(
+                f"items[{position}] is {len(content)} characters; the limit is {limit}."
+            )
 
 
-def _append_all(conversation: Conversation, after: ConversationItem | None,
-                items: list[tuple[str, str]], *, status: str = ItemStatus.COMPLETED,
-                generation_id: str = "", last_id: str = "") -> list[ConversationItem]:
+def _append_all(
+    conversation: Conversation,
+    after: ConversationItem | None,
+    items: list[tuple[str, str]],
+    *,
+    status: str = ItemStatus.COMPLETED,
+    generation_id: str = "",
+    last_id: str = "",
+) -> list[ConversationItem]:
     limit = config.current().conversations.max_items
     if ConversationItem.objects.filter(conversation=conversation).count() + len(items) > limit:
-        raise ConversationLimit(f"At most {limit} items in one conversation (every branch "
-                                "counted); start a new one.")
+        raise ConversationLimit(
+            f"At most {limit} items in one conversation (every branch counted); start a new one."
+        )
     stamp, made = now(), []
     depth = after.depth + 1 if after is not None else 0
     for position, (role, content) in enumerate(items):
         last = position == len(items) - 1
         after = ConversationItem.objects.create(
             item_id=(last_id if last and last_id else new_item_id()),
-            conversation=conversation, parent=after, depth=depth,
-            role=role, content=content, status=status if last else ItemStatus.COMPLETED,
-            generation_id=generation_id if last else "", created_at=stamp)
+            conversation=conversation,
+            parent=after,
+            depth=depth,
+            role=role,
+            content=content,
+            status=status if last else ItemStatus.COMPLETED,
+            generation_id=generation_id if last else "",
+            created_at=stamp,
+        )
         made.append(after)
         depth += 1
     title = conversation.title or next(
-        (content.strip()[:TITLE_CHARS] for role, content in items if role == "user"), "")
+        (content.strip()[:TITLE_CHARS] for role, content in items if role == "user"), ""
+    )
     Conversation.objects.filter(pk=conversation.pk).update(
-        current=after, updated_at=stamp, title=title)
+        current=after, updated_at=stamp, title=title
+    )
     conversation.current, conversation.updated_at, conversation.title = after, stamp, title
     return made
 
@@ -294,4 +348,3 @@ def _by_parent(items: Iterable[ConversationItem]) -> dict[int | None, list[Conve
     for item in items:
         children.setdefault(item.parent_id, []).append(item)
     return children
-

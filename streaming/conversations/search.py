@@ -39,8 +39,9 @@ SQLITE_ITEMS = "streaming_conversationitem_fts"
 SQLITE_TITLES = "streaming_conversation_fts"
 
 
-def search(owner: str, query: str, *, limit: int = 50,
-           before: str | None = None) -> list[Conversation]:
+def search(
+    owner: str, query: str, *, limit: int = 50, before: str | None = None
+) -> list[Conversation]:
     """The owner's conversations holding every word of `query`, newest first, a page at a
     time as records.list_for's (a query without words: all of them)."""
     if not words(query):
@@ -84,18 +85,22 @@ def _holding(word: str) -> Q:
         return _scanned(word)
     if connection.vendor == "sqlite":
         phrase = '"' + word.replace('"', '""') + '"'  # an FTS5 string: the word as it is
-        titles = RawSQL(f"SELECT rowid FROM {SQLITE_TITLES} WHERE {SQLITE_TITLES} MATCH %s",
-                        (phrase,))
-        items = RawSQL(f"SELECT i.conversation_id FROM streaming_conversationitem i WHERE i.id "
-                       f"IN (SELECT rowid FROM {SQLITE_ITEMS} WHERE {SQLITE_ITEMS} MATCH %s)",
-                       (phrase,))
+        titles = RawSQL(
+            f"SELECT rowid FROM {SQLITE_TITLES} WHERE {SQLITE_TITLES} MATCH %s", (phrase,)
+        )
+        items = RawSQL(
+            f"SELECT i.conversation_id FROM streaming_conversationitem i WHERE i.id "
+            f"IN (SELECT rowid FROM {SQLITE_ITEMS} WHERE {SQLITE_ITEMS} MATCH %s)",
+            (phrase,),
+        )
         return Q(pk__in=titles) | Q(pk__in=items)
     if connection.vendor == "postgresql":
         pattern = "%" + _escaped(word) + "%"
-        titles = RawSQL("SELECT id FROM streaming_conversation WHERE title ILIKE %s",
-                        (pattern,))
-        items = RawSQL("SELECT conversation_id FROM streaming_conversationitem "
-                       "WHERE content ILIKE %s", (pattern,))
+        titles = RawSQL("SELECT id FROM streaming_conversation WHERE title ILIKE %s", (pattern,))
+        items = RawSQL(
+            "SELECT conversation_id FROM streaming_conversationitem WHERE content ILIKE %s",
+            (pattern,),
+        )
         return Q(pk__in=titles) | Q(pk__in=items)
     return _scanned(word)  # another database (none is configured so): no index
 
@@ -103,8 +108,11 @@ def _holding(word: str) -> Q:
 def _scanned(word: str) -> Q:
     """Without the index: the title and the items of each conversation the query walks (the
     owner's, newest first, until the page is full), read through."""
-    return Q(title__icontains=word) | Q(Exists(ConversationItem.objects.filter(
-        conversation=OuterRef("pk"), content__icontains=word)))
+    return Q(title__icontains=word) | Q(
+        Exists(
+            ConversationItem.objects.filter(conversation=OuterRef("pk"), content__icontains=word)
+        )
+    )
 
 
 def _escaped(word: str) -> str:

@@ -25,8 +25,7 @@ class Page:
     has_more: bool
 
 
-def page(conversation: Conversation, *, after: str | None, limit: int,
-         newest_first: bool) -> Page:
+def page(conversation: Conversation, *, after: str | None, limit: int, newest_first: bool) -> Page:
     """`limit` items of the branch shown, oldest or newest first, from the one after the item
     `after` (in that order); BadRequest when `after` is not on the branch shown."""
     items = records.branch(conversation).items
@@ -38,7 +37,7 @@ def page(conversation: Conversation, *, after: str | None, limit: int,
         if position is None:
             raise BadRequest(f"`after`: no item {after[:60]!r} in this conversation.")
         start = position + 1
-    chosen = items[start:start + limit]
+    chosen = items[start : start + limit]
     return Page(chosen, start + limit < len(items))
 
 
@@ -46,8 +45,9 @@ def take_out(conversation: Conversation, doomed: ConversationItem) -> list[str]:
     """Delete one item and nothing else: what followed it follows its parent now, one step
     up (its alternatives stay where they were). The generation id of its answer, if any."""
     with transaction.atomic():
-        nodes = list(ConversationItem.objects.filter(conversation=conversation)
-                     .only("pk", "parent_id"))
+        nodes = list(
+            ConversationItem.objects.filter(conversation=conversation).only("pk", "parent_id")
+        )
         children: dict[int, list[int]] = {}
         for node in nodes:
             if node.parent_id is not None:
@@ -65,5 +65,6 @@ def take_out(conversation: Conversation, doomed: ConversationItem) -> list[str]:
         doomed.delete()  # nothing hangs from it any more: only it goes
         conversation.updated_at = records.now()
         Conversation.objects.filter(pk=conversation.pk).update(
-            current_id=conversation.current_id, updated_at=conversation.updated_at)
+            current_id=conversation.current_id, updated_at=conversation.updated_at
+        )
     return [doomed.generation_id] if doomed.generation_id else []

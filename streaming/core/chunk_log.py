@@ -61,8 +61,18 @@ def answer_text(chunk: Chunk) -> str:
 class ChunkLog:
     """Chunks from position `first` on: the compact part, then `recent`."""
 
-    __slots__ = ("compact_tokens", "end", "ends", "first", "freed_bytes", "ids", "kinds",
-                 "recent", "recent_chars", "text")
+    __slots__ = (
+        "compact_tokens",
+        "end",
+        "ends",
+        "first",
+        "freed_bytes",
+        "ids",
+        "kinds",
+        "recent",
+        "recent_chars",
+        "text",
+    )
 
     def __init__(self) -> None:
         # The compact part, positions first to first + len(ids):
@@ -83,8 +93,11 @@ class ChunkLog:
     def size(self) -> int:
         """Memory held, as counted against a cap: text plus per-chunk numbers. The newest
         chunks count their characters (at most max_buffered of them; exact once compact)."""
-        return (len(self.text) + self.recent_chars
-                + CHUNK_OVERHEAD_BYTES * (len(self.ids) + len(self.recent)))
+        return (
+            len(self.text)
+            + self.recent_chars
+            + CHUNK_OVERHEAD_BYTES * (len(self.ids) + len(self.recent))
+        )
 
     def position_after(self, event_id: int) -> int | None:
         """The position just after the chunk whose id is `event_id`, or None if none has it."""
@@ -126,20 +139,31 @@ class ChunkLog:
         ids = self.ids
         compact_end = self.first + len(ids)
         if start >= compact_end:  # a reader that keeps up: the chunks as they were pushed
-            return self.recent[start - compact_end:stop - compact_end]
+            return self.recent[start - compact_end : stop - compact_end]
         ends, text, kinds = self.ends, self.text, self.kinds
         first, freed = self.first, self.freed_bytes
         offset = (ends[start - first - 1] - freed) if start > first else 0
         chunks, text_kind = [], ChunkKind.TEXT
         for i in range(start - first, min(stop, compact_end) - first):
-            following = (ids[i + 1] if i + 1 < len(ids)
-                         else self.recent[0].index if self.recent else self.compact_tokens)
+            following = (
+                ids[i + 1]
+                if i + 1 < len(ids)
+                else self.recent[0].index
+                if self.recent
+                else self.compact_tokens
+            )
             end = ends[i] - freed
-            chunks.append(Chunk(ids[i], text[offset:end].decode(), following - ids[i],
-                                kinds[i] if kinds is not None else text_kind))
+            chunks.append(
+                Chunk(
+                    ids[i],
+                    text[offset:end].decode(),
+                    following - ids[i],
+                    kinds[i] if kinds is not None else text_kind,
+                )
+            )
             offset = end
         if stop > compact_end:
-            chunks += self.recent[:stop - compact_end]
+            chunks += self.recent[: stop - compact_end]
         return chunks
 
     def compact(self, count: int | None = None) -> None:

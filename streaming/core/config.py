@@ -38,8 +38,10 @@ class LimitSettings:
 
     def __post_init__(self) -> None:
         if self.default_max_tokens > self.max_tokens_limit:  # every request without it refused
-            raise ConfigError(f"STREAM_DEFAULT_MAX_TOKENS ({self.default_max_tokens}) must not "
-                              f"exceed STREAM_MAX_TOKENS_LIMIT ({self.max_tokens_limit})")
+            raise ConfigError(
+                f"STREAM_DEFAULT_MAX_TOKENS ({self.default_max_tokens}) must not "
+                f"exceed STREAM_MAX_TOKENS_LIMIT ({self.max_tokens_limit})"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +127,10 @@ class FleetSettings:
 
     def __post_init__(self) -> None:
         if self.timeout_s <= self.heartbeat_s:  # every process would die between heartbeats
-            raise ConfigError(f"WORKER_TIMEOUT_S ({self.timeout_s}) must exceed "
-                              f"WORKER_HEARTBEAT_S ({self.heartbeat_s})")
+            raise ConfigError(
+                f"WORKER_TIMEOUT_S ({self.timeout_s}) must exceed "
+                f"WORKER_HEARTBEAT_S ({self.heartbeat_s})"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +169,10 @@ class Config:
 
     def __post_init__(self) -> None:
         if self.engine.name == "openai" and not self.remote.url:
-            raise ConfigError("STREAMING_REMOTE_URL must be set with STREAMING_ENGINE=openai: "
-                              "the upstream's base URL, such as http://127.0.0.1:8001/v1")
+            raise ConfigError(
+                "STREAMING_REMOTE_URL must be set with STREAMING_ENGINE=openai: "
+                "the upstream's base URL, such as http://127.0.0.1:8001/v1"
+            )
 
     @classmethod
     def from_settings(cls, source: Any) -> Config:
@@ -174,8 +180,12 @@ class Config:
         parts = {}
         for part in dataclasses.fields(cls):
             kind = GROUPS[part.name]
-            parts[part.name] = kind(**{each.name: getattr(source, each.metadata["setting"])
-                                       for each in dataclasses.fields(kind)})
+            parts[part.name] = kind(
+                **{
+                    each.name: getattr(source, each.metadata["setting"])
+                    for each in dataclasses.fields(kind)
+                }
+            )
         return cls(**parts)
 
 
@@ -184,8 +194,11 @@ GROUPS: dict[str, Any] = get_type_hints(Config)  # each part's name: its class
 
 def setting_names() -> dict[str, str]:
     """Every setting read here, by name: the `group.field` it fills."""
-    return {each.metadata["setting"]: f"{group}.{each.name}"
-            for group, kind in GROUPS.items() for each in dataclasses.fields(kind)}
+    return {
+        each.metadata["setting"]: f"{group}.{each.name}"
+        for group, kind in GROUPS.items()
+        for each in dataclasses.fields(kind)
+    }
 
 
 _current: Config | None = None

@@ -93,8 +93,10 @@ class Gone(StreamingError):
 
     code = "gone"
     http_status = 410
-    default_message = ("This answer is no longer kept: its retention period ran out, or it was "
-                       "too long to keep whole (STREAM_RESUME_MAX_BYTES).")
+    default_message = (
+        "This answer is no longer kept: its retention period ran out, or it was "
+        "too long to keep whole (STREAM_RESUME_MAX_BYTES)."
+    )
 
 
 class BodyTooLarge(StreamingError):
@@ -136,8 +138,10 @@ class RateLimited(StreamingError):
     http_status = 429
 
     def __init__(self, per_minute: int, *, retry_after_s: float):
-        super().__init__(f"More than {per_minute} requests a minute; slow down.",
-                         headers=_retry_after(retry_after_s))
+        super().__init__(
+            f"More than {per_minute} requests a minute; slow down.",
+            headers=_retry_after(retry_after_s),
+        )
 
 
 class TooManyStreams(StreamingError):
@@ -147,8 +151,10 @@ class TooManyStreams(StreamingError):
     http_status = 429
 
     def __init__(self, limit: int, *, retry_after_s: float = 1):
-        super().__init__(f"At most {limit} streams open at once per client; close one first.",
-                         headers=_retry_after(retry_after_s))
+        super().__init__(
+            f"At most {limit} streams open at once per client; close one first.",
+            headers=_retry_after(retry_after_s),
+        )
 
 
 class TooManyBackground(StreamingError):
@@ -158,8 +164,11 @@ class TooManyBackground(StreamingError):
     http_status = 429
 
     def __init__(self, limit: int):
-        super().__init__(f"At most {limit} background responses at once per client; wait for "
-                         "one to end or cancel it.", headers=_retry_after(1))
+        super().__init__(
+            f"At most {limit} background responses at once per client; wait for "
+            "one to end or cancel it.",
+            headers=_retry_after(1),
+        )
 
 
 class TooManyPending(StreamingError):
@@ -169,8 +178,11 @@ class TooManyPending(StreamingError):
     http_status = 429
 
     def __init__(self, limit: int):
-        super().__init__(f"At most {limit} generations created and not streamed yet per client; "
-                         "stream or cancel one first.", headers=_retry_after(1))
+        super().__init__(
+            f"At most {limit} generations created and not streamed yet per client; "
+            "stream or cancel one first.",
+            headers=_retry_after(1),
+        )
 
 
 class ShuttingDown(StreamingError):

@@ -66,8 +66,9 @@ class Field:
         """What an engine without `capability` answers a request that sets it."""
         if self.refusal is not None:
             return BadRequest(self.refusal.format(engine=engine))
-        return NotHonoured(self.name, NOT_HONOURED.format(field=self.name, engine=engine,
-                                                          note=note))
+        return NotHonoured(
+            self.name, NOT_HONOURED.format(field=self.name, engine=engine, note=note)
+        )
 
 
 def integer(name: str, value: Any, low: int, high: int) -> int:
@@ -108,11 +109,11 @@ def parse_stop(raw: Any, name: str = "stop") -> tuple[str, ...]:
         return ()
     items = [raw] if isinstance(raw, str) else raw
     if not isinstance(items, list):
-        raise BadRequest(f"`{name}` must be a string or a list of at most {MAX_STOP_STRINGS} "
-                         "strings.")
+        raise BadRequest(
+            f"`{name}` must be a string or a list of at most {MAX_STOP_STRINGS} strings."
+        )
     if len(items) > MAX_STOP_STRINGS:
-        raise BadRequest(f"`{name}` may hold at most {MAX_STOP_STRINGS} strings; got "
-                         f"{len(items)}.")
+        raise BadRequest(f"`{name}` may hold at most {MAX_STOP_STRINGS} strings; got {len(items)}.")
     for position, item in enumerate(items):
         where = name if isinstance(raw, str) else f"{name}[{position}]"
         if not isinstance(item, str):
@@ -120,8 +121,7 @@ def parse_stop(raw: Any, name: str = "stop") -> tuple[str, ...]:
         if not item:
             raise BadRequest(f"`{where}` must not be empty.")
         if len(item) > MAX_STOP_CHARS:
-            raise BadRequest(f"`{where}` is {len(item)} characters; the limit is "
-                             f"{MAX_STOP_CHARS}.")
+            raise BadRequest(f"`{where}` is {len(item)} characters; the limit is {MAX_STOP_CHARS}.")
     return tuple(items)
 
 
@@ -156,20 +156,56 @@ def _not_responses(name: str) -> dict[str, str]:
 # /v1/responses refuses them as it refuses any field it does not know.
 FIELDS: tuple[Field, ...] = (
     # Chat completions also takes the legacy `max_tokens` (openai_api.parse_chat_body).
-    Field("max_tokens", int, 1, native="max_tokens", chat="max_completion_tokens",
-          responses="max_output_tokens"),
+    Field(
+        "max_tokens",
+        int,
+        1,
+        native="max_tokens",
+        chat="max_completion_tokens",
+        responses="max_output_tokens",
+    ),
     Field("temperature", float, 0.0, 2.0, **_everywhere("temperature")),
     Field("top_p", float, 0.0, 1.0, open_low=True, **_everywhere("top_p")),
     Field("seed", int, 0, MAX_SEED, **_everywhere("seed")),
-    Field("frequency_penalty", float, -2.0, 2.0, **_not_responses("frequency_penalty"),
-          capability="penalties", neutral=0.0, late=True),
-    Field("presence_penalty", float, -2.0, 2.0, **_not_responses("presence_penalty"),
-          capability="penalties", neutral=0.0, late=True),
+    Field(
+        "frequency_penalty",
+        float,
+        -2.0,
+        2.0,
+        **_not_responses("frequency_penalty"),
+        capability="penalties",
+        neutral=0.0,
+        late=True,
+    ),
+    Field(
+        "presence_penalty",
+        float,
+        -2.0,
+        2.0,
+        **_not_responses("presence_penalty"),
+        capability="penalties",
+        neutral=0.0,
+        late=True,
+    ),
     # vLLM's extra parameter: > 0, 1 changes nothing.
-    Field("repetition_penalty", float, 0.0, math.inf, open_low=True,
-          **_not_responses("repetition_penalty"), capability="penalties", neutral=1.0, late=True),
-    Field("fault", check=parse_fault, **_everywhere("fault"), capability="faults",
-          refusal="`fault` is a test hook of the deterministic engine, not of {engine}."),
+    Field(
+        "repetition_penalty",
+        float,
+        0.0,
+        math.inf,
+        open_low=True,
+        **_not_responses("repetition_penalty"),
+        capability="penalties",
+        neutral=1.0,
+        late=True,
+    ),
+    Field(
+        "fault",
+        check=parse_fault,
+        **_everywhere("fault"),
+        capability="faults",
+        refusal="`fault` is a test hook of the deterministic engine, not of {engine}.",
+    ),
     Field("stop", check=parse_stop, **_not_responses("stop")),
 )
 BY_NAME = {field.name: field for field in FIELDS}
@@ -185,8 +221,10 @@ Naming = dict[str, tuple[Field, str]]  # by GenerationRequest's name: the field,
 def naming(dialect: Dialect, **renamed: str) -> Naming:
     """Every field with the name its errors give it in `dialect` (its own where the dialect
     lacks one: a conversation's setting, say; `renamed`: where a body uses another name)."""
-    return {field.name: (field, renamed.get(field.name) or field.asked_as(dialect) or field.name)
-            for field in FIELDS}
+    return {
+        field.name: (field, renamed.get(field.name) or field.asked_as(dialect) or field.name)
+        for field in FIELDS
+    }
 
 
 NAMED: dict[Dialect, Naming] = {dialect: naming(dialect) for dialect in get_args(Dialect)}
@@ -203,8 +241,9 @@ def asked(data: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
     return {field: data[name] for field, name in NAMES[dialect].items() if name in data}
 
 
-def parse_asked(sampling: dict[str, Any], dialect: Dialect | Naming,
-                highs: Mapping[str, float] | None = None) -> dict[str, Any]:
+def parse_asked(
+    sampling: dict[str, Any], dialect: Dialect | Naming, highs: Mapping[str, float] | None = None
+) -> dict[str, Any]:
     """`asked`'s fields checked, named in errors as `dialect` (or a `naming` of it, computed
     once) names them; `highs`: the upper bounds the table leaves to parse time, by field.
     Unset ones are left out (GenerationRequest's default: for a number None, which each engine

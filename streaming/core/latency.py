@@ -32,6 +32,7 @@ def summarize(
     TTFT: first token − start. TPOT: (last token − first token) / (tokens − 1). The gaps are
     between consecutive tokens (ITL).
     """
+
     def ms(seconds: float | None) -> float | None:
         return None if seconds is None else round(seconds * 1000, 3)
 

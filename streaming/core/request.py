@@ -75,7 +75,9 @@ class Sampling:
         """The request's temperature and top_p where it sets them, these defaults elsewhere."""
         return Sampling(
             self.temperature if request.temperature is None else request.temperature,
-            self.top_p if request.top_p is None else request.top_p, self.top_k)
+            self.top_p if request.top_p is None else request.top_p,
+            self.top_k,
+        )
 
     def as_json(self) -> dict[str, float | int | None]:
         """As `GET /api/engine` and a worker's heartbeat show it."""

@@ -24,6 +24,7 @@ from streaming.core.request import GenerationRequest
 
 FinishReason = Literal["stop", "length", "tool_calls"]  # tool_calls: an upstream's
 
+
 @dataclass(slots=True)
 class Counters:
     """Totals over a process's streams, as `/api/stats` reports them (`Engine.counters`)."""
@@ -292,8 +293,10 @@ class TokenStream:
         if done() or self._finished:
             return
         try:
-            async with asyncio.timeout(within_s), aclosing(
-                    self.batches(within_s, position=self.end)) as batches:
+            async with (
+                asyncio.timeout(within_s),
+                aclosing(self.batches(within_s, position=self.end)) as batches,
+            ):
                 async for _ in batches:
                     if done():
                         return

@@ -23,8 +23,9 @@ from streaming.core.stream import Counters, TokenStream
 logger = logging.getLogger(__name__)
 # The fields an engine honours only with a capability, in the table's order but those with a
 # refusal of their own (the test hook) first: a request wrong twice hears of the hook, as before.
-NEEDING = tuple(sorted((field for field in FIELDS if field.capability),
-                       key=lambda field: field.refusal is None))
+NEEDING = tuple(
+    sorted((field for field in FIELDS if field.capability), key=lambda field: field.refusal is None)
+)
 
 
 class Engine(ABC):
@@ -63,10 +64,14 @@ class Engine(ABC):
     def describe(self) -> dict[str, Any]:
         """The model and what an unset sampling parameter means here (`GET /api/engine`)."""
         defaults = self.sampling_defaults
-        return {"engine": self.name, "model": self.model,
-                "defaults": defaults.as_json() if defaults else
-                dict.fromkeys(("temperature", "top_p", "top_k")),
-                "context_tokens": self.context_tokens}
+        return {
+            "engine": self.name,
+            "model": self.model,
+            "defaults": defaults.as_json()
+            if defaults
+            else dict.fromkeys(("temperature", "top_p", "top_k")),
+            "context_tokens": self.context_tokens,
+        }
 
     def preflight(self) -> None:  # noqa: B027 - optional hook
         """Before the server serves anything: raise ImproperlyConfigured for a configuration
@@ -87,12 +92,14 @@ class Engine(ABC):
             if getattr(request, field.name) is not None and not getattr(can, field.capability):
                 raise field.refused(self.name, self.refusal_note)
         if request.continuation is not None and not can.continuation:
-            raise BadRequest(f"The {self.name} engine cannot go on with an answer begun "
-                             "elsewhere.")
+            raise BadRequest(f"The {self.name} engine cannot go on with an answer begun elsewhere.")
         if not can.upstream_options and (
-                request.upstream_options or any(m.extra for m in request.messages)):
-            raise BadRequest(f"The {self.name} engine does not take tools or upstream options; "
-                             "only the openai engine passes them to its upstream.")
+            request.upstream_options or any(m.extra for m in request.messages)
+        ):
+            raise BadRequest(
+                f"The {self.name} engine does not take tools or upstream options; "
+                "only the openai engine passes them to its upstream."
+            )
 
     @abstractmethod
     def generate(self, request: GenerationRequest) -> TokenStream:
@@ -167,6 +174,7 @@ def _producer_ended(stream: TokenStream, task: asyncio.Task[None]) -> None:
     if task.cancelled() or stream.finished:
         return
     error = task.exception()
-    logger.error("the producer of %s %s", stream.id, "failed" if error else "returned early",
-                 exc_info=error)
+    logger.error(
+        "the producer of %s %s", stream.id, "failed" if error else "returned early", exc_info=error
+    )
     stream.finish(error=GenerationError("engine_error"))

@@ -18,11 +18,13 @@ if TYPE_CHECKING:
 WARM_UP_PROMPT = ({"role": "user", "content": "Hello!"},)
 
 
-def encode_chat(tokenizer: PreTrainedTokenizerBase, messages: Sequence[dict[str, str]]
-                ) -> list[int]:
+def encode_chat(
+    tokenizer: PreTrainedTokenizerBase, messages: Sequence[dict[str, str]]
+) -> list[int]:
     """The chat template applied to `messages`, ready for the assistant's turn, as ids."""
-    encoded = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
-                                            tokenize=True)
+    encoded = tokenizer.apply_chat_template(
+        list(messages), add_generation_prompt=True, tokenize=True
+    )
     if hasattr(encoded, "keys"):  # transformers 5 returns a BatchEncoding
         encoded = encoded["input_ids"]
     return list(encoded)
@@ -38,16 +40,24 @@ def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> froze
             ids.update(value)
     return frozenset(i for i in ids if i >= 0)
 
+
 # Why TransformersEngine refuses the penalties (Engine.refusal_note): continuous batching has
 # per-request processors only for temperature, top_p and top_k; it has none for frequency or
 # presence penalties, and it drops RepetitionPenaltyLogitsProcessor (not batching-safe).
-NO_PENALTIES = (": transformers' continuous batching applies only temperature, top_p and top_k "
-                "per request")
+NO_PENALTIES = (
+    ": transformers' continuous batching applies only temperature, top_p and top_k per request"
+)
 
 
 def new_manager(
-    model: PreTrainedModel, *, eos_ids: frozenset[int], max_batch: int, page_tokens: int,
-    cpu_kv_tokens: int, cpu_prefill_tokens: int, top_k: int | None = None,
+    model: PreTrainedModel,
+    *,
+    eos_ids: frozenset[int],
+    max_batch: int,
+    page_tokens: int,
+    cpu_kv_tokens: int,
+    cpu_prefill_tokens: int,
+    top_k: int | None = None,
 ) -> ContinuousBatchingManager:
     """A started manager: sampling per request, `max_batch` sequences a step, KV pages of
     `page_tokens`; on a CPU a cache of `cpu_kv_tokens` and prompts fed `cpu_prefill_tokens`
@@ -59,8 +69,12 @@ def new_manager(
     # no processor for them and per-request values are refused. Top-k is a sort per sequence
     # per step: only for a model whose generation config asks for it.
     generation_config = GenerationConfig(
-        do_sample=True, temperature=0.7, top_p=0.9, top_k=top_k,
-        eos_token_id=sorted(eos_ids), pad_token_id=min(eos_ids, default=0),
+        do_sample=True,
+        temperature=0.7,
+        top_p=0.9,
+        top_k=top_k,
+        eos_token_id=sorted(eos_ids),
+        pad_token_id=min(eos_ids, default=0),
     )
     options: dict[str, Any] = {
         "max_requests_per_batch": max_batch,
@@ -81,14 +95,24 @@ def new_manager(
     return manager
 
 
-def warm_up(manager: ContinuousBatchingManager, prompt_ids: list[int], max_batch: int,
-            timeout_s: float = 120.0) -> None:
+def warm_up(
+    manager: ContinuousBatchingManager,
+    prompt_ids: list[int],
+    max_batch: int,
+    timeout_s: float = 120.0,
+) -> None:
     """Run one sequence, then a full batch, so the first user does not pay first-call costs."""
     for round_, (count, tokens) in enumerate(((1, 4), (max_batch, 2))):
         names = [f"__warmup_{round_}_{i}" for i in range(count)]
         for name in names:
-            manager.add_request(prompt_ids, request_id=name, max_new_tokens=tokens,
-                                streaming=False, temperature=0.7, top_p=0.9)
+            manager.add_request(
+                prompt_ids,
+                request_id=name,
+                max_new_tokens=tokens,
+                streaming=False,
+                temperature=0.7,
+                top_p=0.9,
+            )
         deadline = time.monotonic() + timeout_s
         pending = set(names)
         while pending:
@@ -103,8 +127,9 @@ def warm_up(manager: ContinuousBatchingManager, prompt_ids: list[int], max_batch
                 pending.discard(result.request_id)
 
 
-def cancel(manager: ContinuousBatchingManager, request_id: str, grace_s: float, *,
-           count_late: bool) -> None:
+def cancel(
+    manager: ContinuousBatchingManager, request_id: str, grace_s: float, *, count_late: bool
+) -> None:
     """Have the manager drop a request at its next step, and forget it `grace_s` later.
 
     The step in flight may still report tokens for it: with `count_late` they reach its handler

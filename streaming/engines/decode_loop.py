@@ -27,8 +27,9 @@ class DecodeLoop:
     WATCHDOG_INTERVAL_S = 0.5  # how often a dead decode loop is looked for
     MAX_RESTARTS = 3  # restarts per process before the engine stays unhealthy
 
-    def __init__(self, fresh_manager: Callable[[], ContinuousBatchingManager],
-                 on_death: Callable[[], None]) -> None:
+    def __init__(
+        self, fresh_manager: Callable[[], ContinuousBatchingManager], on_death: Callable[[], None]
+    ) -> None:
         self.fresh_manager = fresh_manager  # a new manager, started and warmed up
         self.on_death = on_death  # fail every stream (called on the watchdog thread)
         self.manager: ContinuousBatchingManager | None = None
@@ -44,8 +45,9 @@ class DecodeLoop:
             manager.stop(block=True, timeout=10)
             return
         self.manager = manager
-        threading.Thread(target=self._watch, name="transformers-engine-watchdog",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._watch, name="transformers-engine-watchdog", daemon=True
+        ).start()
 
     def close(self) -> None:
         """Stop the manager and the watchdog (tests, shutdown); idempotent."""
@@ -77,8 +79,9 @@ class DecodeLoop:
             fatal = manager.background_thread_status.fatal_error
             if fatal is None and manager.is_running():
                 continue
-            self.mark_failed(f"{type(fatal).__name__}: {fatal}" if fatal
-                             else "the decode loop stopped")
+            self.mark_failed(
+                f"{type(fatal).__name__}: {fatal}" if fatal else "the decode loop stopped"
+            )
             # The manager already failed the requests it held; this also covers the waiting
             # ones and any output that never came.
             self.on_death()

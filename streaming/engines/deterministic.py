@@ -48,8 +48,14 @@ class DeterministicEngine(TaskEngine):
         )
 
     def __init__(
-        self, *, ttft_s: float, tokens_per_s: float, max_batch: int = 0, max_queue: int = 0,
-        answer_tokens: int = 0, step_s: float = 0.0,
+        self,
+        *,
+        ttft_s: float,
+        tokens_per_s: float,
+        max_batch: int = 0,
+        max_queue: int = 0,
+        answer_tokens: int = 0,
+        step_s: float = 0.0,
     ) -> None:
         super().__init__()
         self.answer_tokens = answer_tokens  # 0: each answer's length comes from its seed
@@ -113,15 +119,16 @@ class DeterministicEngine(TaskEngine):
         request = stream.request
         tokens, finish_reason = tokens_for(request, self.answer_tokens)
         if request.continuation is not None:  # a handover: the same script, from where it was
-            tokens = tokens[request.continuation.tokens:]
+            tokens = tokens[request.continuation.tokens :]
         start = asyncio.get_running_loop().time() + self.ttft_s
         if self.steps is not None and self.ttft_s:
             await asyncio.sleep(self.ttft_s)  # its prefill; then it joins the batch's steps
         with self.steps.joined() if self.steps is not None else nullcontext():
             await self._push_all(stream, tokens, finish_reason, start)
 
-    async def _push_all(self, stream: TokenStream, tokens: list[str], finish_reason: str,
-                        start: float) -> None:
+    async def _push_all(
+        self, stream: TokenStream, tokens: list[str], finish_reason: str, start: float
+    ) -> None:
         request = stream.request
         gate = StopGate(request.stop, stream.push) if request.stop else None
         loop = asyncio.get_running_loop()

@@ -75,8 +75,13 @@ class LoadsModel:
             self.load_seconds = time.perf_counter() - started
             logger.info(
                 "Model %s loaded in %.1f s; batch %d, queue %d, window %d tokens; unset "
-                "sampling: %s", self.model, self.load_seconds, self.max_batch, self.max_queue,
-                self.context_tokens, self.sampling_defaults,
+                "sampling: %s",
+                self.model,
+                self.load_seconds,
+                self.max_batch,
+                self.max_queue,
+                self.context_tokens,
+                self.sampling_defaults,
             )
             started = time.perf_counter()
             self._warm_up(manager)
@@ -90,9 +95,14 @@ class LoadsModel:
         assert self._model is not None
         kv_tokens = max(self.context_tokens, self.max_batch * self.KV_TOKENS_PER_SEQUENCE)
         return batching.new_manager(
-            self._model, eos_ids=self._eos_ids, max_batch=self.max_batch,
-            page_tokens=self.PAGE_TOKENS, cpu_kv_tokens=kv_tokens,
-            cpu_prefill_tokens=self.PREFILL_CHUNK_TOKENS, top_k=self.sampling_defaults.top_k)
+            self._model,
+            eos_ids=self._eos_ids,
+            max_batch=self.max_batch,
+            page_tokens=self.PAGE_TOKENS,
+            cpu_kv_tokens=kv_tokens,
+            cpu_prefill_tokens=self.PREFILL_CHUNK_TOKENS,
+            top_k=self.sampling_defaults.top_k,
+        )
 
     def _fresh_manager(self) -> ContinuousBatchingManager:
         """A replacement for a dead decode loop's manager, warmed up."""
@@ -101,5 +111,6 @@ class LoadsModel:
         return manager
 
     def _warm_up(self, manager: ContinuousBatchingManager, timeout_s: float = 120.0) -> None:
-        batching.warm_up(manager, self._encode_messages(batching.WARM_UP_PROMPT), self.max_batch,
-                         timeout_s)
+        batching.warm_up(
+            manager, self._encode_messages(batching.WARM_UP_PROMPT), self.max_batch, timeout_s
+        )

@@ -82,8 +82,9 @@ def resolve(model: str) -> ModelSource:
         return ModelSource(f"random-{shape}", "", random_shape=shape)
     if not model:
         gguf = packaged_gguf()
-        return ModelSource("SmolLM2-135M-Instruct", str(gguf.parent), gguf.name,
-                           sampling=PACKAGED_SAMPLING)
+        return ModelSource(
+            "SmolLM2-135M-Instruct", str(gguf.parent), gguf.name, sampling=PACKAGED_SAMPLING
+        )
     path = Path(model).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return ModelSource(path.stem, str(path.parent), path.name)
@@ -106,9 +107,14 @@ def load(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if source.random_shape is not None:
-        return random_model.load(source.random_shape, cache_root=cache_root, device=device,
-                                 dtype=dtype, attention=_attention(device),
-                                 packaged=packaged_gguf)
+        return random_model.load(
+            source.random_shape,
+            cache_root=cache_root,
+            device=device,
+            dtype=dtype,
+            attention=_attention(device),
+            packaged=packaged_gguf,
+        )
 
     cached = cache_root / source.cache_key if cache_root and source.gguf_file else None
     if cached is not None and _cache_is_complete(cached):
@@ -119,7 +125,8 @@ def load(
         if gguf_file:
             logger.info(
                 "Loading %s from %s and dequantizing it (first start only; it is then cached)",
-                source.name, Path(location) / gguf_file,
+                source.name,
+                Path(location) / gguf_file,
             )
         else:
             logger.info("Loading %s from %s", source.name, location)
@@ -137,7 +144,9 @@ def load(
     model.eval()
     logger.info(
         "Weights ready in %.1f s (%s, %s, %s attention)",
-        time.perf_counter() - started, device, str(dtype).removeprefix("torch."),
+        time.perf_counter() - started,
+        device,
+        str(dtype).removeprefix("torch."),
         model.config._attn_implementation,
     )
     if cached is not None and gguf_file:
@@ -159,8 +168,12 @@ def sampling_defaults(source: ModelSource) -> Sampling:
     from transformers.utils import cached_file
 
     # After load(): a hub id's file is in the local cache already (if it has one).
-    path = cached_file(source.location, GENERATION_CONFIG, local_files_only=True,
-                       _raise_exceptions_for_missing_entries=False)
+    path = cached_file(
+        source.location,
+        GENERATION_CONFIG,
+        local_files_only=True,
+        _raise_exceptions_for_missing_entries=False,
+    )
     if path is None:
         return Sampling()
     return sampling_in(json.loads(Path(path).read_text()))

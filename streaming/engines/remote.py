@@ -39,8 +39,9 @@ from streaming.wire.origin import Origin
 logger = logging.getLogger(__name__)
 # The table's fields passed to the upstream as they are; body_of writes `max_tokens` (by the name
 # every upstream knows) and `stop` (only when set) itself, and `fault` never goes (not honoured).
-PASSED = tuple(field for field in FIELDS
-               if field.chat and field.name not in ("max_tokens", "stop", "fault"))
+PASSED = tuple(
+    field for field in FIELDS if field.chat and field.name not in ("max_tokens", "stop", "fault")
+)
 
 
 class RemoteEngine(TaskEngine):
@@ -75,8 +76,13 @@ class RemoteEngine(TaskEngine):
             raise ImproperlyConfigured(f"STREAMING_REMOTE_URL: {error}") from None
 
     def __init__(
-        self, *, base_url: str, model: str, api_key: str = "",
-        connect_timeout_s: float = 5.0, read_timeout_s: float | None = 300.0,
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float | None = 300.0,
     ) -> None:
         super().__init__()
         if not base_url:
@@ -102,9 +108,12 @@ class RemoteEngine(TaskEngine):
     def pool(self) -> UpstreamPool:
         """UpstreamConnections for the streams (made on first use, on the serving loop)."""
         if self._pool is None:
-            self._pool = UpstreamPool(self.origin, connect_timeout_s=self.connect_timeout_s,
-                                      keepalive_s=self.KEEPALIVE_EXPIRY_S,
-                                      max_idle=self.MAX_IDLE)
+            self._pool = UpstreamPool(
+                self.origin,
+                connect_timeout_s=self.connect_timeout_s,
+                keepalive_s=self.KEEPALIVE_EXPIRY_S,
+                max_idle=self.MAX_IDLE,
+            )
         return self._pool
 
     @property
@@ -112,7 +121,9 @@ class RemoteEngine(TaskEngine):
         """An httpx client for the health check (made on first use, on the serving loop)."""
         if self._client is None:
             self._client = httpx.AsyncClient(
-                base_url=self.base_url, headers=self._headers(), timeout=self._health_timeout(),
+                base_url=self.base_url,
+                headers=self._headers(),
+                timeout=self._health_timeout(),
                 limits=httpx.Limits(keepalive_expiry=self.KEEPALIVE_EXPIRY_S),
             )
         return self._client
@@ -139,11 +150,15 @@ class RemoteEngine(TaskEngine):
         if self.remote_model:
             return
         try:
-            response = httpx.get(f"{self.base_url}/models", headers=self._headers(),
-                                 timeout=self._health_timeout())
+            response = httpx.get(
+                f"{self.base_url}/models", headers=self._headers(), timeout=self._health_timeout()
+            )
         except httpx.HTTPError as error:
-            logger.warning("the upstream %s does not answer (%s); its model is asked for "
-                           "again until it does", self.base_url, _describe(error))
+            logger.warning(
+                "the upstream %s does not answer (%s); its model is asked for again until it does",
+                self.base_url,
+                _describe(error),
+            )
             return
         if response.status_code == 200:
             try:
@@ -166,19 +181,26 @@ class RemoteEngine(TaskEngine):
             return served[0]
         raise ImproperlyConfigured(
             f"STREAMING_REMOTE_MODEL is not set and the upstream {self.base_url} serves "
-            + (f"{len(served)} models ({', '.join(served)}): set it to one of them"
-               if served else "no model"))
+            + (
+                f"{len(served)} models ({', '.join(served)}): set it to one of them"
+                if served
+                else "no model"
+            )
+        )
 
     async def _models(self) -> list[str]:
         """The ids the upstream's `GET /models` lists; EngineUnavailable when it cannot say."""
         try:
             response = await self.client.get("/models", timeout=self.HEALTH_TIMEOUT_S)
         except httpx.HTTPError as error:
-            raise EngineUnavailable(f"The upstream {self.base_url} is unreachable: "
-                                    f"{_describe(error)}") from None
+            raise EngineUnavailable(
+                f"The upstream {self.base_url} is unreachable: {_describe(error)}"
+            ) from None
         if response.status_code != 200:
-            raise EngineUnavailable(f"The upstream answered /models with "
-                                    f"{response.status_code}: {_message_of(response.content)}")
+            raise EngineUnavailable(
+                f"The upstream answered /models with "
+                f"{response.status_code}: {_message_of(response.content)}"
+            )
         try:
             return _served_models(response)
         except ValueError as error:
@@ -188,8 +210,10 @@ class RemoteEngine(TaskEngine):
         """The upstream answers `GET /models` and lists our model."""
         served = await self._models()
         if self.remote_model not in served:
-            raise EngineUnavailable(f"The upstream does not serve {self.remote_model!r} "
-                                    f"(it serves {', '.join(served)}).")
+            raise EngineUnavailable(
+                f"The upstream does not serve {self.remote_model!r} "
+                f"(it serves {', '.join(served)})."
+            )
 
     def body_of(self, request: GenerationRequest) -> dict[str, Any]:
         """The upstream request: our validated parameters, streamed, with usage at the end."""
@@ -202,8 +226,11 @@ class RemoteEngine(TaskEngine):
         }
         # Only what the client sent: the upstream knows its model's defaults (vLLM applies the
         # model's generation_config), and a 1.0 of ours would override them.
-        body.update((field.chat, value) for field in PASSED  # by chat completions' names
-                    if (value := getattr(request, field.name)) is not None)
+        body.update(
+            (field.chat, value)
+            for field in PASSED  # by chat completions' names
+            if (value := getattr(request, field.name)) is not None
+        )
         if request.stop:
             body["stop"] = list(request.stop)  # the upstream stops at them, and leaves them out
         if request.upstream_options:
@@ -215,9 +242,11 @@ class RemoteEngine(TaskEngine):
         body = json.dumps(self.body_of(request)).encode()
         origin = self.origin
         auth = f"Authorization: Bearer {self.api_key}\r\n" if self.api_key else ""
-        head = (f"POST {origin.prefix}/chat/completions HTTP/1.1\r\n"
-                f"Host: {origin.host_header}\r\nAccept: text/event-stream\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{auth}\r\n")
+        head = (
+            f"POST {origin.prefix}/chat/completions HTTP/1.1\r\n"
+            f"Host: {origin.host_header}\r\nAccept: text/event-stream\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{auth}\r\n"
+        )
         return head.encode("latin-1") + body
 
     async def _run(self, stream: TokenStream) -> None:
@@ -237,8 +266,9 @@ class RemoteEngine(TaskEngine):
             stream.accept()
             await connection.finished()
             if not reader.done:
-                raise GenerationError("worker_unavailable", "The upstream ended the stream "
-                                                            "before [DONE].")
+                raise GenerationError(
+                    "worker_unavailable", "The upstream ended the stream before [DONE]."
+                )
             reusable = True
         except StreamingError as error:
             stream.finish(error=error)
@@ -246,8 +276,9 @@ class RemoteEngine(TaskEngine):
             if stream.finished:
                 pass  # we closed it ourselves: an error frame, or the body's end never came
             elif stream.acceptance_pending:
-                stream.accept(EngineUnavailable(
-                    f"The upstream {self.base_url} is unavailable: {error}"))
+                stream.accept(
+                    EngineUnavailable(f"The upstream {self.base_url} is unavailable: {error}")
+                )
             else:
                 code = "timeout" if error.timeout else "worker_unavailable"
                 what = "sent nothing for too long" if error.timeout else "connection broke"
@@ -271,8 +302,12 @@ class RemoteEngine(TaskEngine):
         pooled one turns out closed before any answer."""
         for attempt in range(self.ATTEMPTS):
             connection = reader.connection = await self.pool.acquire()
-            connection.send(request, read_timeout_s=self.read_timeout_s,
-                            body_limit=self.ERROR_BODY_LIMIT, body_callback=reader.feed)
+            connection.send(
+                request,
+                read_timeout_s=self.read_timeout_s,
+                body_limit=self.ERROR_BODY_LIMIT,
+                body_callback=reader.feed,
+            )
             try:
                 await connection.response()
                 return connection

@@ -65,8 +65,9 @@ class UpstreamReader:
         try:
             payload = json.loads(data)
         except ValueError:
-            raise GenerationError("engine_error", "The upstream sent a frame that is not "
-                                                  "JSON.") from None
+            raise GenerationError(
+                "engine_error", "The upstream sent a frame that is not JSON."
+            ) from None
         if text.may_hold_surrogates(data):  # not text: replaced (core/text.py)
             payload = text.replace_lone_surrogates(payload)
         error = payload.get("error")
@@ -80,12 +81,18 @@ class UpstreamReader:
             if reasoning:
                 self.stream.push(reasoning, kind=ChunkKind.REASONING)
             if delta.get("tool_calls"):
-                self.stream.push(json.dumps(delta["tool_calls"], ensure_ascii=False,
-                                            separators=(",", ":")), kind=ChunkKind.TOOL_CALLS)
+                self.stream.push(
+                    json.dumps(delta["tool_calls"], ensure_ascii=False, separators=(",", ":")),
+                    kind=ChunkKind.TOOL_CALLS,
+                )
             content = delta.get("content")
             if content and choice.get("logprobs"):  # asked for: kept with the text they belong to
-                self.stream.push(json.dumps([content, choice["logprobs"]], ensure_ascii=False,
-                                            separators=(",", ":")), kind=ChunkKind.LOGPROBS)
+                self.stream.push(
+                    json.dumps(
+                        [content, choice["logprobs"]], ensure_ascii=False, separators=(",", ":")
+                    ),
+                    kind=ChunkKind.LOGPROBS,
+                )
             elif content:
                 self.stream.push(content)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason

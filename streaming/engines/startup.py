@@ -58,8 +58,9 @@ async def _start(engine: Engine) -> None:
         raise
     except Exception as error:
         _failed[engine] = error
-        logger.exception("engine %s failed to start; every request gets 503 until a restart",
-                         engine.name)
+        logger.exception(
+            "engine %s failed to start; every request gets 503 until a restart", engine.name
+        )
         raise
     _not_yet = None
     logger.info("engine %s ready (%s)", engine.name, engine.model)

@@ -88,12 +88,24 @@ class TransformersEngine(LoadsModel, Engine):
     def from_config(cls, config: Config) -> TransformersEngine:
         """The model, its cache and window, and the batch (STREAMING_*)."""
         engine = config.engine
-        return cls(model=engine.model, cache_dir=engine.model_cache, max_batch=engine.max_batch,
-                   max_queue=engine.max_queue, context_tokens=engine.context_tokens)
+        return cls(
+            model=engine.model,
+            cache_dir=engine.model_cache,
+            max_batch=engine.max_batch,
+            max_queue=engine.max_queue,
+            context_tokens=engine.context_tokens,
+        )
 
-    def __init__(self, *, model: str = "", cache_dir: str | Path | None = None,
-                 max_batch: int = 0, max_queue: int = 64, context_tokens: int = 0,
-                 device: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        model: str = "",
+        cache_dir: str | Path | None = None,
+        max_batch: int = 0,
+        max_queue: int = 64,
+        context_tokens: int = 0,
+        device: str | None = None,
+    ) -> None:
         super().__init__()
         self.model_setting = model
         self.cache_dir = Path(cache_dir) if cache_dir else None
@@ -148,8 +160,13 @@ class TransformersEngine(LoadsModel, Engine):
 
     def _encode(self, request: GenerationRequest) -> list[int]:
         ids = self._encoded.pop(request.id, None)
-        return ids if ids is not None else self._encode_messages(
-            [{"role": m.role, "content": m.content} for m in request.messages])
+        return (
+            ids
+            if ids is not None
+            else self._encode_messages(
+                [{"role": m.role, "content": m.content} for m in request.messages]
+            )
+        )
 
     def check_request(self, request: GenerationRequest) -> None:
         """Refuse a fault hook, and a prompt that leaves no room for an answer in the window."""
@@ -180,13 +197,15 @@ class TransformersEngine(LoadsModel, Engine):
         if self.decode_loop.failure is not None or not self._loaded.is_set():
             raise EngineUnavailable(self.decode_loop.failure or "The model is still loading.")
         if len(self._running) >= self.max_batch and len(self._waiting) >= self.max_queue:
-            raise EngineBusy(f"{len(self._running)} generations running and "
-                             f"{len(self._waiting)} waiting.")
+            raise EngineBusy(
+                f"{len(self._running)} generations running and {len(self._waiting)} waiting."
+            )
         self.check_request(request)
         assert self._tokenizer is not None
         tokenizer, went_on = self._tokenizer, request.continuation  # a handover: text prefilled
         prompt_ids = self._encode(request) + (
-            tokenizer.encode(went_on.text, add_special_tokens=False) if went_on else [])
+            tokenizer.encode(went_on.text, add_special_tokens=False) if went_on else []
+        )
         made = went_on.tokens if went_on else 0
         room = self.context_tokens - len(prompt_ids)
         sampling = self.sampling_defaults.for_request(request)  # what the request leaves unset
@@ -201,8 +220,10 @@ class TransformersEngine(LoadsModel, Engine):
                 lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
             ),
             gate=StopGate(request.stop, stream.push),
-            sampling={"temperature": max(float(sampling.temperature), self.MIN_TEMPERATURE),
-                      "top_p": float(sampling.top_p)},
+            sampling={
+                "temperature": max(float(sampling.temperature), self.MIN_TEMPERATURE),
+                "top_p": float(sampling.top_p),
+            },
         )
         self.streams[request.id] = stream
         self._jobs[request.id] = job
@@ -221,8 +242,11 @@ class TransformersEngine(LoadsModel, Engine):
         # Registered before add_request, so that no output can arrive without a handler.
         manager.register_result_handler(job.id, lambda output: self._on_output(job, output))
         accepted = manager.add_request(
-            job.prompt_ids, request_id=job.id, max_new_tokens=job.max_new_tokens,
-            streaming=True, **job.sampling,
+            job.prompt_ids,
+            request_id=job.id,
+            max_new_tokens=job.max_new_tokens,
+            streaming=True,
+            **job.sampling,
         )
         if accepted is None:  # the decode loop is stopping or dead
             # Failed first, so that _end admits no more.
@@ -281,7 +305,9 @@ class TransformersEngine(LoadsModel, Engine):
             self._end(job, "length")
 
     def _end(
-        self, job: _Job, finish_reason: FinishReason | None = None,
+        self,
+        job: _Job,
+        finish_reason: FinishReason | None = None,
         error: BaseException | None = None,
     ) -> None:
         """Finish a job's stream, free its slot, and let the next waiting job in."""
@@ -289,9 +315,11 @@ class TransformersEngine(LoadsModel, Engine):
         self._running.pop(job.id, None)
         if job.submitted_at is not None:
             logger.debug(
-                "Generation %s: %s after %.0f ms in the queue, %d tokens", job.id,
+                "Generation %s: %s after %.0f ms in the queue, %d tokens",
+                job.id,
                 finish_reason or getattr(error, "code", error),
-                (job.submitted_at - job.stream.created_at) * 1000, job.stream.tokens_generated,
+                (job.submitted_at - job.stream.created_at) * 1000,
+                job.stream.tokens_generated,
             )
         job.stream.finish(finish_reason, error)
         self._admit()
@@ -314,8 +342,9 @@ class TransformersEngine(LoadsModel, Engine):
     def _cancel_in_manager(self, job: _Job, *, count_late: bool) -> None:
         """Have the manager drop a running request at its next step (batching.cancel)."""
         if self.decode_loop.manager is not None:
-            batching.cancel(self.decode_loop.manager, job.id, self.CANCEL_GRACE_S,
-                            count_late=count_late)
+            batching.cancel(
+                self.decode_loop.manager, job.id, self.CANCEL_GRACE_S, count_late=count_late
+            )
 
     def release(self, request_id: str) -> None:
         """Forget a finished stream."""

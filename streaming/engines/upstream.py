@@ -55,26 +55,38 @@ class UpstreamConnection(asyncio.Protocol):
         self._paused = False
 
     @classmethod
-    async def open(cls, origin: Origin, timeout_s: float,
-                   context: ssl_module.SSLContext | None = None) -> UpstreamConnection:
+    async def open(
+        cls, origin: Origin, timeout_s: float, context: ssl_module.SSLContext | None = None
+    ) -> UpstreamConnection:
         """Connect (with TLS when `context` is given), or UpstreamError (nothing was sent)."""
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout_s):
                 _, connection = await loop.create_connection(
-                    cls, origin.host, origin.port, ssl=context,
-                    server_hostname=origin.host if context else None)
+                    cls,
+                    origin.host,
+                    origin.port,
+                    ssl=context,
+                    server_hostname=origin.host if context else None,
+                )
         except TimeoutError:
-            raise UpstreamError(f"no connection within {timeout_s:g} s", answered=False,
-                                timeout=True) from None
+            raise UpstreamError(
+                f"no connection within {timeout_s:g} s", answered=False, timeout=True
+            ) from None
         except OSError as error:
             raise UpstreamError(f"cannot connect: {error}", answered=False) from None
         return connection
 
     # --- one request -----------------------------------------------------------------------
 
-    def send(self, request: bytes, *, read_timeout_s: float | None, body_limit: int,
-             body_callback: BodyCallback) -> None:
+    def send(
+        self,
+        request: bytes,
+        *,
+        read_timeout_s: float | None,
+        body_limit: int,
+        body_callback: BodyCallback,
+    ) -> None:
         """Write a whole request; `response()` then `finished()` follow it.
 
         A 2xx body goes to `body_callback` as it arrives; any other is kept in `body` (up to
@@ -149,8 +161,9 @@ class UpstreamConnection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         reason = f": {exc}" if exc else ""
-        self._ended(UpstreamError(f"the upstream closed the connection{reason}",
-                                  answered=self._answered))
+        self._ended(
+            UpstreamError(f"the upstream closed the connection{reason}", answered=self._answered)
+        )
 
     # --- httptools callbacks ---------------------------------------------------------------
 
@@ -202,27 +215,29 @@ class UpstreamConnection(asyncio.Protocol):
         silent_until = self._last_read + timeout_s
         waiting = self._done is not None and not self._done.done()
         if waiting and not self._paused and loop.time() >= silent_until:
-            self._ended(UpstreamError(f"nothing for {timeout_s:g} s", answered=self._answered,
-                                      timeout=True))
+            self._ended(
+                UpstreamError(f"nothing for {timeout_s:g} s", answered=self._answered, timeout=True)
+            )
             self.close()
             return
-        self._timer = loop.call_at(max(silent_until, loop.time() + timeout_s / 10),
-                                   self._check_idle)
+        self._timer = loop.call_at(
+            max(silent_until, loop.time() + timeout_s / 10), self._check_idle
+        )
 
 
 class UpstreamPool:
     """Idle connections to one origin, reused while younger than `keepalive_s`."""
 
-    def __init__(self, origin: Origin, *, connect_timeout_s: float, keepalive_s: float,
-                 max_idle: int) -> None:
+    def __init__(
+        self, origin: Origin, *, connect_timeout_s: float, keepalive_s: float, max_idle: int
+    ) -> None:
         self.origin = origin
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
         self.max_idle = max_idle
         self._idle: list[tuple[UpstreamConnection, float]] = []
         # Made once: loading the system's CA certificates is too slow to do per connection.
-        self.ssl_context = ssl_module.create_default_context() \
-            if origin.scheme == "https" else None
+        self.ssl_context = ssl_module.create_default_context() if origin.scheme == "https" else None
 
     async def acquire(self) -> UpstreamConnection:
         """An idle connection, or a new one."""

@@ -59,7 +59,7 @@ def key(generation_id: str) -> str:
 
 def parse(fields: dict[bytes, bytes]) -> tuple[str, Any]:
     """An entry as (kind, value)."""
-    (kind, raw), = fields.items()
+    ((kind, raw),) = fields.items()
     return kind.decode(), json.loads(raw)
 
 
@@ -112,8 +112,13 @@ class AnswerLog(ABC):
         """Write no more of a generation's log: another worker goes on with it (a handover)."""
         self.open.pop(generation_id, None)
 
-    def end(self, generation_id: str, chunks: list[Chunk], ending: dict[str, Any],
-            then: Callable[[], None] = lambda: None) -> None:
+    def end(
+        self,
+        generation_id: str,
+        chunks: list[Chunk],
+        ending: dict[str, Any],
+        then: Callable[[], None] = lambda: None,
+    ) -> None:
         """Close a generation's log: all its chunks, then its `e` entry (`ended_at` added
         here); `then` runs once they are written (or failed), so that no reader hears of the
         end before the log has it."""
@@ -124,8 +129,9 @@ class AnswerLog(ABC):
         self.after_end[generation_id] = then
         if chunks:
             self._queue(generation_id, "c", [as_list(c) for c in chunks])
-        self._queue(generation_id, "e", {**ending, "ended_at": time.time(),
-                                         "retention_s": log.retention_s})
+        self._queue(
+            generation_id, "e", {**ending, "ended_at": time.time(), "retention_s": log.retention_s}
+        )
 
     def _queue(self, generation_id: str, kind: str, value: Any) -> None:
         self.pending.setdefault(generation_id, []).append((kind, value))
@@ -189,8 +195,12 @@ class RedisLog(AnswerLog):
         for queued in batch.values():
             args.append(len(queued))
             for kind, value in queued:
-                args += (kind, json.dumps(value, separators=(",", ":")), _ttl(kind, value),
-                         value["ended_at"] if kind == "e" else 0)
+                args += (
+                    kind,
+                    json.dumps(value, separators=(",", ":")),
+                    _ttl(kind, value),
+                    value["ended_at"] if kind == "e" else 0,
+                )
         if self._append is None:
             self._append = self.redis().register_script(APPEND)
         await self._append(keys=[RETAINED, *map(key, batch)], args=args)

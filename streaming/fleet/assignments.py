@@ -67,8 +67,10 @@ class Assignment:
     def tokens_by_worker(self, tokens_generated: int) -> list[dict[str, Any]]:
         """Each worker that made part of it, in order, and how many tokens (the log row's)."""
         ends = [start for _, start in self.made_by[1:]] + [tokens_generated]
-        return [{"worker": worker, "tokens": end - start}
-                for (worker, start), end in zip(self.made_by, ends, strict=True)]
+        return [
+            {"worker": worker, "tokens": end - start}
+            for (worker, start), end in zip(self.made_by, ends, strict=True)
+        ]
 
 
 @dataclass

@@ -19,8 +19,9 @@ class Audience:
     """One generation on the worker, from `generate` until its end has gone to its readers:
     its stream, its home, the web processes that read it now, and an abort waiting for one back."""
 
-    def __init__(self, stream: TokenStream, home: str, *, grace_s: float,
-                 background: bool = False) -> None:
+    def __init__(
+        self, stream: TokenStream, home: str, *, grace_s: float, background: bool = False
+    ) -> None:
         self.stream = stream
         self.home = home  # the web process that sent `generate` (or, after a handover, took it)
         self.reading = {home}  # the web processes that read it now: its home first
@@ -53,11 +54,14 @@ class Audience:
         give a reader the grace period to come back through another one, then abort."""
         if self.background:
             return
+
         async def wait() -> None:
             await asyncio.sleep(self.grace_s)
             stream = self.stream
-            await nobody_reads(stream.id, max(
-                0, stream.tokens_generated - stream.tokens_after_abort - left_at))
+            await nobody_reads(
+                stream.id, max(0, stream.tokens_generated - stream.tokens_after_abort - left_at)
+            )
+
         if self._grace is None:
             self._grace = spawn(wait())
 

@@ -62,8 +62,15 @@ class Delivers:
 
         def tell_the_readers(last_entry: dict[str, Any] | None = None) -> None:
             self.audiences.pop(stream.id, None)
-            ending = End(stream.id, finish_reason, error_code, stream.tokens_generated,
-                         stream.tokens_after_abort, audience.streamed, last_entry)
+            ending = End(
+                stream.id,
+                finish_reason,
+                error_code,
+                stream.tokens_generated,
+                stream.tokens_after_abort,
+                audience.streamed,
+                last_entry,
+            )
             for web in audience.fed:
                 self._tell(web, ending)
 
@@ -76,16 +83,23 @@ class Delivers:
         # the latencies measured here.
         orphan = not self.webs.alive(audience.home)
         end = {
-            "finish_reason": finish_reason, "error_code": error_code,
+            "finish_reason": finish_reason,
+            "error_code": error_code,
             "tokens_generated": stream.tokens_generated,
-            "tokens_after_abort": stream.tokens_after_abort, "orphan": orphan,
+            "tokens_after_abort": stream.tokens_after_abort,
+            "orphan": orphan,
             "figures": summarize(stream.created_at, stream.token_times, time.monotonic())
-            if orphan else {},
+            if orphan
+            else {},
         }
         # Its readers hear of the end once the log has it, with the log's last entry (for a
         # replica): any reader after it, in any web process, finds the whole answer in Redis.
-        self.answer_logs.end(stream.id, stream.logged(stream.end) if stream.complete else [], end,
-                      then=lambda: tell_the_readers(end))
+        self.answer_logs.end(
+            stream.id,
+            stream.logged(stream.end) if stream.complete else [],
+            end,
+            then=lambda: tell_the_readers(end),
+        )
 
     def _tell(self, web: str, end: End) -> None:
         """Queue a generation's end for `web` (after the chunks queued before it)."""

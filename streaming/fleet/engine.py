@@ -140,7 +140,8 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         stream = self.streams[request.id] = TokenStream(request, self.counters)
         # Its text is kept (up to the cap), so that another worker can go on with it.
         assignment = self.assignments[request.id] = Assignment(
-            "", max_text=self.retention.resume_max_bytes)
+            "", max_text=self.retention.resume_max_bytes
+        )
         self._assign(assignment, worker)
         self._spawn(self._send_generate(stream, assignment))
         return stream
@@ -160,11 +161,16 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         if self.assigned[assignment.worker] <= 0:
             del self.assigned[assignment.worker]
 
-    async def _send_generate(self, stream: TokenStream, assignment: Assignment,
-                             request: GenerationRequest | None = None,
-                             carried: list[list[Any]] | None = None) -> None:
-        message = protocol.Generate(request or stream.request, self.reply_channel,
-                                    assignment.log, carried or [])
+    async def _send_generate(
+        self,
+        stream: TokenStream,
+        assignment: Assignment,
+        request: GenerationRequest | None = None,
+        carried: list[list[Any]] | None = None,
+    ) -> None:
+        message = protocol.Generate(
+            request or stream.request, self.reply_channel, assignment.log, carried or []
+        )
         assignment.sent_at = None
         try:
             await self.layer.send(assignment.worker, message.encode())
@@ -215,8 +221,9 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
             await self.layer.send(assignment.worker, abort.encode())
             await asyncio.wait_for(ack, ABORT_ACK_S)
         except Exception as error:
-            logger.warning("abort of %s not confirmed by %s: %r", stream.id, assignment.worker,
-                           error)
+            logger.warning(
+                "abort of %s not confirmed by %s: %r", stream.id, assignment.worker, error
+            )
         finally:
             assignment.ack = None
 
@@ -250,8 +257,9 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         future = asyncio.get_running_loop().create_future()
         self._queries[generation_id] = future
         try:
-            await self.layer.group_send(WORKERS_GROUP,
-                                        protocol.Query(generation_id, self.reply_channel).encode())
+            await self.layer.group_send(
+                WORKERS_GROUP, protocol.Query(generation_id, self.reply_channel).encode()
+            )
             return dataclasses.asdict(await asyncio.wait_for(future, QUERY_S))
         except (TimeoutError, Exception):
             return None
@@ -267,8 +275,11 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
                 logger.warning("model worker %s is silent; presumed dead", worker)
                 for generation_id, assignment in list(self.assignments.items()):
                     if assignment.worker == worker:
-                        self._spawn(self._hand_over(self.streams[generation_id],
-                                                    f"{worker} stopped answering"))
+                        self._spawn(
+                            self._hand_over(
+                                self.streams[generation_id], f"{worker} stopped answering"
+                            )
+                        )
                 for following in list(self.followed.values()):
                     if following.worker == worker:
                         following.follower.moved(following.stream.id)

@@ -32,13 +32,16 @@ logger = logging.getLogger(__name__)
 MAX_HANDOVERS = 3
 
 
-def continued(stream: TokenStream, assignment: Assignment
-              ) -> tuple[GenerationRequest, list[list[Any]]]:
+def continued(
+    stream: TokenStream, assignment: Assignment
+) -> tuple[GenerationRequest, list[list[Any]]]:
     """The request that goes on from where `stream` is, and, for a durable answer (its log
     kept whole here), its chunks so far (as `carried`)."""
     assert assignment.text is not None
-    request = dataclasses.replace(stream.request, continuation=Continuation(
-        tokens=stream.tokens_generated, text="".join(assignment.text)))
+    request = dataclasses.replace(
+        stream.request,
+        continuation=Continuation(tokens=stream.tokens_generated, text="".join(assignment.text)),
+    )
     return request, [as_list(c) for c in stream.logged(stream.end)] if assignment.log else []
 
 
@@ -48,15 +51,17 @@ def can_go_on(stream: TokenStream, assignment: Assignment) -> bool:
     return assignment.text is not None and (not assignment.log or stream.complete)
 
 
-def choose(live: list[WorkerInfo], assigned: Counter[str],
-           excluding: str | None = None) -> WorkerInfo | None:
+def choose(
+    live: list[WorkerInfo], assigned: Counter[str], excluding: str | None = None
+) -> WorkerInfo | None:
     """The worker with the most room (among equals, or unbounded ones, the one we gave the
     fewest streams); None when none has any."""
     open_ = [w for w in live if (w.free is None or w.free > 0) and w.channel != excluding]
     if not open_:
         return None
-    return max(open_, key=lambda w: (float("inf") if w.free is None else w.free,
-                                     -assigned[w.channel]))
+    return max(
+        open_, key=lambda w: (float("inf") if w.free is None else w.free, -assigned[w.channel])
+    )
 
 
 class HandsOver:
@@ -84,14 +89,22 @@ class HandsOver:
             worker = await self._worker_for(stream, None if again else gone)
         finally:
             assignment.handing_over = False
-        if worker is None or not can_go_on(stream, assignment) or \
-                assignment.handovers >= MAX_HANDOVERS:
+        if (
+            worker is None
+            or not can_go_on(stream, assignment)
+            or assignment.handovers >= MAX_HANDOVERS
+        ):
             code = "server_shutdown" if why == HANDED_OVER else "worker_unavailable"
             logger.warning("generation %s: %s; no other worker can go on with it", stream.id, why)
             stream.finish(error=GenerationError(code))
             return
-        logger.warning("generation %s: %s; going on on %s from token %d", stream.id, why,
-                       worker.channel, stream.tokens_generated)
+        logger.warning(
+            "generation %s: %s; going on on %s from token %d",
+            stream.id,
+            why,
+            worker.channel,
+            stream.tokens_generated,
+        )
         self._assign(assignment, worker, stream.tokens_generated)
         self.moved.add(stream.id)  # from now on only its new worker's chunks count
         if gone != worker.channel:
@@ -124,5 +137,8 @@ class HandsOver:
         if holder is None or holder.resending:
             return
         holder.resending = True
-        self._spawn(self._send_quietly(worker, Follow(stream.id, self.reply_channel,
-                                                      stream.tokens_generated)))
+        self._spawn(
+            self._send_quietly(
+                worker, Follow(stream.id, self.reply_channel, stream.tokens_generated)
+            )
+        )

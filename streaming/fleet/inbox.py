@@ -81,8 +81,12 @@ class Receives:
 
     def on_chunks(self, message: protocol.Chunks) -> None:
         """New tokens for our streams and replicas, their ends, answers to `follow`."""
-        streams, followed, moved, assignments = (self.streams, self.followed, self.moved,
-                                                 self.assignments)
+        streams, followed, moved, assignments = (
+            self.streams,
+            self.followed,
+            self.moved,
+            self.assignments,
+        )
         sender = message.worker
         for generation_id, index, text, tokens, *kind in message.items:
             stream = streams.get(generation_id)
@@ -95,8 +99,9 @@ class Receives:
             if index != stream.tokens_generated:
                 if index > stream.tokens_generated:
                     # A message expired or was lost (Redis restarted): ask for it again.
-                    self._resend(stream, self._worker_of(generation_id),
-                                 self.assignments.get(generation_id))
+                    self._resend(
+                        stream, self._worker_of(generation_id), self.assignments.get(generation_id)
+                    )
                 continue  # (below: a chunk sent again that we have)
             stream.push(text, tokens, *kind)  # a kind only when not TEXT
             if not kind and (assignment := assignments.get(generation_id)) is not None:
@@ -116,8 +121,7 @@ class Receives:
             if error_code == HANDED_OVER:
                 self._spawn(self._hand_over(stream, HANDED_OVER))
                 continue
-            if error_code is None and not stream.aborted and \
-                    end.streamed > stream.tokens_generated:
+            if error_code is None and not stream.aborted and end.streamed > stream.tokens_generated:
                 # Its last tokens were lost on the way, with the worker's copy: go on from ours.
                 self._spawn(self._hand_over(stream, "its last tokens were lost", again=True))
                 continue
@@ -136,8 +140,11 @@ class Receives:
                 # Our own, asked for again after a loss: its worker no longer has it all.
                 assignment.resending = False
                 if state != "live":
-                    self._spawn(self._hand_over(streams[generation_id],
-                                                f"its worker has it no more ({state})"))
+                    self._spawn(
+                        self._hand_over(
+                            streams[generation_id], f"its worker has it no more ({state})"
+                        )
+                    )
             elif (following := followed.get(generation_id)) is not None:
                 following.resending = False
                 following.follower.followed(generation_id, state)
@@ -155,10 +162,17 @@ class Receives:
         deadline = time.monotonic() - self.fleet_settings.timeout_s
         for generation_id, assignment in list(self.assignments.items()):
             sent = assignment.sent_at
-            if assignment.worker == worker and sent is not None and sent < deadline \
-                    and generation_id not in info.ids:
+            if (
+                assignment.worker == worker
+                and sent is not None
+                and sent < deadline
+                and generation_id not in info.ids
+            ):
                 stream = self.streams.get(generation_id)
                 if stream is not None:
                     assignment.sent_at = None  # once
-                    self._spawn(self._hand_over(stream, f"{worker} does not know it (a "
-                                                "message was lost)", again=True))
+                    self._spawn(
+                        self._hand_over(
+                            stream, f"{worker} does not know it (a message was lost)", again=True
+                        )
+                    )

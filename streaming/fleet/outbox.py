@@ -37,8 +37,12 @@ class Outbox:
 
     def add(self, generation_id: str, chunks: list[Chunk]) -> None:
         """Queue a generation's chunks, in order."""
-        self.items += [[generation_id, c.index, c.text, c.tokens, c.kind] if c.kind else
-                       [generation_id, c.index, c.text, c.tokens] for c in chunks]
+        self.items += [
+            [generation_id, c.index, c.text, c.tokens, c.kind]
+            if c.kind
+            else [generation_id, c.index, c.text, c.tokens]
+            for c in chunks
+        ]
 
     def take(self, worker: str) -> Chunks | None:
         """The next message from `worker`, or None when empty."""
@@ -69,10 +73,16 @@ class Outboxes:
     """One outbox per web process, each with its own send loop (at most one send in flight);
     every message says which worker sent it (`worker`)."""
 
-    def __init__(self, layer: Any, sender: str, spawn: Callable[[Any], Any], *,
-                 delivered: Callable[[str, list[End]], None],
-                 give_up: Callable[[str], Awaitable[None]],
-                 in_use: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        layer: Any,
+        sender: str,
+        spawn: Callable[[Any], Any],
+        *,
+        delivered: Callable[[str, list[End]], None],
+        give_up: Callable[[str], Awaitable[None]],
+        in_use: Callable[[str], bool],
+    ) -> None:
         self.layer, self.sender, self._spawn = layer, sender, spawn
         self._delivered = delivered  # these ends reached that web process
         self._give_up = give_up  # it has not read for GIVE_UP_FULL_S: abort its generations
@@ -109,8 +119,9 @@ class Outboxes:
                     box.put_back(message)
                     box.full_since = box.full_since or loop.time()
                     if loop.time() - box.full_since > GIVE_UP_FULL_S:
-                        logger.warning("%s has not read for %ss: aborting its generations", web,
-                                       GIVE_UP_FULL_S)
+                        logger.warning(
+                            "%s has not read for %ss: aborting its generations", web, GIVE_UP_FULL_S
+                        )
                         self.boxes.pop(web, None)
                         self._delivered(web, box.ends)
                         await self._give_up(web)

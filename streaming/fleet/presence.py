@@ -64,10 +64,17 @@ class Presence:
         """A worker's heartbeat; returns its channel."""
         self.layer_error = None
         self.workers[message.worker] = WorkerInfo(
-            channel=message.worker, seen_at=time.monotonic(), free=message.free,
-            ready=message.ready, engine=message.engine, model=message.model,
-            totals=message.totals, ids=frozenset(message.ids),
-            description=message.description or {}, capabilities=message.capabilities or {})
+            channel=message.worker,
+            seen_at=time.monotonic(),
+            free=message.free,
+            ready=message.ready,
+            engine=message.engine,
+            model=message.model,
+            totals=message.totals,
+            ids=frozenset(message.ids),
+            description=message.description or {},
+            capabilities=message.capabilities or {},
+        )
         return message.worker
 
     def pinged(self, seq: int) -> None:
@@ -98,8 +105,7 @@ class Presence:
             for info in self.workers.values():
                 info.seen_at = now  # we hear nobody (Redis is down): their silence is not theirs
             return []
-        dead = [w for w, info in self.workers.items()
-                if now - info.seen_at > self.timeout_s]
+        dead = [w for w, info in self.workers.items() if now - info.seen_at > self.timeout_s]
         for worker in dead:
             del self.workers[worker]
         return dead
@@ -107,7 +113,6 @@ class Presence:
     def totals(self) -> dict[str, Any]:
         """The fleet's counters as of each worker's last heartbeat: their sum, and each one's."""
         workers = self.workers.values()
-        fleet: dict[str, Any] = {key: sum(w.totals.get(key, 0) for w in workers)
-                                 for key in TOTALS}
+        fleet: dict[str, Any] = {key: sum(w.totals.get(key, 0) for w in workers) for key in TOTALS}
         fleet["workers"] = [{"worker": w.channel, "free": w.free, **w.totals} for w in workers]
         return fleet

@@ -62,8 +62,11 @@ class Envelope:
 
     def encode(self) -> dict[str, Any]:
         """The message as the channel layer carries it (plain dicts, lists and scalars)."""
-        return {"type": self.type, "v": VERSION,
-                **{name: getattr(self, name) for name in self.__slots__}}
+        return {
+            "type": self.type,
+            "v": VERSION,
+            **{name: getattr(self, name) for name in self.__slots__},
+        }
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> Self:
@@ -87,8 +90,13 @@ class Generate(Envelope):
 
     def encode(self) -> dict[str, Any]:
         """The request as `request_message` has it."""
-        message = {"type": self.type, "v": VERSION, "request": request_message(self.request),
-                   "reply_to": self.reply_to, "log": self.log}
+        message = {
+            "type": self.type,
+            "v": VERSION,
+            "request": request_message(self.request),
+            "reply_to": self.reply_to,
+            "log": self.log,
+        }
         if self.carried:
             message["carried"] = self.carried
         return message
@@ -96,8 +104,12 @@ class Generate(Envelope):
     @classmethod
     def decode(cls, message: dict[str, Any]) -> Self:
         """The request as `request_from_message` reads it."""
-        return cls(request_from_message(message["request"]), message["reply_to"],
-                   message.get("log"), message.get("carried") or [])
+        return cls(
+            request_from_message(message["request"]),
+            message["reply_to"],
+            message.get("log"),
+            message.get("carried") or [],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +211,14 @@ class End:
     def encode(self) -> list[Any]:
         """[id, finish_reason, error_code, tokens_generated, tokens_after_abort, streamed
         (, logged)]."""
-        item = [self.id, self.finish_reason, self.error_code, self.tokens_generated,
-                self.tokens_after_abort, self.streamed]
+        item = [
+            self.id,
+            self.finish_reason,
+            self.error_code,
+            self.tokens_generated,
+            self.tokens_after_abort,
+            self.streamed,
+        ]
         if self.logged is not None:
             item.append(self.logged)
         return item
@@ -224,8 +242,13 @@ class Chunks(Envelope):
 
     def encode(self) -> dict[str, Any]:
         """Items as they are; ends as lists; `followed` only when there is one."""
-        message = {"type": self.type, "v": VERSION, "worker": self.worker, "items": self.items,
-                   "ends": [end.encode() for end in self.ends]}
+        message = {
+            "type": self.type,
+            "v": VERSION,
+            "worker": self.worker,
+            "items": self.items,
+            "ends": [end.encode() for end in self.ends],
+        }
         if self.followed:
             message["followed"] = self.followed
         return message
@@ -233,8 +256,12 @@ class Chunks(Envelope):
     @classmethod
     def decode(cls, message: dict[str, Any]) -> Self:
         """Items left as lists: this runs for every batch of tokens."""
-        return cls(message.get("worker", ""), message["items"],
-                   [End.decode(end) for end in message["ends"]], message.get("followed") or [])
+        return cls(
+            message.get("worker", ""),
+            message["items"],
+            [End.decode(end) for end in message["ends"]],
+            message.get("followed") or [],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,9 +297,23 @@ class WorkerHeartbeat(Envelope):
     capabilities: dict[str, bool] = field(default_factory=dict)
 
 
-MESSAGES: dict[str, type[Envelope]] = {kind.type: kind for kind in (
-    Generate, Follow, Abort, Query, Attach, Detach, WebHeartbeat, WebPing, WorkerPing, Chunks,
-    State, WorkerHeartbeat)}
+MESSAGES: dict[str, type[Envelope]] = {
+    kind.type: kind
+    for kind in (
+        Generate,
+        Follow,
+        Abort,
+        Query,
+        Attach,
+        Detach,
+        WebHeartbeat,
+        WebPing,
+        WorkerPing,
+        Chunks,
+        State,
+        WorkerHeartbeat,
+    )
+}
 
 
 def decode(message: dict[str, Any]) -> Envelope:
@@ -281,13 +322,13 @@ def decode(message: dict[str, Any]) -> Envelope:
     if kind is None:
         raise UnknownMessage(f"a message of unknown type {message.get('type')!r}")
     if message.get("v", 1) > VERSION:
-        raise NewerMessage(f"a {kind.type} message of version {message['v']} (this release "
-                           f"speaks {VERSION})")
+        raise NewerMessage(
+            f"a {kind.type} message of version {message['v']} (this release speaks {VERSION})"
+        )
     try:
         return kind.decode(message)
     except (KeyError, TypeError, ValueError) as error:
-        raise MalformedMessage(f"a {kind.type} message without what it needs: {error!r}") \
-            from None
+        raise MalformedMessage(f"a {kind.type} message without what it needs: {error!r}") from None
 
 
 # An `ends` item's code for an answer that goes on on another worker (the worker stopping, or
@@ -298,8 +339,9 @@ HANDED_OVER = AbortReason.HANDED_OVER
 ABORT_CODES = tuple(reason for reason in AbortReason if reason is not HANDED_OVER)
 
 
-def end_as_the_worker_did(stream: TokenStream, finish_reason: FinishReason | None,
-                          error_code: str | None) -> None:
+def end_as_the_worker_did(
+    stream: TokenStream, finish_reason: FinishReason | None, error_code: str | None
+) -> None:
     """End a web process's copy of a stream the way its worker said (an `ends` item, or an
     answer log's last entry)."""
     if error_code in ABORT_CODES:

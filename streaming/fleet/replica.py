@@ -38,8 +38,9 @@ class Replicas(FleetSharing):
     from the answers' logs, and shared like any fleet answer (a reader here counts among the
     answer's readers; a Stop reaches its worker, `Generation.stop`)."""
 
-    def __init__(self, fleet: ChannelLayerEngine,
-                 answer_logs: answer_log.AnswerLog | None = None) -> None:
+    def __init__(
+        self, fleet: ChannelLayerEngine, answer_logs: answer_log.AnswerLog | None = None
+    ) -> None:
         super().__init__(fleet)
         # Where the answers' logs are read: Redis (REDIS_URL), unless a test gives its own.
         self.answer_logs = answer_logs or answer_log.RedisLog(store.redis)
@@ -49,8 +50,9 @@ class Replicas(FleetSharing):
     def keep(self, generation_id: str, options: dict[str, Any]) -> None:
         """Its home keeps the log, in Redis."""
 
-    async def catch_up(self, stream: TokenStream, *, event_id: int | None = None,
-                       chunks: int = 0) -> None:
+    async def catch_up(
+        self, stream: TokenStream, *, event_id: int | None = None, chunks: int = 0
+    ) -> None:
         """Wait, at most CATCH_UP_S, until the replica holds token `event_id` (or `chunks`)."""
         if event_id is None:
             await super().catch_up(stream, chunks=chunks)
@@ -76,21 +78,30 @@ class Replicas(FleetSharing):
         if kind != "r":
             raise Gone()  # the start of the log is lost (a Redis restart): not whole
         # After a handover, the worker that went on with it wrote its own `r` (fleet/handover.py).
-        worker = next((value.get("worker") for kind, value in reversed(parsed) if kind == "r"),
-                      first.get("worker"))
+        worker = next(
+            (value.get("worker") for kind, value in reversed(parsed) if kind == "r"),
+            first.get("worker"),
+        )
         for kind, value in parsed:
-            if kind == "x" or (kind == "e" and time.time() >= value["ended_at"]
-                               + value["retention_s"]):
+            if kind == "x" or (
+                kind == "e" and time.time() >= value["ended_at"] + value["retention_s"]
+            ):
                 raise Gone()
         generation = registry.get(generation_id)
         if generation is not None:
             return generation  # another request built it meanwhile
         generation = Generation(
-            request_from_message(first["request"]), self.fleet, self, api=first["api"],
+            request_from_message(first["request"]),
+            self.fleet,
+            self,
+            api=first["api"],
             in_conversation=first.get("conversation", False),
-            client=first["client"], owner=first["owner"],
-            created_at=datetime.fromisoformat(first["created_at"]), runs_here=False,
-            counted=False, writes_row=False,
+            client=first["client"],
+            owner=first["owner"],
+            created_at=datetime.fromisoformat(first["created_at"]),
+            runs_here=False,
+            counted=False,
+            writes_row=False,
         )
         registry.add(generation)
         stream = generation.start(durable=True)
@@ -100,8 +111,9 @@ class Replicas(FleetSharing):
             await self._follow(generation, stream, worker)
         return generation
 
-    async def _follow(self, generation: Generation, stream: TokenStream,
-                      worker: str | None) -> None:
+    async def _follow(
+        self, generation: Generation, stream: TokenStream, worker: str | None
+    ) -> None:
         """Have the worker feed the replica, and wait (CATCH_UP_S) until it holds every chunk
         the worker had sent."""
         answer = self._answers[stream.id] = asyncio.get_running_loop().create_future()
@@ -191,8 +203,9 @@ class Replicas(FleetSharing):
         self._following.pop(generation_id, None)
         self.fleet.unfollow(generation_id)
 
-    def _read_log(self, generation: Generation, stream: TokenStream,
-                  entries: list[tuple[str, Any]]) -> None:
+    def _read_log(
+        self, generation: Generation, stream: TokenStream, entries: list[tuple[str, Any]]
+    ) -> None:
         for kind, value in entries:
             self._apply(generation, stream, kind, value)
         if not stream.finished:
@@ -220,7 +233,9 @@ class Replicas(FleetSharing):
                 generation.measured_elsewhere = {
                     "tokens_generated": value["tokens_generated"],
                     "tokens_after_abort": value["tokens_after_abort"],
-                    "finish_reason": value["finish_reason"] or "", **value["figures"]}
+                    "finish_reason": value["finish_reason"] or "",
+                    **value["figures"],
+                }
             end_as_the_worker_did(stream, value["finish_reason"], value["error_code"])
 
     @staticmethod

@@ -19,13 +19,18 @@ OPTIONAL = frozenset(field.name for field in FIELDS if field.late)
 
 # A field whose value is no plain scalar: (to the message, from it), for a value not None.
 CARRIED: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
-    "messages": (lambda messages: [[m.role, m.content, m.extra] if m.extra else
-                                   [m.role, m.content] for m in messages],
-                 lambda turns: tuple(Message(*turn) for turn in turns)),
+    "messages": (
+        lambda messages: [
+            [m.role, m.content, m.extra] if m.extra else [m.role, m.content] for m in messages
+        ],
+        lambda turns: tuple(Message(*turn) for turn in turns),
+    ),
     "fault": (lambda fault: [fault.at, fault.code, fault.kind], lambda at: Fault(*at)),
     "stop": (list, tuple),
-    "continuation": (lambda went_on: [went_on.tokens, went_on.text],
-                     lambda went_on: Continuation(*went_on)),
+    "continuation": (
+        lambda went_on: [went_on.tokens, went_on.text],
+        lambda went_on: Continuation(*went_on),
+    ),
 }
 
 
@@ -33,14 +38,20 @@ def request_message(request: GenerationRequest) -> dict[str, Any]:
     """A request as a plain dict for the channel layer (msgpack) and Redis (JSON): each field
     of GenerationRequest by its name, as CARRIED has it or as it is (None, and temperature's
     and top_p's: the worker's engine decides)."""
-    return {name: CARRIED[name][0](value) if value is not None and name in CARRIED else value
-            for name in REQUEST_FIELDS if (value := getattr(request, name)) is not None
-            or name not in OPTIONAL}
+    return {
+        name: CARRIED[name][0](value) if value is not None and name in CARRIED else value
+        for name in REQUEST_FIELDS
+        if (value := getattr(request, name)) is not None or name not in OPTIONAL
+    }
 
 
 def request_from_message(data: dict[str, Any]) -> GenerationRequest:
     """The inverse of `request_message`; a field missing (a web process of an older release,
     in a rolling restart) takes its default."""
-    return GenerationRequest(**{
-        name: CARRIED[name][1](value) if name in CARRIED else value
-        for name in REQUEST_FIELDS if (value := data.get(name)) is not None})
+    return GenerationRequest(
+        **{
+            name: CARRIED[name][1](value) if name in CARRIED else value
+            for name in REQUEST_FIELDS
+            if (value := data.get(name)) is not None
+        }
+    )

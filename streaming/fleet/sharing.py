@@ -33,8 +33,7 @@ class FleetSharing:
         if assignment is not None:
             assignment.log = options  # sent with `generate`, which is about to go
 
-    async def readers_left(self, generation_id: str, unread: int, *,
-                           leaving: bool = False) -> None:
+    async def readers_left(self, generation_id: str, unread: int, *, leaving: bool = False) -> None:
         """Tell the workers (`detach`): its worker aborts it once no web process reads it."""
         await self.fleet.readers_left(generation_id, unread, leaving)
 
@@ -42,8 +41,9 @@ class FleetSharing:
         """Tell the workers (`attach`), soon: a reader joins synchronously."""
         self.fleet.readers_back(generation_id)
 
-    async def catch_up(self, stream: TokenStream, *, event_id: int | None = None,
-                       chunks: int = 0) -> None:
+    async def catch_up(
+        self, stream: TokenStream, *, event_id: int | None = None, chunks: int = 0
+    ) -> None:
         """Wait, at most CATCH_UP_S, until the copy here holds the `chunks` a reader has."""
         if event_id is None and chunks > 0:
             await stream.until(lambda: stream.end >= chunks, CATCH_UP_S)

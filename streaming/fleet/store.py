@@ -40,8 +40,12 @@ def redis():
         import redis.asyncio
 
         pool = redis.asyncio.BlockingConnectionPool.from_url(
-            config.current().fleet.redis_url, max_connections=MAX_CONNECTIONS, timeout=TIMEOUT_S,
-            socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S)
+            config.current().fleet.redis_url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=TIMEOUT_S,
+            socket_timeout=TIMEOUT_S,
+            socket_connect_timeout=TIMEOUT_S,
+        )
         _client = redis.asyncio.Redis(connection_pool=pool)
     return _client
 
@@ -79,19 +83,42 @@ return record
 """
 
 
-async def put_pending(request: GenerationRequest, *, api: str, client: str,
-                      created_at: datetime, owner: str = "", asker: str = "",
-                      in_conversation: bool = False) -> None:
+async def put_pending(
+    request: GenerationRequest,
+    *,
+    api: str,
+    client: str,
+    created_at: datetime,
+    owner: str = "",
+    asker: str = "",
+    in_conversation: bool = False,
+) -> None:
     """Publish a created generation so that any web process may stream it; TooManyPending
     when `asker` has STREAM_MAX_PENDING_PER_CLIENT of them waiting already."""
-    record = {"request": request_message(request), "api": api, "client": client,
-              "created_at": created_at.isoformat(), "owner": owner, "asker": asker,
-              "conversation": in_conversation}
+    record = {
+        "request": request_message(request),
+        "api": api,
+        "client": client,
+        "created_at": created_at.isoformat(),
+        "owner": owner,
+        "asker": asker,
+        "conversation": in_conversation,
+    }
     admission = config.current().admission
     ttl = int(admission.unclaimed_ttl_s)
     share = admission.max_pending_per_client
-    put = await call("eval", _PUT, 2, PREFIX + request.id, PENDING_PREFIX + asker,
-                     json.dumps(record), ttl, time.time(), share, request.id)
+    put = await call(
+        "eval",
+        _PUT,
+        2,
+        PREFIX + request.id,
+        PENDING_PREFIX + asker,
+        json.dumps(record),
+        ttl,
+        time.time(),
+        share,
+        request.id,
+    )
     if not put:
         raise TooManyPending(share)
 
@@ -118,8 +145,12 @@ async def peek_pending(generation_id: str) -> dict[str, Any] | None:
 
 async def mark_cancelled(generation_id: str) -> None:
     """Leave a note, so that a reader arriving later learns it was cancelled."""
-    await call("set", PREFIX + generation_id + ":cancelled", "1",
-                ex=int(config.current().admission.unclaimed_ttl_s))
+    await call(
+        "set",
+        PREFIX + generation_id + ":cancelled",
+        "1",
+        ex=int(config.current().admission.unclaimed_ttl_s),
+    )
 
 
 async def was_cancelled(generation_id: str) -> bool:
@@ -139,8 +170,14 @@ async def forget(generation_id: str) -> None:
     """Drop everything Redis keeps of a generation: its created request, notes, and its answer's
     log (a deleted conversation's answer is readable nowhere after this)."""
     key = PREFIX + generation_id
-    await call("delete", key, key + ":claimed", key + ":cancelled", key + ":owner",
-               answer_log.key(generation_id))
+    await call(
+        "delete",
+        key,
+        key + ":claimed",
+        key + ":cancelled",
+        key + ":owner",
+        answer_log.key(generation_id),
+    )
 
 
 async def owner_of(generation_id: str) -> str:

@@ -26,7 +26,8 @@ class Webs:
     def alive(self, web: str) -> bool:
         """Heard of within WORKER_TIMEOUT_S, and not leaving."""
         return web not in self.leaving and (
-            self.heard_at.get(web, 0.0) >= time.monotonic() - self.timeout_s)
+            self.heard_at.get(web, 0.0) >= time.monotonic() - self.timeout_s
+        )
 
     def deaf(self) -> None:
         """We hear nobody (Redis is down): the web processes' silence is not theirs."""

@@ -68,11 +68,17 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
         # The one choice of where answers are logged: the client is made on first use, so a
         # worker without durable answers never needs Redis for them.
         self.answer_logs = self.given_answer_logs or answer_log.RedisLog(
-            store.redis, retained_max=self.config.retention.retained_max)
+            store.redis, retained_max=self.config.retention.retained_max
+        )
         self.tasks: set[asyncio.Task[Any]] = set()
-        self.outboxes = Outboxes(self.channel_layer, self.channel_name, self._spawn,
-                                 delivered=self._delivered, give_up=self._give_up_on,
-                                 in_use=self._in_use)
+        self.outboxes = Outboxes(
+            self.channel_layer,
+            self.channel_name,
+            self._spawn,
+            delivered=self._delivered,
+            give_up=self._give_up_on,
+            in_use=self._in_use,
+        )
         self.shutting_down = False
         self.engine = build_engine(local=True)
         stopping.on_signals(self.stop)  # before the engine's start, which may take minutes
@@ -85,8 +91,9 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
             logger.exception("the model worker's engine failed to start; exiting")
             os._exit(1)
         freeze_loaded()
-        logger.info("model worker %s ready: %s (%s)", self.channel_name, self.engine.name,
-                    self.engine.model)
+        logger.info(
+            "model worker %s ready: %s (%s)", self.channel_name, self.engine.name, self.engine.model
+        )
         self._spawn(self._heartbeats())
         own = functools.partial(self.channel_layer.receive, self.channel_name)
         await asyncio.gather(self._listen(receive), self._listen(own))
@@ -107,14 +114,20 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
         are delivered, the engine stops."""
         self.shutting_down = True  # heartbeats say "not ready": no new work comes
         if signum == signal.SIGTERM:
-            logger.info("model worker stopping: draining %d generation(s) for %gs",
-                        len(self.generations), self.config.fleet.drain_s)
+            logger.info(
+                "model worker stopping: draining %d generation(s) for %gs",
+                len(self.generations),
+                self.config.fleet.drain_s,
+            )
             await stopping.until(lambda: not self.generations, self.config.fleet.drain_s)
-        logger.info("model worker stopping: handing over %d generation(s)",
-                    len(self.generations))
-        await asyncio.gather(*(self.engine.abort(generation_id, HANDED_OVER)
-                               for generation_id in list(self.generations)),
-                             return_exceptions=True)
+        logger.info("model worker stopping: handing over %d generation(s)", len(self.generations))
+        await asyncio.gather(
+            *(
+                self.engine.abort(generation_id, HANDED_OVER)
+                for generation_id in list(self.generations)
+            ),
+            return_exceptions=True,
+        )
         await stopping.until(lambda: not self.audiences and self.outboxes.idle, STOP_S)
         await asyncio.to_thread(self.engine.close)
 
@@ -168,20 +181,28 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
             return
         durable = message.log  # how a durable answer is kept (None: not durable)
         audience = self.audiences[request.id] = Audience(
-            stream, web, grace_s=durable["grace_s"] if durable else 0.0,
-            background=bool(durable and durable.get("background")))
+            stream,
+            web,
+            grace_s=durable["grace_s"] if durable else 0.0,
+            background=bool(durable and durable.get("background")),
+        )
         if request.continuation is not None:
             # What the worker before us made: logged for followers, but its home has it.
-            stream.carry_over(request.continuation.tokens,
-                              [Chunk(*item) for item in message.carried])
+            stream.carry_over(
+                request.continuation.tokens, [Chunk(*item) for item in message.carried]
+            )
             audience.sent, audience.streamed = stream.end, request.continuation.tokens
         # Kept whole here, up to its cap, for web processes that follow it later, or to send
         # again what was lost on the way.
-        stream.max_log_bytes = (durable["max_bytes"] if durable
-                                else self.config.retention.resume_max_bytes)
+        stream.max_log_bytes = (
+            durable["max_bytes"] if durable else self.config.retention.resume_max_bytes
+        )
         if durable is not None:
-            first = {"request": protocol.request_message(request), **durable["meta"],
-                     "worker": self.channel_name}
+            first = {
+                "request": protocol.request_message(request),
+                **durable["meta"],
+                "worker": self.channel_name,
+            }
             self.answer_logs.start(request.id, first, retention_s=durable["retention_s"])
         self._spawn(self._pump(audience))
 
@@ -206,8 +227,9 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
         elif not audience.stream.complete:
             state = "gone"  # past its cap: no longer whole
         else:
-            chunks = [c for c in audience.stream.logged(audience.sent)
-                      if c.index + c.tokens > after]
+            chunks = [
+                c for c in audience.stream.logged(audience.sent) if c.index + c.tokens > after
+            ]
             if chunks and chunks[0].index < after:
                 state = "gone"  # it has a part of that chunk only: its text would have a seam
             else:
@@ -234,17 +256,23 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
         if message.leaving:
             if not audience.stream.finished:
                 # With no grace period its last readers were ended by a shutdown, and say so.
-                code = (AbortReason.CLIENT_DISCONNECTED if audience.grace_s > 0
-                        else AbortReason.SERVER_SHUTDOWN)
-                audience.after_grace(self._spawn, functools.partial(self._nobody_reads,
-                                                                    code=code),
-                                     audience.stream.tokens_generated)
+                code = (
+                    AbortReason.CLIENT_DISCONNECTED
+                    if audience.grace_s > 0
+                    else AbortReason.SERVER_SHUTDOWN
+                )
+                audience.after_grace(
+                    self._spawn,
+                    functools.partial(self._nobody_reads, code=code),
+                    audience.stream.tokens_generated,
+                )
         else:
             # The last to leave says how much came, unread, since its last reader left.
             await self._nobody_reads(message.id, message.unread)
 
-    async def _nobody_reads(self, generation_id: str, unread: int,
-                            code: AbortReason = AbortReason.CLIENT_DISCONNECTED) -> None:
+    async def _nobody_reads(
+        self, generation_id: str, unread: int, code: AbortReason = AbortReason.CLIENT_DISCONNECTED
+    ) -> None:
         """No web process reads it any more: abort, counting the `unread` tokens made since
         the last reader left as wasted."""
         audience = self._running(generation_id)
@@ -266,9 +294,16 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
         audience = self._running(message.id)
         if audience is not None:
             stream = audience.stream
-            await self.channel_layer.send(message.reply_to, protocol.State(
-                stream.id, stream.tokens_generated, stream.tokens_after_abort, stream.finished,
-                self.channel_name).encode())
+            await self.channel_layer.send(
+                message.reply_to,
+                protocol.State(
+                    stream.id,
+                    stream.tokens_generated,
+                    stream.tokens_after_abort,
+                    stream.finished,
+                    self.channel_name,
+                ).encode(),
+            )
 
     # --- presence --------------------------------------------------------------------------
 
@@ -285,16 +320,21 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
                 seq += 1
                 await self.channel_layer.send(self.channel_name, protocol.WorkerPing(seq).encode())
                 if seq == 1:  # no previous ping: wait for this one (a round trip, not a beat)
-                    await stopping.until(lambda: self.pings_seen >= 1,
-                                         self.config.fleet.heartbeat_s)
+                    await stopping.until(
+                        lambda: self.pings_seen >= 1, self.config.fleet.heartbeat_s
+                    )
                 receiving = self.pings_seen >= max(seq - 1, 1)
                 heartbeat = protocol.WorkerHeartbeat(
-                    worker=self.channel_name, free=self.engine.free_slots,
+                    worker=self.channel_name,
+                    free=self.engine.free_slots,
                     ready=self.engine.ready and receiving and not self.shutting_down,
-                    engine=self.engine.name, model=self.engine.model,
-                    totals=self.engine.totals(), ids=sorted(self.known),
+                    engine=self.engine.name,
+                    model=self.engine.model,
+                    totals=self.engine.totals(),
+                    ids=sorted(self.known),
                     description=self.engine.describe(),
-                    capabilities=self.engine.capabilities.as_json())
+                    capabilities=self.engine.capabilities.as_json(),
+                )
                 await self.channel_layer.group_send(HEARTBEATS_GROUP, heartbeat.encode())
                 cut_off = not receiving
             except Exception as error:

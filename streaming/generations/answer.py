@@ -31,8 +31,12 @@ MAX_EVENT_ID_DIGITS = 18  # more is no event of ours (and past 4,300 int() refus
 
 def event_id(last_event_id: str | None) -> int | None:
     """`Last-Event-ID` (or `?last_event_id=`) as an event id; None when absent or not one."""
-    if (last_event_id is not None and len(last_event_id) <= MAX_EVENT_ID_DIGITS
-            and last_event_id.isascii() and last_event_id.isdigit()):
+    if (
+        last_event_id is not None
+        and len(last_event_id) <= MAX_EVENT_ID_DIGITS
+        and last_event_id.isascii()
+        and last_event_id.isdigit()
+    ):
         return int(last_event_id)
     return None
 
@@ -81,8 +85,11 @@ class Answer:
     @property
     def rejoinable(self) -> bool:
         """Whether a reader that leaves now could come back (to this answer, still live)."""
-        return ((self.grace_s > 0 or self.background) and self.stream.complete
-                and not self.stream.aborted)
+        return (
+            (self.grace_s > 0 or self.background)
+            and self.stream.complete
+            and not self.stream.aborted
+        )
 
     @property
     def readable(self) -> bool:
@@ -91,8 +98,12 @@ class Answer:
 
     def state(self) -> dict[str, object]:
         """For `GET /api/generations/<id>`."""
-        return {"readers": self.stream.readers, "readable": self.readable,
-                "log_bytes": self.stream.log_bytes, "log_events": self.stream.end}
+        return {
+            "readers": self.stream.readers,
+            "readable": self.readable,
+            "log_bytes": self.stream.log_bytes,
+            "log_events": self.stream.end,
+        }
 
     def position(self, last_event_id: str | None) -> int:
         """Where a reader that has every event up to `last_event_id` starts (none: the first).

@@ -13,16 +13,31 @@ from streaming.core.request import GenerationRequest
 from streaming.generations.registry import Generation
 
 # A generation's counters and latencies, as `figures` and the log row both name them.
-FIGURES = ("tokens_generated", "tokens_after_abort", "finish_reason", "ttft_ms", "tpot_ms",
-           "itl_p50_ms", "itl_p99_ms", "itl_max_ms", "total_ms")
+FIGURES = (
+    "tokens_generated",
+    "tokens_after_abort",
+    "finish_reason",
+    "ttft_ms",
+    "tpot_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "itl_max_ms",
+    "total_ms",
+)
 
 
 def state_json(generation_id: str, status: str, **known: Any) -> dict[str, Any]:
     """The JSON of `GET /api/generations/<id>`, from whatever knows the generation: this
     process's registry, Redis (created, not streamed yet), a worker (streamed by another web
     process) or its log row. What is not known yet reads as nothing so far."""
-    return {"id": generation_id, "status": status, "tokens_generated": 0,
-            "tokens_after_abort": 0, "ttft_ms": None, **known}
+    return {
+        "id": generation_id,
+        "status": status,
+        "tokens_generated": 0,
+        "tokens_after_abort": 0,
+        "ttft_ms": None,
+        **known,
+    }
 
 
 def logged_prompt(request: GenerationRequest) -> str:
@@ -44,8 +59,12 @@ def figures(generation: Generation) -> dict[str, Any]:
     stream = generation.stream
     ended = generation.ended_mono or time.monotonic()
     if stream is None:
-        return {"tokens_generated": 0, "tokens_after_abort": 0, "finish_reason": "",
-                **summarize(generation.created_mono, [], ended)}
+        return {
+            "tokens_generated": 0,
+            "tokens_after_abort": 0,
+            "finish_reason": "",
+            **summarize(generation.created_mono, [], ended),
+        }
     return {
         "tokens_generated": stream.tokens_generated,
         "tokens_after_abort": stream.tokens_after_abort,
@@ -59,10 +78,16 @@ def state(generation: Generation) -> dict[str, Any]:
     answer = {} if generation.answer is None else {"answer": generation.answer.state()}
     engine, request = generation.engine, generation.request
     return state_json(
-        generation.id, generation.status, error_code=generation.error_code or None,
-        api=generation.api, engine=engine.name, model=engine.model,
-        created_at=generation.created_at.isoformat(), max_tokens=request.max_tokens,
-        **figures(generation), **answer,
+        generation.id,
+        generation.status,
+        error_code=generation.error_code or None,
+        api=generation.api,
+        engine=engine.name,
+        model=engine.model,
+        created_at=generation.created_at.isoformat(),
+        max_tokens=request.max_tokens,
+        **figures(generation),
+        **answer,
     )
 
 

@@ -103,24 +103,38 @@ class Generation:
                 if self.status == STREAMING
                 else f"This generation has already ended ({self.status})."
             )
-        stream = self.stream = (self.engine.generate(self.request) if self.runs_here
-                                else TokenStream(self.request, self.engine.counters))
+        stream = self.stream = (
+            self.engine.generate(self.request)
+            if self.runs_here
+            else TokenStream(self.request, self.engine.counters)
+        )
         retention = config.current().retention
         self.answer = Answer(
             stream,
             grace_s=retention.resume_grace_s if durable else 0.0,
             retention_s=retention.retention_s if durable else 0.0,
-            max_bytes=retention.resume_max_bytes, abandon=self._abandon,
-            back=lambda: self.sharing.readers_back(self.id), background=self.background,
+            max_bytes=retention.resume_max_bytes,
+            abandon=self._abandon,
+            back=lambda: self.sharing.readers_back(self.id),
+            background=self.background,
         )
         if durable:
-            self.sharing.keep(self.id, {
-                "grace_s": self.answer.grace_s, "retention_s": self.answer.retention_s,
-                "max_bytes": retention.resume_max_bytes, "background": self.background,
-                "meta": {"api": self.api, "client": self.client, "owner": self.owner,
-                         "conversation": self.in_conversation,
-                         "created_at": self.created_at.isoformat()},
-            })
+            self.sharing.keep(
+                self.id,
+                {
+                    "grace_s": self.answer.grace_s,
+                    "retention_s": self.answer.retention_s,
+                    "max_bytes": retention.resume_max_bytes,
+                    "background": self.background,
+                    "meta": {
+                        "api": self.api,
+                        "client": self.client,
+                        "owner": self.owner,
+                        "conversation": self.in_conversation,
+                        "created_at": self.created_at.isoformat(),
+                    },
+                },
+            )
         stream.on_finish(self._ended)
         self.status = STREAMING
         registry.claimed(self)
@@ -134,8 +148,9 @@ class Generation:
             registry.finish(self, GenerationStatus.COMPLETED)
         elif isinstance(error, GenerationError):
             status = GenerationStatus.of_error(error.code)
-            registry.finish(self, status, "" if status == GenerationStatus.CLIENT_DISCONNECTED
-                            else error.code)
+            registry.finish(
+                self, status, "" if status == GenerationStatus.CLIENT_DISCONNECTED else error.code
+            )
         elif isinstance(error, StreamCut):
             registry.finish(self, GenerationStatus.TRUNCATED)
         elif isinstance(error, StreamingError):  # refused before the 200: the view said so
@@ -163,15 +178,13 @@ class Generation:
     def rejoinable_elsewhere(self) -> bool:
         """Its readers may come back through another web process (a fleet's answer, with a
         grace period)."""
-        return (self.sharing.shared and self.answer is not None
-                and self.answer.rejoinable)
+        return self.sharing.shared and self.answer is not None and self.answer.rejoinable
 
     @property
     def readable_elsewhere(self) -> bool:
         """Other web processes may be reading it too (a fleet's answer, read through its
         stream URL: its log is in Redis)."""
-        return (self.sharing.shared and self.answer is not None
-                and self.answer.durable)
+        return self.sharing.shared and self.answer is not None and self.answer.durable
 
     async def shut_down(self) -> None:
         """This process is exiting: its readers here end with `server_shutdown`, and an answer

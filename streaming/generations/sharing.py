@@ -23,16 +23,16 @@ class Sharing(Protocol):
         """Right after `generate()`, for an answer read through its stream URL ({grace_s,
         retention_s, max_bytes, background, meta}): keep its log where others can read it."""
 
-    async def readers_left(self, generation_id: str, unread: int, *,
-                           leaving: bool = False) -> None:
+    async def readers_left(self, generation_id: str, unread: int, *, leaving: bool = False) -> None:
         """No reader in this process, `unread` tokens made since the last left; `leaving`:
         the process shuts down and its readers may come back through another."""
 
     def readers_back(self, generation_id: str) -> None:
         """A reader in this process again, after `readers_left`."""
 
-    async def catch_up(self, stream: TokenStream, *, event_id: int | None = None,
-                       chunks: int = 0) -> None:
+    async def catch_up(
+        self, stream: TokenStream, *, event_id: int | None = None, chunks: int = 0
+    ) -> None:
         """Return once this copy holds event `event_id` (or `chunks` chunks), or has ended
         (bounded): a copy read from elsewhere may be behind a reader who saw it live."""
 
@@ -57,15 +57,15 @@ class Alone:
     def keep(self, generation_id: str, options: dict[str, Any]) -> None:
         """Its TokenStream keeps its log (answer.py)."""
 
-    async def readers_left(self, generation_id: str, unread: int, *,
-                           leaving: bool = False) -> None:
+    async def readers_left(self, generation_id: str, unread: int, *, leaving: bool = False) -> None:
         """Never called: the answer aborts itself (Generation._abandon)."""
 
     def readers_back(self, generation_id: str) -> None:
         """Nobody elsewhere to tell."""
 
-    async def catch_up(self, stream: TokenStream, *, event_id: int | None = None,
-                       chunks: int = 0) -> None:
+    async def catch_up(
+        self, stream: TokenStream, *, event_id: int | None = None, chunks: int = 0
+    ) -> None:
         """Every reader read this very copy: none is ahead of it."""
 
     def release(self, generation_id: str) -> None:

@@ -29,8 +29,9 @@ def status_of(generation: Generation) -> str:
         return "in_progress"
     if status == GenerationStatus.COMPLETED:
         stream = generation.stream
-        return "incomplete" if stream is not None and stream.finish_reason == "length" \
-            else "completed"
+        return (
+            "incomplete" if stream is not None and stream.finish_reason == "length" else "completed"
+        )
     if status in (GenerationStatus.CANCELLED, GenerationStatus.CLIENT_DISCONNECTED):
         return "cancelled"
     return "failed"
@@ -41,12 +42,18 @@ def outcome_of(generation: Generation) -> Outcome:
     stream = generation.stream
     status = status_of(generation)
     return Outcome(
-        status=status, text=stream.text() if stream is not None else "",
+        status=status,
+        text=stream.text() if stream is not None else "",
         input_tokens=(stream.prompt_tokens or 0) if stream is not None else 0,
         output_tokens=record.figures(generation)["tokens_generated"],
-        error=({"code": "server_error", "message": f"The generation failed "
-                f"({generation.error_code or generation.status})."}
-               if status == "failed" else None),
+        error=(
+            {
+                "code": "server_error",
+                "message": f"The generation failed ({generation.error_code or generation.status}).",
+            }
+            if status == "failed"
+            else None
+        ),
         incomplete_reason=INCOMPLETE if status == "incomplete" else None,
     )
 
@@ -55,18 +62,26 @@ def finished_outcome(stream: TokenStream, text: str) -> Outcome:
     """A stream that ran to its end, as a response: completed, or incomplete at its
     `max_output_tokens`."""
     length = stream.finish_reason == "length"
-    return Outcome(status="incomplete" if length else "completed", text=text,
-                   input_tokens=stream.prompt_tokens or 0,
-                   output_tokens=stream.tokens_generated,
-                   incomplete_reason=INCOMPLETE if length else None)
+    return Outcome(
+        status="incomplete" if length else "completed",
+        text=text,
+        input_tokens=stream.prompt_tokens or 0,
+        output_tokens=stream.tokens_generated,
+        incomplete_reason=INCOMPLETE if length else None,
+    )
 
 
 def final_fields(generation: Generation) -> dict[str, Any]:
     """A stored response's columns once its generation has ended (the log writer's update)."""
     outcome = outcome_of(generation)
-    return {"status": outcome.status, "output_text": outcome.text,
-            "input_tokens": outcome.input_tokens, "output_tokens": outcome.output_tokens,
-            "error": outcome.error, "incomplete_reason": outcome.incomplete_reason or ""}
+    return {
+        "status": outcome.status,
+        "output_text": outcome.text,
+        "input_tokens": outcome.input_tokens,
+        "output_tokens": outcome.output_tokens,
+        "error": outcome.error,
+        "incomplete_reason": outcome.incomplete_reason or "",
+    }
 
 
 def spec_of(row: StoredResponse) -> ResponseSpec:
@@ -76,9 +91,14 @@ def spec_of(row: StoredResponse) -> ResponseSpec:
 
 def stored_outcome(row: StoredResponse) -> Outcome:
     """A stored response as its row last recorded it."""
-    return Outcome(status=row.status, text=row.output_text, input_tokens=row.input_tokens,
-                   output_tokens=row.output_tokens, error=row.error,
-                   incomplete_reason=row.incomplete_reason or None)
+    return Outcome(
+        status=row.status,
+        text=row.output_text,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        error=row.error,
+        incomplete_reason=row.incomplete_reason or None,
+    )
 
 
 def conversation(row: StoredResponse) -> list[Message]:
@@ -89,12 +109,16 @@ def conversation(row: StoredResponse) -> list[Message]:
     return turns
 
 
-async def save(spec: ResponseSpec, owner: str, messages: list[Message],
-               generation: Generation) -> None:
+async def save(
+    spec: ResponseSpec, owner: str, messages: list[Message], generation: Generation
+) -> None:
     """Store a new response (before its generation starts: its end always finds the row)."""
     await StoredResponse.objects.acreate(
-        response_id=spec.generation_id, owner=owner[:80], created_at=generation.created_at,
-        spec=spec.as_json(), messages=[{"role": m.role, "content": m.content} for m in messages],
+        response_id=spec.generation_id,
+        owner=owner[:80],
+        created_at=generation.created_at,
+        spec=spec.as_json(),
+        messages=[{"role": m.role, "content": m.content} for m in messages],
         status=status_of(generation),
     )
 

@@ -42,7 +42,8 @@ def draining() -> bool:
 
 
 def api_view(
-    *methods: str, errors: Callable[[StreamingError], HttpResponse] = error_response,
+    *methods: str,
+    errors: Callable[[StreamingError], HttpResponse] = error_response,
     public: bool = False,
 ) -> Callable[[View], View]:
     """An async JSON endpoint: method check, who may use it (unless `public`), limits' errors.
@@ -54,9 +55,7 @@ def api_view(
         @functools.wraps(view)
         async def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             if request.method not in methods:
-                response = errors(
-                    MethodNotAllowed(f"Use {' or '.join(methods)} on this endpoint.")
-                )
+                response = errors(MethodNotAllowed(f"Use {' or '.join(methods)} on this endpoint."))
                 response["Allow"] = ", ".join(methods)
                 return response
             try:
@@ -86,9 +85,16 @@ async def admit(
     engine.check_request(generation_request)
     asker = principal(request)
     generation = registry.add(
-        Generation(generation_request, engine, sharing_for(engine), api=api,
-                   client=client_address(request),
-                   owner=asker if owner_required(request) else ""), asker=asker)
+        Generation(
+            generation_request,
+            engine,
+            sharing_for(engine),
+            api=api,
+            client=client_address(request),
+            owner=asker if owner_required(request) else "",
+        ),
+        asker=asker,
+    )
     if store.enabled() and generation.owner:
         # With REDIS_URL: any web process can tell who may see and cancel it.
         await store.remember_owner(generation.id, generation.owner)
@@ -101,8 +107,7 @@ def owned(request: HttpRequest, generation: Generation | None) -> Generation | N
     return generation if generation is None or may_see(request, generation.owner) else None
 
 
-async def start_new(request: HttpRequest, generation: Generation, *,
-                    durable: bool = False) -> None:
+async def start_new(request: HttpRequest, generation: Generation, *, durable: bool = False) -> None:
     """Start the engine on a generation that has only just been created (no reader yet)."""
     try:
         await start_admitted(request, generation, durable=durable)
@@ -111,8 +116,9 @@ async def start_new(request: HttpRequest, generation: Generation, *,
         raise
 
 
-async def start_admitted(request: HttpRequest, generation: Generation, *,
-                         durable: bool = False) -> None:
+async def start_admitted(
+    request: HttpRequest, generation: Generation, *, durable: bool = False
+) -> None:
     """Take a stream slot for the asker (429/503 when there is none), then start the engine.
 
     The slot is the generation's until it ends: `registry.finish` (or `discard`) gives it back.

@@ -68,14 +68,16 @@ async def authenticate(request: HttpRequest) -> None:
         if row is not None:
             # A key issued for a user acts as that user: what it creates is theirs, seen from
             # their session and their other keys, and counted in their limits.
-            request.stream_principal = (f"user:{row.user_id}" if row.user_id is not None
-                                        else f"key:{row.pk}")
+            request.stream_principal = (
+                f"user:{row.user_id}" if row.user_id is not None else f"key:{row.pk}"
+            )
             request.stream_owner_required = True
             return
         # Open mode ignores a key it does not know: OpenAI's client always sends one.
         if auth_required(request):
-            raise Unauthorized("This API key is unknown or revoked; send "
-                               "`Authorization: Bearer <API key>`.")
+            raise Unauthorized(
+                "This API key is unknown or revoked; send `Authorization: Bearer <API key>`."
+            )
     user = await request.auser() if hasattr(request, "auser") else None
     if user is not None and user.is_authenticated:
         # The session cookie rides along with any cross-site request: its POSTs need the token.
@@ -137,9 +139,15 @@ def anonymous_token(request: HttpRequest) -> str | None:
 def give_owner_cookie(request: HttpRequest, response) -> None:
     """An anonymous browser without a valid owner cookie gets one (the chat page does this)."""
     if anonymous_token(request) is None:
-        response.set_signed_cookie(OWNER_COOKIE, secrets.token_urlsafe(18), salt=OWNER_SALT,
-                                   max_age=OWNER_COOKIE_AGE_S, httponly=True, samesite="Lax",
-                                   secure=request.is_secure())
+        response.set_signed_cookie(
+            OWNER_COOKIE,
+            secrets.token_urlsafe(18),
+            salt=OWNER_SALT,
+            max_age=OWNER_COOKIE_AGE_S,
+            httponly=True,
+            samesite="Lax",
+            secure=request.is_secure(),
+        )
 
 
 def owner_required(request: HttpRequest) -> bool:

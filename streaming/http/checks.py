@@ -38,14 +38,16 @@ def check_compression_middleware(app_configs=None, **kwargs) -> list[CheckMessag
             continue
         encoding = _probe_encoding(path)
         if encoding:
-            errors.append(CheckWarning(
-                f"{path} compresses event streams (Content-Encoding: {encoding}).",
-                hint="A compressor holds events until its buffer fills: the client sees "
-                "nothing, then everything. Use "
-                "streaming.http.middleware.StreamSafeGZipMiddleware, or exempt "
-                "text/event-stream responses from it.",
-                id="streaming.W001",
-            ))
+            errors.append(
+                CheckWarning(
+                    f"{path} compresses event streams (Content-Encoding: {encoding}).",
+                    hint="A compressor holds events until its buffer fills: the client sees "
+                    "nothing, then everything. Use "
+                    "streaming.http.middleware.StreamSafeGZipMiddleware, or exempt "
+                    "text/event-stream responses from it.",
+                    id="streaming.W001",
+                )
+            )
     return errors
 
 
@@ -80,13 +82,15 @@ def check_asgi(app_configs=None, **kwargs) -> list[CheckMessage]:
         settings, "WSGI_APPLICATION", None
     ):
         return []
-    return [CheckWarning(
-        "WSGI_APPLICATION is set or ASGI_APPLICATION is not: streams served through WSGI are "
-        "buffered whole.",
-        hint="Under WSGI Django consumes an async iterator completely before sending it. Serve "
-        "chatsite.asgi:application with uvicorn or daphne and leave WSGI_APPLICATION unset.",
-        id="streaming.W002",
-    )]
+    return [
+        CheckWarning(
+            "WSGI_APPLICATION is set or ASGI_APPLICATION is not: streams served through WSGI are "
+            "buffered whole.",
+            hint="Under WSGI Django consumes an async iterator completely before sending it. Serve "
+            "chatsite.asgi:application with uvicorn or daphne and leave WSGI_APPLICATION unset.",
+            id="streaming.W002",
+        )
+    ]
 
 
 @register("streaming")
@@ -99,13 +103,15 @@ def check_stream_views(app_configs=None, **kwargs) -> list[CheckMessage]:
         except Resolver404:
             continue
         if not _is_async_view(match.func):
-            errors.append(CheckWarning(
-                f"The view serving {path} ({match.view_name}) is synchronous.",
-                hint="A sync view runs in a thread, and the sync iterator it usually returns "
-                "is read whole by Django under ASGI before anything is sent. Make it an async "
-                "view returning a StreamingHttpResponse over an async generator.",
-                id="streaming.W003",
-            ))
+            errors.append(
+                CheckWarning(
+                    f"The view serving {path} ({match.view_name}) is synchronous.",
+                    hint="A sync view runs in a thread, and the sync iterator it usually returns "
+                    "is read whole by Django under ASGI before anything is sent. Make it an async "
+                    "view returning a StreamingHttpResponse over an async generator.",
+                    id="streaming.W003",
+                )
+            )
     return errors
 
 
@@ -124,13 +130,14 @@ def check_heartbeat(app_configs=None, **kwargs) -> list[CheckMessage]:
     timeout = connections.proxy_read_timeout_s
     if heartbeat <= timeout * HEARTBEAT_MAX_SHARE:
         return []
-    return [CheckWarning(
-        f"STREAM_HEARTBEAT_S ({heartbeat:g} s) is not comfortably below the proxy read timeout "
-        f"STREAM_PROXY_READ_TIMEOUT_S ({timeout:g} s).",
-        hint="A generation that is silent longer than the proxy's read timeout (nginx: "
-        "proxy_read_timeout, 60 s by default) is cut by the proxy. Set STREAM_HEARTBEAT_S to "
-        f"at most {timeout * HEARTBEAT_MAX_SHARE:g} s, or raise the timeout in the proxy and "
-        "in STREAM_PROXY_READ_TIMEOUT_S together.",
-        id="streaming.W004",
-    )]
-
+    return [
+        CheckWarning(
+            f"STREAM_HEARTBEAT_S ({heartbeat:g} s) is not comfortably below the proxy read timeout "
+            f"STREAM_PROXY_READ_TIMEOUT_S ({timeout:g} s).",
+            hint="A generation that is silent longer than the proxy's read timeout (nginx: "
+            "proxy_read_timeout, 60 s by default) is cut by the proxy. Set STREAM_HEARTBEAT_S to "
+            f"at most {timeout * HEARTBEAT_MAX_SHARE:g} s, or raise the timeout in the proxy and "
+            "in STREAM_PROXY_READ_TIMEOUT_S together.",
+            id="streaming.W004",
+        )
+    ]

@@ -32,7 +32,8 @@ SETTINGS = ("system_prompt", "temperature", "top_p", "max_tokens")
 
 def _conversation_json(conversation: Conversation) -> dict[str, Any]:
     return {
-        "id": conversation.conversation_id, "title": conversation.title,
+        "id": conversation.conversation_id,
+        "title": conversation.title,
         "created_at": conversation.created_at.isoformat(),
         "updated_at": conversation.updated_at.isoformat(),
         "metadata": conversation.metadata,
@@ -44,17 +45,29 @@ def _item_json(item: ConversationItem, alternatives: list[str]) -> dict[str, Any
     generation = None
     if item.generation_id:
         base = f"/api/generations/{item.generation_id}"
-        generation = {"id": item.generation_id, "stream_url": f"{base}/stream",
-                      "cancel_url": f"{base}/cancel"}
-    return {"id": item.item_id, "role": item.role, "content": item.content,
-            "status": item.status, "finish_reason": item.finish_reason,
-            "created_at": item.created_at.isoformat(), "generation": generation,
-            "alternatives": {"ids": alternatives, "index": alternatives.index(item.item_id)}}
+        generation = {
+            "id": item.generation_id,
+            "stream_url": f"{base}/stream",
+            "cancel_url": f"{base}/cancel",
+        }
+    return {
+        "id": item.item_id,
+        "role": item.role,
+        "content": item.content,
+        "status": item.status,
+        "finish_reason": item.finish_reason,
+        "created_at": item.created_at.isoformat(),
+        "generation": generation,
+        "alternatives": {"ids": alternatives, "index": alternatives.index(item.item_id)},
+    }
 
 
 def _branch_json(branch: records.Branch) -> dict[str, Any]:
-    return {**_conversation_json(branch.conversation), "item_count": branch.total,
-            "items": [_item_json(item, branch.alternatives[item.pk]) for item in branch.items]}
+    return {
+        **_conversation_json(branch.conversation),
+        "item_count": branch.total,
+        "items": [_item_json(item, branch.alternatives[item.pk]) for item in branch.items],
+    }
 
 
 async def _branch(conversation: Conversation) -> dict[str, Any]:
@@ -75,8 +88,7 @@ def _settings_of(data: dict[str, Any]) -> dict[str, Any]:
                 value = ""
             limit = config.current().conversations.max_item_chars
             if not isinstance(value, str) or len(value) > limit:
-                raise BadRequest(f"`system_prompt` must be a string of at most "
-                                 f"{limit} characters.")
+                raise BadRequest(f"`system_prompt` must be a string of at most {limit} characters.")
         elif value is not None:
             sampling(name, value)  # checked as a request's would be; kept as given
         chosen[name] = value
@@ -100,16 +112,19 @@ async def conversations(request: HttpRequest) -> HttpResponse:
         data = decode_json_object(request.body or b"{}")
         refuse_unknown(data, {"title", *SETTINGS})
         created = await sync_to_async(records.create)(
-            owner, title=_title_of(data) or "", **_settings_of(data))
+            owner, title=_title_of(data) or "", **_settings_of(data)
+        )
         return JsonResponse(_conversation_json(created), status=201)
     try:
         limit = min(LIST_LIMIT, max(1, int(request.GET.get("limit", 50))))
     except ValueError:
         raise BadRequest("`limit` must be an integer.") from None
-    found = await sync_to_async(search.search)(owner, request.GET.get("q", ""),
-                                               limit=limit + 1, before=request.GET.get("before"))
-    return JsonResponse({"data": [_conversation_json(c) for c in found[:limit]],
-                         "has_more": len(found) > limit})
+    found = await sync_to_async(search.search)(
+        owner, request.GET.get("q", ""), limit=limit + 1, before=request.GET.get("before")
+    )
+    return JsonResponse(
+        {"data": [_conversation_json(c) for c in found[:limit]], "has_more": len(found) > limit}
+    )
 
 
 @api_view("GET", "PATCH", "DELETE")
@@ -153,10 +168,17 @@ async def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
     branch = await sync_to_async(records.branch)(found, after, whole=whole)
     after_item = branch.items[-1] if branch.items else None
     return await _answered(
-        request, found, [*branch.messages(), ("user", content)],
+        request,
+        found,
+        [*branch.messages(), ("user", content)],
         lambda generation_id: records.append(
-            found, [("user", content), ("assistant", "")], after=after_item,
-            status=ItemStatus.IN_PROGRESS, generation_id=generation_id))
+            found,
+            [("user", content), ("assistant", "")],
+            after=after_item,
+            status=ItemStatus.IN_PROGRESS,
+            generation_id=generation_id,
+        ),
+    )
 
 
 @api_view("POST")
@@ -168,13 +190,20 @@ async def regenerate(request: HttpRequest, conversation_id: str, item_id: str) -
         raise BadRequest("Only an answer can be regenerated.")
     asked = await sync_to_async(lambda: answer.parent)()
     branch = await sync_to_async(records.branch)(found, asked, whole=False)
-    return await _answered(request, found, branch.messages(),
-                           lambda generation_id: records.answer_beside(found, answer,
-                                                                       generation_id))
+    return await _answered(
+        request,
+        found,
+        branch.messages(),
+        lambda generation_id: records.answer_beside(found, answer, generation_id),
+    )
 
 
-async def _answered(request: HttpRequest, found: Conversation, asked: list[tuple[str, str]],
-                    write: Callable[[str], Any]) -> HttpResponse:
+async def _answered(
+    request: HttpRequest,
+    found: Conversation,
+    asked: list[tuple[str, str]],
+    write: Callable[[str], Any],
+) -> HttpResponse:
     """Admit the answer to `asked`, `write` its items (given its generation id), then publish
     it: a write refused (a limit) leaves no generation behind."""
     generation = await turns.answer(request, found, asked)

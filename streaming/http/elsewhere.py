@@ -27,8 +27,7 @@ CLAIMED_POLL_S = 0.02
 
 async def may_see_elsewhere(request: HttpRequest, generation_id: str) -> bool:
     """With REDIS_URL: whether the asker may see a generation this process does not hold."""
-    return not owner_required(request) or may_see(
-        request, await store.owner_of(generation_id))
+    return not owner_required(request) or may_see(request, await store.owner_of(generation_id))
 
 
 async def claim(generation_id: str) -> Generation | None:
@@ -40,11 +39,18 @@ async def claim(generation_id: str) -> Generation | None:
     if record is None:
         return None
     engine = await ready_engine()
-    return registry.add(Generation(record["request"], engine, sharing_for(engine),
-                                   api=record["api"],
-                                   client=record["client"], created_at=record["created_at"],
-                                   owner=record.get("owner", ""),
-                                   in_conversation=record.get("conversation", False)))
+    return registry.add(
+        Generation(
+            record["request"],
+            engine,
+            sharing_for(engine),
+            api=record["api"],
+            client=record["client"],
+            created_at=record["created_at"],
+            owner=record.get("owner", ""),
+            in_conversation=record.get("conversation", False),
+        )
+    )
 
 
 async def replica_once_started(generation_id: str) -> Generation | None:

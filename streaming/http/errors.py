@@ -10,9 +10,12 @@ from streaming.wire import openai_format
 
 def error_response(error: StreamingError) -> JsonResponse:
     """The contract's JSON error before any stream: `{"error": {"code", "message"}}`."""
-    return _with_headers(JsonResponse(
-        {"error": {"code": error.code, "message": error.message}}, status=error.http_status
-    ), error)
+    return _with_headers(
+        JsonResponse(
+            {"error": {"code": error.code, "message": error.message}}, status=error.http_status
+        ),
+        error,
+    )
 
 
 def openai_error_response(error: StreamingError) -> JsonResponse:

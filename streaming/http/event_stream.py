@@ -55,8 +55,12 @@ class NativeFramer:
         """One `id: <index>` + `{"token"}` event per chunk, in one write (fewer syscalls);
         reasoning and tool calls as named events."""
         token_event, text, others = sse.token_event, ChunkKind.TEXT, NATIVE_EVENTS
-        return b"".join([token_event(c.index, c.text, c.tokens) if c.kind == text
-                         else others[c.kind](c) for c in batch])
+        return b"".join(
+            [
+                token_event(c.index, c.text, c.tokens) if c.kind == text else others[c.kind](c)
+                for c in batch
+            ]
+        )
 
     @staticmethod
     def ping() -> bytes:
@@ -201,5 +205,6 @@ def open_streams() -> int:
 
 def cancelled_stream() -> StreamingHttpResponse:
     # Cancelled before anyone read it: the reader learns why instead of waiting forever.
-    return EventStreamResponse(single_frame(sse.error_event("cancelled",
-                                                         "The generation was cancelled.")))
+    return EventStreamResponse(
+        single_frame(sse.error_event("cancelled", "The generation was cancelled."))
+    )

@@ -56,13 +56,22 @@ def _admission() -> AdmissionSettings:
     return config.current().admission
 
 
-STREAMS = Pool("streams", lambda: _admission().max_streams_per_client,
-               lambda: _admission().max_in_flight, TooManyStreams,
-               lambda limit: _service_full())
-BACKGROUND = Pool("background", lambda: _admission().background_per_client,
-                  lambda: _admission().background_max, TooManyBackground,
-                  lambda limit: EngineBusy(f"{limit} background responses run, the most this "
-                                           "service runs at once; try again shortly."))
+STREAMS = Pool(
+    "streams",
+    lambda: _admission().max_streams_per_client,
+    lambda: _admission().max_in_flight,
+    TooManyStreams,
+    lambda limit: _service_full(),
+)
+BACKGROUND = Pool(
+    "background",
+    lambda: _admission().background_per_client,
+    lambda: _admission().background_max,
+    TooManyBackground,
+    lambda limit: EngineBusy(
+        f"{limit} background responses run, the most this service runs at once; try again shortly."
+    ),
+)
 
 
 class Limits(Protocol):
@@ -200,9 +209,7 @@ class RedisLimits:
         limit = _admission().rate_per_min
         if limit <= 0:
             return
-        count, ttl_ms = await store.call(
-            "eval", _HIT, 1, f"{PREFIX}rate:{client}", RATE_WINDOW_S
-        )
+        count, ttl_ms = await store.call("eval", _HIT, 1, f"{PREFIX}rate:{client}", RATE_WINDOW_S)
         if count > limit:
             raise RateLimited(limit, retry_after_s=max(ttl_ms, 0) / 1000)
 
@@ -210,8 +217,14 @@ class RedisLimits:
         """A lease on a slot of `pool`, or its error for this client / everyone."""
         lease = Lease(client, uuid.uuid4().hex, self, pool)
         verdict = await store.call(
-            "eval", _ACQUIRE, 2, *_keys(pool, client), lease.token, pool.total(),
-            pool.per_client(), _ttl_ms(),
+            "eval",
+            _ACQUIRE,
+            2,
+            *_keys(pool, client),
+            lease.token,
+            pool.total(),
+            pool.per_client(),
+            _ttl_ms(),
         )
         if verdict == 2:
             raise pool.all_full(pool.total())
@@ -258,8 +271,7 @@ class RedisLimits:
             try:
                 async with store.redis().pipeline(transaction=False) as pipe:
                     for lease in held:
-                        pipe.eval(_RENEW, 2, *_keys(lease.pool, lease.client), lease.token,
-                                  ttl_ms)
+                        pipe.eval(_RENEW, 2, *_keys(lease.pool, lease.client), lease.token, ttl_ms)
                     await pipe.execute()
             except Exception as error:
                 logger.warning("could not renew stream slots: %s", error)

@@ -35,9 +35,11 @@ from streaming.wire import sse
 
 logger = logging.getLogger(__name__)
 
+
 def _native_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, None]:
-    return parse_generation_body(body, engine_name=engine.name,
-                                 upstream=engine.capabilities.upstream_options), None
+    return parse_generation_body(
+        body, engine_name=engine.name, upstream=engine.capabilities.upstream_options
+    ), None
 
 
 @api_view("POST")
@@ -48,9 +50,14 @@ async def create_generation(request: HttpRequest) -> HttpResponse:
         # Redis is the only home of a created generation: whichever process gets the stream
         # claims it from there, so no process keeps a copy that could go stale.
         registry.discard(generation)
-        await store.put_pending(generation.request, api=generation.api,
-                                 client=generation.client, created_at=generation.created_at,
-                                 owner=generation.owner, asker=principal(request))
+        await store.put_pending(
+            generation.request,
+            api=generation.api,
+            client=generation.client,
+            created_at=generation.created_at,
+            owner=generation.owner,
+            asker=principal(request),
+        )
     base = f"/api/generations/{generation.id}"
     return JsonResponse(
         {"id": generation.id, "stream_url": f"{base}/stream", "cancel_url": f"{base}/cancel"},
@@ -83,8 +90,9 @@ async def stream_generation(request: HttpRequest, generation_id: str) -> HttpRes
         return cancelled_stream()
     # Another reader, or the same one back: 400 for a stray id, 410 once it is not kept.
     position = generation.answer.position(last_event_id)
-    return await open_event_stream(generation, preamble=_resume_preamble(generation),
-                                   position=position)
+    return await open_event_stream(
+        generation, preamble=_resume_preamble(generation), position=position
+    )
 
 
 def _resume_preamble(generation: Generation) -> bytes:
@@ -126,15 +134,29 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
     if row is None and store.enabled() and await may_see_elsewhere(request, generation_id):
         remote = await streamed_elsewhere(generation_id)
         if remote is not None:
-            return JsonResponse(state_json(
-                generation_id, STREAMING, tokens_generated=remote["tokens_generated"],
-                tokens_after_abort=remote["tokens_after_abort"]))
+            return JsonResponse(
+                state_json(
+                    generation_id,
+                    STREAMING,
+                    tokens_generated=remote["tokens_generated"],
+                    tokens_after_abort=remote["tokens_after_abort"],
+                )
+            )
     if row is None:
         raise NotFound()
-    return JsonResponse(state_json(
-        row.generation_id, row.status, error_code=row.error_code or None, api=row.api,
-        engine=row.engine, model=row.model, created_at=row.created_at.isoformat(),
-        max_tokens=row.max_tokens, **{name: getattr(row, name) for name in FIGURES}))
+    return JsonResponse(
+        state_json(
+            row.generation_id,
+            row.status,
+            error_code=row.error_code or None,
+            api=row.api,
+            engine=row.engine,
+            model=row.model,
+            created_at=row.created_at.isoformat(),
+            max_tokens=row.max_tokens,
+            **{name: getattr(row, name) for name in FIGURES},
+        )
+    )
 
 
 @api_view("GET")
@@ -165,5 +187,6 @@ async def engine_defaults(request: HttpRequest) -> HttpResponse:
     described = (await ready_engine()).describe()
     limits = config.current().limits
     defaults = {**described["defaults"], "max_tokens": limits.default_max_tokens}
-    return JsonResponse({**described, "defaults": defaults,
-                         "max_tokens_limit": limits.max_tokens_limit})
+    return JsonResponse(
+        {**described, "defaults": defaults, "max_tokens_limit": limits.max_tokens_limit}
+    )

@@ -38,15 +38,25 @@ from streaming.wire import openai_format, sse
 from streaming.wire.openai_format import ChunkWriter
 
 SUPPORTED = {
-    "model", "messages", "stream", "stream_options",
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
     "max_tokens",  # the legacy name of `max_completion_tokens`: parse_chat_body reconciles them
     *accepted("chat"),  # the request's fields: core/fields.py (`fault` ours, as in the native API)
 }
 # Chat completions' errors name the answer's length `max_tokens`, whichever name the body used.
 NAMING = naming("chat", max_tokens="max_tokens")
 # Bookkeeping for OpenAI's own platform; the answer does not depend on them.
-IGNORED = {"user", "metadata", "store", "service_tier", "prompt_cache_key",
-           "safety_identifier", "parallel_tool_calls"}
+IGNORED = {
+    "user",
+    "metadata",
+    "store",
+    "service_tier",
+    "prompt_cache_key",
+    "safety_identifier",
+    "parallel_tool_calls",
+}
 
 
 def is_none_or(*neutral: Any) -> Callable[[Any], bool]:
@@ -73,7 +83,7 @@ NEUTRAL: dict[str, Callable[[Any], bool]] = {
 }
 WHY_NOT = {
     "n": "more than one choice per request",
-    "response_format": "structured output (only {\"type\": \"text\"})",
+    "response_format": 'structured output (only {"type": "text"})',
 }
 STREAM_OPTIONS = {"include_usage", "include_obfuscation"}
 MESSAGE_KEYS = {"role", "content", "name"}  # `name` labels a participant; the engines ignore it
@@ -103,9 +113,12 @@ class ChatOptions:
     include_usage: bool
 
 
-def check_parameters(data: dict[str, Any], accepted: set[str],
-                     neutral: dict[str, Callable[[Any], bool]],
-                     why_not: dict[str, str] | None = None) -> None:
+def check_parameters(
+    data: dict[str, Any],
+    accepted: set[str],
+    neutral: dict[str, Callable[[Any], bool]],
+    why_not: dict[str, str] | None = None,
+) -> None:
     """Refuse, by name, a field neither `accepted` nor at its `neutral` value."""
     for key, value in data.items():
         if key in accepted:
@@ -115,8 +128,9 @@ def check_parameters(data: dict[str, Any], accepted: set[str],
             raise UnsupportedParameter(key, f"Unrecognized request argument supplied: {key}.")
         if not is_neutral(value):
             what = (why_not or {}).get(key, f"`{key}`")
-            raise UnsupportedParameter(key, f"This server does not support {what}: "
-                                            f"got {key}={json.dumps(value)[:200]}.")
+            raise UnsupportedParameter(
+                key, f"This server does not support {what}: got {key}={json.dumps(value)[:200]}."
+            )
 
 
 def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, ChatOptions]:
@@ -130,8 +144,10 @@ def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, Cha
     if not isinstance(requested, str) or not requested:
         raise UnsupportedParameter("model", "`model` must be a non-empty string.")
     if requested != model:
-        raise ModelNotFound(f"The model {requested!r} does not exist; this server serves "
-                            f"{model!r} (GET /v1/models).")
+        raise ModelNotFound(
+            f"The model {requested!r} does not exist; this server serves "
+            f"{model!r} (GET /v1/models)."
+        )
     options = _options(data)
     fields, legacy = asked(data, "chat"), data.get("max_tokens")
     if fields.get("max_tokens") is None:  # `max_completion_tokens` unset: the legacy name's
@@ -140,9 +156,14 @@ def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, Cha
     elif legacy is not None and legacy != fields["max_tokens"]:
         raise BadRequest("`max_tokens` and `max_completion_tokens` differ; send one of them.")
     generation_request = build_request(
-        messages=(upstream_messages(data.get("messages")) if upstream else
-                  parse_messages({"messages": _native_messages(data.get("messages"))})),
-        **fields, dialect=NAMING, upstream_options=options_json,
+        messages=(
+            upstream_messages(data.get("messages"))
+            if upstream
+            else parse_messages({"messages": _native_messages(data.get("messages"))})
+        ),
+        **fields,
+        dialect=NAMING,
+        upstream_options=options_json,
     )
     return generation_request, options
 
@@ -181,8 +202,9 @@ def _native_messages(raw: Any) -> Any:
         if isinstance(content, list):
             content = text_of_parts(content)
             if content is None:
-                raise UnsupportedParameter(f"messages[{position}].content",
-                                           "Only text content parts are supported.")
+                raise UnsupportedParameter(
+                    f"messages[{position}].content", "Only text content parts are supported."
+                )
         messages.append({"role": role, "content": content})
     return messages
 
@@ -194,14 +216,20 @@ class ChunkFramer:
         self.writer = writer
         # The frame of each kind of chunk but TEXT (inline in `tokens`), from the chunk's text.
         self.others: dict[int, Callable[[str], bytes]] = {
-            ChunkKind.REASONING: writer.reasoning, ChunkKind.TOOL_CALLS: writer.tool_calls,
-            ChunkKind.LOGPROBS: self._with_logprobs}
+            ChunkKind.REASONING: writer.reasoning,
+            ChunkKind.TOOL_CALLS: writer.tool_calls,
+            ChunkKind.LOGPROBS: self._with_logprobs,
+        }
 
     def tokens(self, batch: list[Chunk]) -> bytes:
         """One chunk frame per chunk, in one write."""
         content, text, others = self.writer.content, ChunkKind.TEXT, self.others
-        return b"".join([content(chunk.text) if chunk.kind == text
-                         else others[chunk.kind](chunk.text) for chunk in batch])
+        return b"".join(
+            [
+                content(chunk.text) if chunk.kind == text else others[chunk.kind](chunk.text)
+                for chunk in batch
+            ]
+        )
 
     def _with_logprobs(self, chunk_text: str) -> bytes:
         text, logprobs = json.loads(chunk_text)
@@ -258,10 +286,16 @@ class CompletionCollector:
     def done(self, stream: TokenStream) -> bytes:
         """The whole completion."""
         completion = openai_format.completion(
-            self.completion_id, self.model, self.created, "".join(self.parts),
-            stream.finish_reason or "stop", stream.prompt_tokens or 0, stream.tokens_generated,
+            self.completion_id,
+            self.model,
+            self.created,
+            "".join(self.parts),
+            stream.finish_reason or "stop",
+            stream.prompt_tokens or 0,
+            stream.tokens_generated,
             reasoning="".join(self.reasoning),
-            tool_calls=openai_format.merge_tool_calls(self.tool_calls), logprobs=self.logprobs,
+            tool_calls=openai_format.merge_tool_calls(self.tool_calls),
+            logprobs=self.logprobs,
         )
         return json.dumps(completion, ensure_ascii=False).encode()
 

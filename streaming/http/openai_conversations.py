@@ -52,8 +52,9 @@ class ItemNotFound(NotFound):
         super().__init__(f"No item with id {item_id[:60]!r} in this conversation.")
 
 
-async def owned(request: HttpRequest, conversation_id: str,
-                param: str | None = None) -> Conversation:
+async def owned(
+    request: HttpRequest, conversation_id: str, param: str | None = None
+) -> Conversation:
     """The asker's conversation of that id; ConversationNotFound for any other."""
     try:
         return await sync_to_async(records.get)(conversation_owner(request), conversation_id)
@@ -72,7 +73,8 @@ async def create_conversation(request: HttpRequest) -> HttpResponse:
     raw = data.get("items")
     pairs = [] if raw in (None, []) else input_items(raw, "items")
     created = await sync_to_async(records.create)(
-        conversation_owner(request), metadata=data.get("metadata") or {}, items=pairs)
+        conversation_owner(request), metadata=data.get("metadata") or {}, items=pairs
+    )
     return JsonResponse(conversation_object(created))
 
 
@@ -85,8 +87,9 @@ async def conversation_detail(request: HttpRequest, conversation_id: str) -> Htt
     found = await owned(request, conversation_id)
     if request.method == "DELETE":
         await turns.let_go(await sync_to_async(records.delete)(found))
-        return JsonResponse({"id": conversation_id, "object": "conversation.deleted",
-                             "deleted": True})
+        return JsonResponse(
+            {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
+        )
     if request.method == "POST":
         check_parameters(data, {"metadata"}, {})
         if "metadata" not in data:
@@ -120,8 +123,9 @@ async def conversation_items(request: HttpRequest, conversation_id: str) -> Http
         raise UnsupportedParameter("after", "`after` must be an item id (msg_…).")
     found = await owned(request, conversation_id)
     try:
-        listed = await sync_to_async(shown.page)(found, after=after, limit=limit,
-                                                 newest_first=order == "desc")
+        listed = await sync_to_async(shown.page)(
+            found, after=after, limit=limit, newest_first=order == "desc"
+        )
     except BadRequest as error:
         raise UnsupportedParameter("after", error.message) from None
     await settle(listed.items)  # answers left running by a process that died: incomplete
@@ -129,8 +133,9 @@ async def conversation_items(request: HttpRequest, conversation_id: str) -> Http
 
 
 @api_view("GET", "DELETE", errors=openai_error_response)
-async def conversation_item(request: HttpRequest, conversation_id: str,
-                            item_id: str) -> HttpResponse:
+async def conversation_item(
+    request: HttpRequest, conversation_id: str, item_id: str
+) -> HttpResponse:
     """`GET` one item; `DELETE` it alone (what followed it follows its parent): the
     conversation."""
     _query(request, {"include"} if request.method == "GET" else set())
@@ -146,8 +151,9 @@ async def conversation_item(request: HttpRequest, conversation_id: str,
     return JsonResponse(item_object(chosen))
 
 
-def _append_at_end(conversation: Conversation,
-                   pairs: list[tuple[str, str]]) -> list[ConversationItem]:
+def _append_at_end(
+    conversation: Conversation, pairs: list[tuple[str, str]]
+) -> list[ConversationItem]:
     return records.append(conversation, pairs, after=records.last_shown(conversation))
 
 
@@ -163,9 +169,12 @@ def _query(request: HttpRequest, accepted: set[str]) -> dict[str, Any]:
         if name == "include":
             wanted = [value for value in values if value]
             if wanted:
-                raise UnsupportedParameter("include", f"`include` {wanted[0][:80]!r} is not "
-                                                      "supported: items here are text messages, "
-                                                      "with nothing more to include.")
+                raise UnsupportedParameter(
+                    "include",
+                    f"`include` {wanted[0][:80]!r} is not "
+                    "supported: items here are text messages, "
+                    "with nothing more to include.",
+                )
             continue
         query[name] = values[-1]
     return query
@@ -179,6 +188,7 @@ def _limit(raw: str | None) -> int:
     except ValueError:
         limit = 0
     if not 1 <= limit <= LIST_LIMIT_MAX:
-        raise UnsupportedParameter("limit", f"`limit` must be an integer from 1 to "
-                                            f"{LIST_LIMIT_MAX}.")
+        raise UnsupportedParameter(
+            "limit", f"`limit` must be an integer from 1 to {LIST_LIMIT_MAX}."
+        )
     return limit

@@ -27,11 +27,11 @@ def input_items(raw: Any, where: str, *, limit: int | None = MAX_ITEMS) -> list[
     if isinstance(raw, str):
         return [("user", raw)]
     if not isinstance(raw, list) or not raw:
-        raise UnsupportedParameter(where, f"`{where}` must be a non-empty list of message "
-                                          "items.")
+        raise UnsupportedParameter(where, f"`{where}` must be a non-empty list of message items.")
     if limit is not None and len(raw) > limit:
-        raise UnsupportedParameter(where, f"`{where}` may hold at most {limit} items at a time; "
-                                          f"got {len(raw)}.")
+        raise UnsupportedParameter(
+            where, f"`{where}` may hold at most {limit} items at a time; got {len(raw)}."
+        )
     return [input_item(item, f"{where}[{position}]") for position, item in enumerate(raw)]
 
 
@@ -44,18 +44,22 @@ def input_item(item: Any, where: str) -> tuple[str, str]:
         raise UnsupportedParameter(where, f"`{where}` must be a message item (an object).")
     kind = item.get("type", "message")
     if kind != "message":
-        raise UnsupportedParameter(f"{where}.type", f"`{where}.type` is {str(kind)[:40]!r}: only "
-                                                    "`message` items are supported here.")
+        raise UnsupportedParameter(
+            f"{where}.type",
+            f"`{where}.type` is {str(kind)[:40]!r}: only `message` items are supported here.",
+        )
     for key in item:
         if key not in ITEM_KEYS:
             raise UnsupportedParameter(f"{where}.{key}", f"`{where}.{key}` is not supported.")
     role = item.get("role")
     if role not in ROLES:
-        raise UnsupportedParameter(f"{where}.role", f"`{where}.role` must be one of "
-                                                    f"{', '.join(ROLES)}.")
+        raise UnsupportedParameter(
+            f"{where}.role", f"`{where}.role` must be one of {', '.join(ROLES)}."
+        )
     if item.get("status") not in (None, "completed"):
-        raise UnsupportedParameter(f"{where}.status", f"`{where}.status`: only completed items "
-                                                      "can be added.")
+        raise UnsupportedParameter(
+            f"{where}.status", f"`{where}.status`: only completed items can be added."
+        )
     return role, _text(item.get("content"), f"{where}.content")
 
 
@@ -69,18 +73,24 @@ def _text(content: Any, where: str) -> str:
         at = f"{where}[{index}]"
         kind = part.get("type") if isinstance(part, dict) else None
         if kind not in TEXT_PARTS:
-            raise UnsupportedParameter(at, f"`{at}` is a {str(kind)[:40]!r} part: only text parts "
-                                           f"({', '.join(TEXT_PARTS)}) are supported; images, "
-                                           "files, audio and refusals are not.")
+            raise UnsupportedParameter(
+                at,
+                f"`{at}` is a {str(kind)[:40]!r} part: only text parts "
+                f"({', '.join(TEXT_PARTS)}) are supported; images, "
+                "files, audio and refusals are not.",
+            )
         extra = sorted(set(part) - PART_KEYS)
         if extra or not isinstance(part.get("text"), str):
-            raise UnsupportedParameter(at, f"`{at}` must be {{\"type\", \"text\"}} with a string "
-                                           "`text`" + (f"; `{extra[0]}` is not supported."
-                                                       if extra else "."))
+            raise UnsupportedParameter(
+                at,
+                f'`{at}` must be {{"type", "text"}} with a string '
+                "`text`" + (f"; `{extra[0]}` is not supported." if extra else "."),
+            )
         for key in ("annotations", "logprobs"):
             if part.get(key) not in (None, []):
-                raise UnsupportedParameter(f"{at}.{key}", f"`{at}.{key}` must be empty: they "
-                                                          "are not kept.")
+                raise UnsupportedParameter(
+                    f"{at}.{key}", f"`{at}.{key}` must be empty: they are not kept."
+                )
         texts.append(part["text"])
     return "".join(texts)
 
@@ -96,19 +106,31 @@ def item_object(item: ConversationItem) -> dict[str, Any]:
         part = {"type": "output_text", "text": item.content, "annotations": [], "logprobs": []}
     else:
         part = {"type": "input_text", "text": item.content}
-    return {"id": item.item_id, "type": "message", "role": item.role,
-            "status": status_of(item), "content": [part]}
+    return {
+        "id": item.item_id,
+        "type": "message",
+        "role": item.role,
+        "status": status_of(item),
+        "content": [part],
+    }
 
 
 def list_object(items: list[ConversationItem], has_more: bool) -> dict[str, Any]:
     """A `ConversationItemList` (`last_id` is the client's cursor for the next page)."""
-    return {"object": "list", "data": [item_object(item) for item in items],
-            "first_id": items[0].item_id if items else None,
-            "last_id": items[-1].item_id if items else None, "has_more": has_more}
+    return {
+        "object": "list",
+        "data": [item_object(item) for item in items],
+        "first_id": items[0].item_id if items else None,
+        "last_id": items[-1].item_id if items else None,
+        "has_more": has_more,
+    }
 
 
 def conversation_object(conversation: Conversation) -> dict[str, Any]:
     """A `Conversation`."""
-    return {"id": conversation.conversation_id, "object": "conversation",
-            "created_at": int(conversation.created_at.timestamp()),
-            "metadata": conversation.metadata}
+    return {
+        "id": conversation.conversation_id,
+        "object": "conversation",
+        "created_at": int(conversation.created_at.timestamp()),
+        "metadata": conversation.metadata,
+    }

@@ -39,13 +39,11 @@ class Linked:
     added: list[tuple[str, str]]  # the input, as items
     written: list[ConversationItem] = field(default_factory=list)
 
-    def build(self, body: ResponseBody, engine: Engine) -> tuple[GenerationRequest,
-                                                                 ResponseSpec]:
+    def build(self, body: ResponseBody, engine: Engine) -> tuple[GenerationRequest, ResponseSpec]:
         """The request (instructions, the branch, the input; cut to fit) and its spec."""
         body.check_model(engine.model)
         instructions = body.data.get("instructions")
-        asked = [*([("system", instructions)] if instructions else []), *self.shown,
-                 *self.added]
+        asked = [*([("system", instructions)] if instructions else []), *self.shown, *self.added]
         request = turns.request_for(asked, engine, self.conversation, **body.sampling())
         return request, body.spec(request, engine.model)
 
@@ -55,9 +53,13 @@ class Linked:
         generation.in_conversation = True
         try:
             self.written = await sync_to_async(records.append)(
-                self.conversation, [*self.added, ("assistant", "")], after=self.after,
-                status=ItemStatus.IN_PROGRESS, generation_id=generation.id,
-                last_id=message_id(generation.id))
+                self.conversation,
+                [*self.added, ("assistant", "")],
+                after=self.after,
+                status=ItemStatus.IN_PROGRESS,
+                generation_id=generation.id,
+                last_id=message_id(generation.id),
+            )
         except BaseException:
             turns.forget(generation)
             raise

@@ -52,8 +52,7 @@ class ResponseNotFound(NotFound):
 class ResponseFramer:
     """One reader's frames of a response, from a position in its answer's log."""
 
-    def __init__(self, spec: ResponseSpec, stream: TokenStream, position: int,
-                 after: int) -> None:
+    def __init__(self, spec: ResponseSpec, stream: TokenStream, position: int, after: int) -> None:
         self.spec = spec
         self.after = after  # the last event the reader has (tail events up to it are skipped)
         self.next = wire.PREAMBLE_EVENTS + position  # the next delta's number
@@ -67,9 +66,14 @@ class ResponseFramer:
         self.next += len(batch)
         texts = [answer_text(chunk) for chunk in batch]
         self.parts += texts
-        return b"".join([delta(first + i, text) if chunk.kind in ANSWER
-                         else other(first + i, chunk.kind, chunk.text)
-                         for i, (chunk, text) in enumerate(zip(batch, texts, strict=True))])
+        return b"".join(
+            [
+                delta(first + i, text)
+                if chunk.kind in ANSWER
+                else other(first + i, chunk.kind, chunk.text)
+                for i, (chunk, text) in enumerate(zip(batch, texts, strict=True))
+            ]
+        )
 
     @staticmethod
     def ping() -> bytes:
@@ -85,8 +89,13 @@ class ResponseFramer:
         generation failed."""
         if GenerationStatus.of_error(error.code) != GenerationStatus.ERROR:
             return self._tail(Outcome(status="cancelled"))
-        return self._tail(Outcome(status="failed", text="".join(self.parts), error={
-            "code": "server_error", "message": f"{error.message} ({error.code})"}))
+        return self._tail(
+            Outcome(
+                status="failed",
+                text="".join(self.parts),
+                error={"code": "server_error", "message": f"{error.message} ({error.code})"},
+            )
+        )
 
     def _tail(self, outcome: Outcome) -> bytes:
         return wire.tail(self.spec, outcome, self.next, self.after)
@@ -110,8 +119,9 @@ class ResponseCollector:
 
     def done(self, stream: TokenStream) -> bytes:
         """The whole response, with its usage."""
-        return _json(wire.response_object(
-            self.spec, stored.finished_outcome(stream, "".join(self.parts))))
+        return _json(
+            wire.response_object(self.spec, stored.finished_outcome(stream, "".join(self.parts)))
+        )
 
     def error(self, error: GenerationError) -> bytes:
         """A failure after it started: OpenAI's error JSON, with the error's status."""
@@ -148,8 +158,9 @@ async def create_response(request: HttpRequest) -> HttpResponse:
         raise
     if body.stream:
         framer = ResponseFramer(spec, generation.stream, 0, -1)
-        return await open_event_stream(generation, framer,
-                                       preamble=wire.preamble(spec, Outcome("in_progress"), -1))
+        return await open_event_stream(
+            generation, framer, preamble=wire.preamble(spec, Outcome("in_progress"), -1)
+        )
     if body.background:
         return JsonResponse(wire.response_object(spec, stored.outcome_of(generation)))
     collector = ResponseCollector(spec)
@@ -174,8 +185,9 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
     spec = stored.spec_of(row)
     if streamed == "false":
         generation = await find(request, row.response_id)
-        outcome = (stored.outcome_of(generation) if generation is not None
-                   else stored.stored_outcome(row))
+        outcome = (
+            stored.outcome_of(generation) if generation is not None else stored.stored_outcome(row)
+        )
         return JsonResponse(wire.response_object(spec, outcome))
     after = _starting_after(request)
     # The chunks a reader that has every event up to `after` has read.
@@ -183,13 +195,18 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
     try:
         generation = await locate(request, row.response_id, at, explain=False)
     except REFUSED:
-        raise Gone("This response's events are no longer kept (STREAM_RETENTION_S); GET it "
-                   "without `stream` for its final state.") from None
+        raise Gone(
+            "This response's events are no longer kept (STREAM_RETENTION_S); GET it "
+            "without `stream` for its final state."
+        ) from None
     position, after = _position(generation.stream, after)
     framer = ResponseFramer(spec, generation.stream, position, after)
     return await open_event_stream(
-        generation, framer, preamble=wire.preamble(spec, Outcome("in_progress"), after),
-        position=position)
+        generation,
+        framer,
+        preamble=wire.preamble(spec, Outcome("in_progress"), after),
+        position=position,
+    )
 
 
 @api_view("POST", errors=openai_error_response)
@@ -200,15 +217,19 @@ async def cancel_response(request: HttpRequest, response_id: str) -> HttpRespons
     generation, spec = found.generation, stored.spec_of(row)
     if found.stopped:
         stream = generation.stream if generation is not None else None
-        return JsonResponse(wire.response_object(spec, Outcome(
-            status="cancelled", text=stream.text() if stream is not None else "")))
+        return JsonResponse(
+            wire.response_object(
+                spec, Outcome(status="cancelled", text=stream.text() if stream is not None else "")
+            )
+        )
     if generation is None:
         return JsonResponse(wire.response_object(spec, stored.stored_outcome(row)))
     return JsonResponse(wire.response_object(spec, stored.outcome_of(generation)))
 
 
-def _parser(body: ResponseBody, history: list[Message],
-            linked: response_conversation.Linked | None) -> Callable[..., Any]:
+def _parser(
+    body: ResponseBody, history: list[Message], linked: response_conversation.Linked | None
+) -> Callable[..., Any]:
     """How `admit` builds the request: from the conversation, or from `history` and input."""
     if linked is not None:
         return lambda _, engine: linked.build(body, engine)
@@ -259,8 +280,10 @@ def _position(stream: TokenStream, after: int) -> tuple[int, int]:
         return position, after
     if stream.finished and after < first_delta + stream.end + wire.TAIL_EVENTS:
         return stream.end, after  # only the ending's events are left to send
-    raise BadRequest(f"`starting_after` {after} is not an event of this response"
-                     f"{'' if stream.finished else ' yet'}.")
+    raise BadRequest(
+        f"`starting_after` {after} is not an event of this response"
+        f"{'' if stream.finished else ' yet'}."
+    )
 
 
 def _json(payload: dict) -> bytes:

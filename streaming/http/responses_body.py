@@ -24,12 +24,25 @@ from streaming.http.validation import build_request, decode_json_object, parse_m
 from streaming.wire.responses_format import ID_PREFIX, ResponseSpec
 
 SUPPORTED = {
-    "model", "input", "instructions", "stream",
-    "background", "store", "previous_response_id", "metadata", "conversation",
+    "model",
+    "input",
+    "instructions",
+    "stream",
+    "background",
+    "store",
+    "previous_response_id",
+    "metadata",
+    "conversation",
     *accepted("responses"),  # core/fields.py (`seed` and `fault` ours, as in the native API)
 }
-IGNORED = {"user", "service_tier", "prompt_cache_key", "safety_identifier", "parallel_tool_calls",
-           "stream_options"}
+IGNORED = {
+    "user",
+    "service_tier",
+    "prompt_cache_key",
+    "safety_identifier",
+    "parallel_tool_calls",
+    "stream_options",
+}
 NEUTRAL = {
     "tools": is_none_or([]),
     "tool_choice": is_none_or("none", "auto"),
@@ -66,25 +79,32 @@ class ResponseBody:
     previous_response_id: str | None  # its generation id
     conversation_id: str | None = None  # `conversation`'s (response_conversation.py)
 
-    def build(self, model: str, history: list[Message]) -> tuple[GenerationRequest,
-                                                                 ResponseSpec]:
+    def build(self, model: str, history: list[Message]) -> tuple[GenerationRequest, ResponseSpec]:
         """The request (instructions, then `history`, then the input) and its spec."""
         self.check_model(model)
         data = self.data
         instructions = data.get("instructions")
-        turns = [*([Message("system", instructions)] if instructions else []), *history,
-                 *input_messages(data.get("input"))]
+        turns = [
+            *([Message("system", instructions)] if instructions else []),
+            *history,
+            *input_messages(data.get("input")),
+        ]
         request = build_request(
-            messages=parse_messages({"messages": [{"role": m.role, "content": m.content}
-                                                  for m in turns]}), **self.sampling())
+            messages=parse_messages(
+                {"messages": [{"role": m.role, "content": m.content} for m in turns]}
+            ),
+            **self.sampling(),
+        )
         return request, self.spec(request, model)
 
     def check_model(self, model: str) -> None:
         """ModelNotFound (404) unless `model` is the one served."""
         requested = self.data.get("model")
         if requested != model:
-            raise ModelNotFound(f"The model {requested!r} does not exist; this server serves "
-                                f"{model!r} (GET /v1/models).")
+            raise ModelNotFound(
+                f"The model {requested!r} does not exist; this server serves "
+                f"{model!r} (GET /v1/models)."
+            )
 
     def sampling(self) -> dict[str, Any]:
         """What the body asks of the generation, as `build_request`'s arguments."""
@@ -94,13 +114,18 @@ class ResponseBody:
         """What the response's object echoes."""
         data = self.data
         return ResponseSpec(
-            generation_id=request.id, model=model, created_at=int(time.time()),
+            generation_id=request.id,
+            model=model,
+            created_at=int(time.time()),
             instructions=data.get("instructions"),
             max_output_tokens=data.get("max_output_tokens"),
-            temperature=data.get("temperature"), top_p=data.get("top_p"),
+            temperature=data.get("temperature"),
+            top_p=data.get("top_p"),
             metadata=data.get("metadata") or {},
             previous_response_id=data.get("previous_response_id"),
-            background=self.background, store=self.store, conversation=self.conversation_id,
+            background=self.background,
+            store=self.store,
+            conversation=self.conversation_id,
         )
 
 
@@ -111,28 +136,38 @@ def parse_response_body(body: bytes) -> ResponseBody:
     if not isinstance(data.get("model"), str) or not data["model"]:
         raise UnsupportedParameter("model", "`model` must be a non-empty string.")
     if data.get("input") is None:
-        raise UnsupportedParameter("input", "`input` is required: a string or a list of "
-                                            "messages.")
+        raise UnsupportedParameter("input", "`input` is required: a string or a list of messages.")
     instructions = data.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise UnsupportedParameter("instructions", "`instructions` must be a string.")
-    stream, background, store = (_flag(data, "stream", False), _flag(data, "background", False),
-                                 _flag(data, "store", True))
+    stream, background, store = (
+        _flag(data, "stream", False),
+        _flag(data, "background", False),
+        _flag(data, "store", True),
+    )
     if background and not store:
-        raise UnsupportedParameter("background", "A background response must be stored: "
-                                                 "`store` cannot be false with it.")
+        raise UnsupportedParameter(
+            "background", "A background response must be stored: `store` cannot be false with it."
+        )
     check_metadata(data.get("metadata"))
     previous = data.get("previous_response_id")
     previous_id = None
     if previous is not None:
         previous_id = generation_id_of(previous) if isinstance(previous, str) else None
         if previous_id is None:
-            raise UnsupportedParameter("previous_response_id",
-                                       "`previous_response_id` must be a response id "
-                                       f"({ID_PREFIX}…).")
+            raise UnsupportedParameter(
+                "previous_response_id",
+                f"`previous_response_id` must be a response id ({ID_PREFIX}…).",
+            )
     input_messages(data["input"])  # its errors before any lookup
-    return ResponseBody(data, stream, background, store, previous_id,
-                        _conversation_id(data.get("conversation"), previous_id))
+    return ResponseBody(
+        data,
+        stream,
+        background,
+        store,
+        previous_id,
+        _conversation_id(data.get("conversation"), previous_id),
+    )
 
 
 def _conversation_id(raw: Any, previous_id: str | None) -> str | None:
@@ -142,12 +177,16 @@ def _conversation_id(raw: Any, previous_id: str | None) -> str | None:
     if isinstance(raw, dict) and set(raw) == {"id"}:
         raw = raw["id"]
     if not isinstance(raw, str) or not CONVERSATION_ID.fullmatch(raw):
-        raise UnsupportedParameter("conversation", "`conversation` must be a conversation id "
-                                                   "(conv_…) or {\"id\": \"conv_…\"}.")
+        raise UnsupportedParameter(
+            "conversation", '`conversation` must be a conversation id (conv_…) or {"id": "conv_…"}.'
+        )
     if previous_id is not None:
-        raise UnsupportedParameter("conversation", "`conversation` and `previous_response_id` "
-                                                   "cannot be used together: a response "
-                                                   "continues one or the other.")
+        raise UnsupportedParameter(
+            "conversation",
+            "`conversation` and `previous_response_id` "
+            "cannot be used together: a response "
+            "continues one or the other.",
+        )
     return raw
 
 
@@ -156,33 +195,46 @@ def input_messages(raw: Any) -> list[Message]:
     if isinstance(raw, str):
         return [Message("user", raw)]
     if not isinstance(raw, list) or not raw:
-        raise UnsupportedParameter("input", "`input` must be a string or a non-empty list of "
-                                            "messages.")
+        raise UnsupportedParameter(
+            "input", "`input` must be a string or a non-empty list of messages."
+        )
     return [_message(item, f"input[{position}]") for position, item in enumerate(raw)]
 
 
 def _message(item: Any, where: str) -> Message:
-    if not isinstance(item, dict) or item.get("type", "message") != "message" or not set(
-            item) <= {"type", "role", "content", "id", "status"}:
-        raise UnsupportedParameter(where, f"`{where}` must be a message item ({{\"role\", "
-                                          "\"content\"}); other item types are not supported.")
+    if (
+        not isinstance(item, dict)
+        or item.get("type", "message") != "message"
+        or not set(item) <= {"type", "role", "content", "id", "status"}
+    ):
+        raise UnsupportedParameter(
+            where,
+            f'`{where}` must be a message item ({{"role", '
+            '"content"}); other item types are not supported.',
+        )
     role = ROLES.get(item.get("role"))
     if role is None:
-        raise UnsupportedParameter(f"{where}.role", f"`{where}.role` must be one of "
-                                                    f"{', '.join(ROLES)}.")
+        raise UnsupportedParameter(
+            f"{where}.role", f"`{where}.role` must be one of {', '.join(ROLES)}."
+        )
     content = item.get("content")
     if isinstance(content, list):
         texts = []
         for index, part in enumerate(content):
-            if not isinstance(part, dict) or part.get("type") not in TEXT_PARTS or not \
-                    isinstance(part.get("text"), str):
-                raise UnsupportedParameter(f"{where}.content[{index}]",
-                                           "Only text content parts are supported.")
+            if (
+                not isinstance(part, dict)
+                or part.get("type") not in TEXT_PARTS
+                or not isinstance(part.get("text"), str)
+            ):
+                raise UnsupportedParameter(
+                    f"{where}.content[{index}]", "Only text content parts are supported."
+                )
             texts.append(part["text"])
         content = "".join(texts)
     if not isinstance(content, str):
-        raise UnsupportedParameter(f"{where}.content", f"`{where}.content` must be a string or "
-                                                       "a list of text parts.")
+        raise UnsupportedParameter(
+            f"{where}.content", f"`{where}.content` must be a string or a list of text parts."
+        )
     return Message(role, content)
 
 
@@ -199,10 +251,20 @@ def check_metadata(metadata: Any) -> None:
     """OpenAI's bounds on `metadata` (responses, conversations): a 400 naming it otherwise."""
     if metadata is None:
         return
-    if not isinstance(metadata, dict) or len(metadata) > MAX_METADATA or not all(
-            isinstance(k, str) and isinstance(v, str) and len(k) <= MAX_METADATA_KEY
-            and len(v) <= MAX_METADATA_VALUE for k, v in metadata.items()):
+    if (
+        not isinstance(metadata, dict)
+        or len(metadata) > MAX_METADATA
+        or not all(
+            isinstance(k, str)
+            and isinstance(v, str)
+            and len(k) <= MAX_METADATA_KEY
+            and len(v) <= MAX_METADATA_VALUE
+            for k, v in metadata.items()
+        )
+    ):
         raise UnsupportedParameter(
-            "metadata", f"`metadata` must map at most {MAX_METADATA} keys of at most "
-                        f"{MAX_METADATA_KEY} characters to strings of at most "
-                        f"{MAX_METADATA_VALUE}.")
+            "metadata",
+            f"`metadata` must map at most {MAX_METADATA} keys of at most "
+            f"{MAX_METADATA_KEY} characters to strings of at most "
+            f"{MAX_METADATA_VALUE}.",
+        )

@@ -75,9 +75,12 @@ class StalledReaderWatch:
             try:
                 await self.look(time.monotonic())
             except (OSError, ValueError) as error:
-                logger.warning("stalled readers are found only once a send blocks, and requests "
-                               "slow to arrive not at all: the kernel's connection counters "
-                               "cannot be read (%s)", error)
+                logger.warning(
+                    "stalled readers are found only once a send blocks, and requests "
+                    "slow to arrive not at all: the kernel's connection counters "
+                    "cannot be read (%s)",
+                    error,
+                )
                 return
 
     async def look(self, now: float) -> list[TcpSocket]:
@@ -98,8 +101,8 @@ class StalledReaderWatch:
                 if count % self.BATCH == 0:
                     await asyncio.sleep(0)
                 if connection.bytes_acked is None or (
-                        connection.local_port not in ours
-                        and connection.endpoints not in self.proxied):
+                    connection.local_port not in ours and connection.endpoints not in self.proxied
+                ):
                     continue  # a proxy's client that reads none of our streams
                 if connection.local_port in ours:
                     served.append(connection)
@@ -114,8 +117,9 @@ class StalledReaderWatch:
         if not stalled and not late:
             return []
         own = own_sockets()  # another process may share the port: only ours are ours to cut
-        return [c for c in stalled if self._end(c, own)] + [c for c in late
-                                                            if self._close_late(c, own)]
+        return [c for c in stalled if self._end(c, own)] + [
+            c for c in late if self._close_late(c, own)
+        ]
 
     def _end(self, connection: TcpSocket, own: dict[int, int]) -> bool:
         """End a stalled reader's stream: its connection if it is ours, else its task."""
@@ -125,9 +129,13 @@ class StalledReaderWatch:
         elif connection.inode not in own or not self._disconnect(connection, own[connection.inode]):
             return False
         self.waiting.pop(connection.inode, None)
-        logger.info("%s:%d took no bytes for %gs%s; treating it as disconnected",
-                    connection.remote, connection.remote_port, self.timeout_s,
-                    " (through a proxy)" if task is not None else "")
+        logger.info(
+            "%s:%d took no bytes for %gs%s; treating it as disconnected",
+            connection.remote,
+            connection.remote_port,
+            self.timeout_s,
+            " (through a proxy)" if task is not None else "",
+        )
         return True
 
     def _close_late(self, connection: TcpSocket, own: dict[int, int]) -> bool:
@@ -135,9 +143,13 @@ class StalledReaderWatch:
         if connection.inode not in own or not self._disconnect(connection, own[connection.inode]):
             return False
         self.arrivals.forget(connection)
-        logger.info("%s:%d %s for %gs; closing it", connection.remote, connection.remote_port,
-                    "sent nothing" if connection.bytes_received == 0 else "sent no whole request",
-                    self.arrivals.timeout_s)
+        logger.info(
+            "%s:%d %s for %gs; closing it",
+            connection.remote,
+            connection.remote_port,
+            "sent nothing" if connection.bytes_received == 0 else "sent no whole request",
+            self.arrivals.timeout_s,
+        )
         return True
 
     def _waiting_since(self, connection: TcpSocket, now: float) -> float | None:
@@ -198,8 +210,13 @@ def proxied_client(scope) -> Endpoints | None:
     try:
         client, client_port, proxy, proxy_port = value.decode("ascii").split()
         family = socket.AF_INET6 if ":" in client else socket.AF_INET
-        return (family, socket.inet_pton(family, proxy), int(proxy_port),
-                socket.inet_pton(family, client), int(client_port))
+        return (
+            family,
+            socket.inet_pton(family, proxy),
+            int(proxy_port),
+            socket.inet_pton(family, client),
+            int(client_port),
+        )
     except (UnicodeDecodeError, ValueError, OSError):
         return None  # not four words, or not addresses and ports: nothing to watch
 

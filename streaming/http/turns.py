@@ -30,21 +30,28 @@ from streaming.models import Conversation
 ROLES_SEEN = ("system", "user", "assistant")  # `developer` is read as `system`
 
 
-def request_for(turns: list[tuple[str, str]], engine: Engine, conversation: Conversation,
-                **asked: Any) -> GenerationRequest:
+def request_for(
+    turns: list[tuple[str, str]], engine: Engine, conversation: Conversation, **asked: Any
+) -> GenerationRequest:
     """The request answering `turns` with the conversation's settings, cut to what fits;
     `asked`: build_request's arguments from the request itself, which win where set (a
     Responses API body's `max_output_tokens`, say)."""
-    messages = [Message("system" if role == "developer" else role, content)
-                for role, content in turns if role in (*ROLES_SEEN, "developer")]
+    messages = [
+        Message("system" if role == "developer" else role, content)
+        for role, content in turns
+        if role in (*ROLES_SEEN, "developer")
+    ]
     if not messages or messages[-1].role != "user":
         raise BadRequest("The branch must end with a person's message to be answered.")
     # Every system message before the first turn stays (instructions, then the settings' prompt).
     system = list(takewhile(lambda m: m.role == "system", messages[:-1]))
-    chosen = {"max_tokens": conversation.max_tokens, "temperature": conversation.temperature,
-              "top_p": conversation.top_p}
+    chosen = {
+        "max_tokens": conversation.max_tokens,
+        "temperature": conversation.temperature,
+        "top_p": conversation.top_p,
+    }
     chosen.update((name, value) for name, value in asked.items() if value is not None)
-    rest = messages[len(system):]
+    rest = messages[len(system) :]
 
     def request_from(start: int) -> GenerationRequest:
         return build_request(messages=tuple(system + rest[start:]), **chosen)
@@ -77,12 +84,14 @@ def request_for(turns: list[tuple[str, str]], engine: Engine, conversation: Conv
     return request_from(low)
 
 
-async def answer(request: HttpRequest, conversation: Conversation,
-                 turns: list[tuple[str, str]]) -> Generation:
+async def answer(
+    request: HttpRequest, conversation: Conversation, turns: list[tuple[str, str]]
+) -> Generation:
     """The generation of an answer to `turns`: admitted and registered, not started (its
     item is written next, then `publish`, then its reader's stream starts it)."""
     generation, _ = await admit(
-        request, lambda body, engine: (request_for(turns, engine, conversation), None))
+        request, lambda body, engine: (request_for(turns, engine, conversation), None)
+    )
     generation.in_conversation = True
     return generation
 
@@ -92,10 +101,15 @@ async def publish(request: HttpRequest, generation: Generation) -> None:
     process may claim it (native_api's create does the same)."""
     if store.enabled():
         registry.discard(generation)
-        await store.put_pending(generation.request, api=generation.api,
-                                client=generation.client, created_at=generation.created_at,
-                                owner=generation.owner, asker=principal(request),
-                                in_conversation=True)
+        await store.put_pending(
+            generation.request,
+            api=generation.api,
+            client=generation.client,
+            created_at=generation.created_at,
+            owner=generation.owner,
+            asker=principal(request),
+            in_conversation=True,
+        )
 
 
 def forget(generation: Generation) -> None:

@@ -17,19 +17,31 @@ from streaming.core.request import Message
 
 # parameter → the JSON types it may have (the upstream checks the rest)
 UPSTREAM_FIELDS: dict[str, tuple[type, ...]] = {
-    "tools": (list,), "tool_choice": (str, dict), "parallel_tool_calls": (bool,),
-    "response_format": (dict,), "reasoning_effort": (str,),
-    "logprobs": (bool,), "top_logprobs": (int,),
+    "tools": (list,),
+    "tool_choice": (str, dict),
+    "parallel_tool_calls": (bool,),
+    "response_format": (dict,),
+    "reasoning_effort": (str,),
+    "logprobs": (bool,),
+    "top_logprobs": (int,),
 }
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
-         "tool": "tool"}
+ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
 TURN_FIELDS = {"tool_calls", "tool_call_id", "name"}  # kept in Message.extra
 
 
 def why_not(engine_name: str) -> dict[str, str]:
     """What a refusal of each upstream field says on a local engine."""
-    return {name: f"`{name}` on the {engine_name} engine (only the openai engine passes it "
-                  "to its upstream)" for name in UPSTREAM_FIELDS}
+    return {
+        name: f"`{name}` on the {engine_name} engine (only the openai engine passes it "
+        "to its upstream)"
+        for name in UPSTREAM_FIELDS
+    }
 
 
 def take_upstream_options(data: dict[str, Any]) -> str:
@@ -40,8 +52,16 @@ def take_upstream_options(data: dict[str, Any]) -> str:
         if value is None:
             continue
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            kinds = " or ".join("an array" if t is list else "an object" if t is dict
-                                else "a string" if t is str else "a boolean" for t in types)
+            kinds = " or ".join(
+                "an array"
+                if t is list
+                else "an object"
+                if t is dict
+                else "a string"
+                if t is str
+                else "a boolean"
+                for t in types
+            )
             raise BadRequest(f"`{name}` must be {kinds}.")
         options[name] = value
     return json.dumps(options, ensure_ascii=False, separators=(",", ":")) if options else ""
@@ -56,16 +76,20 @@ def upstream_messages(raw: Any) -> tuple[Message, ...]:
 
 def text_of_parts(parts: list[Any]) -> str | None:
     """The text of OpenAI content parts; None when one is not a text part."""
-    if not all(isinstance(part, dict) and part.get("type") == "text"
-               and isinstance(part.get("text"), str) for part in parts):
+    if not all(
+        isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        for part in parts
+    ):
         return None
     return "".join(part["text"] for part in parts)
 
 
 def _turn(item: Any, where: str) -> Message:
     if not isinstance(item, dict) or not set(item) <= {"role", "content"} | TURN_FIELDS:
-        raise BadRequest(f"{where} must be an object with `role`, `content` and at most "
-                         f"{', '.join(sorted(TURN_FIELDS))}.")
+        raise BadRequest(
+            f"{where} must be an object with `role`, `content` and at most "
+            f"{', '.join(sorted(TURN_FIELDS))}."
+        )
     role = ROLES.get(item.get("role"))
     if role is None:
         raise BadRequest(f"{where}.role must be one of {', '.join(ROLES)}.")

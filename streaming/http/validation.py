@@ -39,28 +39,39 @@ def decode_json_object(body: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise BadRequest("The body must be a JSON object.")
     if text.may_hold_surrogates(decoded) and text.holds_lone_surrogate(value):
-        raise BadRequest("The body holds an unpaired surrogate (a `\\ud800`-`\\udfff` escape "
-                         "without its pair): that is not text. Send the character itself.")
+        raise BadRequest(
+            "The body holds an unpaired surrogate (a `\\ud800`-`\\udfff` escape "
+            "without its pair): that is not text. Send the character itself."
+        )
     return value
 
 
-def parse_generation_body(body: bytes, *, engine_name: str = "",
-                          upstream: bool = False) -> GenerationRequest:
+def parse_generation_body(
+    body: bytes, *, engine_name: str = "", upstream: bool = False
+) -> GenerationRequest:
     """Validate a native API body (docs/api.md, "Request body"); `upstream`: the engine passes
     `tools` and the like to its upstream (upstream_options.py)."""
     data = decode_json_object(body)
     options = take_upstream_options(data) if upstream else ""
     refused = sorted(set(data) & set(UPSTREAM_FIELDS))
     if refused:
-        raise BadRequest(f"`{refused[0]}`: the {engine_name or 'local'} engine does not take "
-                         "it; only the openai engine passes it to its upstream.")
+        raise BadRequest(
+            f"`{refused[0]}`: the {engine_name or 'local'} engine does not take "
+            "it; only the openai engine passes it to its upstream."
+        )
     refuse_unknown(data, BODY_KEYS)
-    return build_request(messages=parse_messages(data), **asked(data, "native"),
-                         upstream_options=options)
+    return build_request(
+        messages=parse_messages(data), **asked(data, "native"), upstream_options=options
+    )
 
 
-def build_request(*, messages: tuple[Message, ...], upstream_options: str = "",
-                  dialect: Dialect | Naming = "native", **fields: Any) -> GenerationRequest:
+def build_request(
+    *,
+    messages: tuple[Message, ...],
+    upstream_options: str = "",
+    dialect: Dialect | Naming = "native",
+    **fields: Any,
+) -> GenerationRequest:
     """Check the limits shared by every API and `fields`, the fields of core/fields.py by
     GenerationRequest's names (`asked`), named in errors as `dialect` (or a `naming` of it)
     names them."""
@@ -74,8 +85,9 @@ def build_request(*, messages: tuple[Message, ...], upstream_options: str = "",
     checked = parse_asked(fields, dialect, highs(limits))
     if "max_tokens" not in checked:
         checked["max_tokens"] = limits.default_max_tokens
-    return GenerationRequest(id=new_generation_id(), messages=messages, **checked,
-                             upstream_options=upstream_options)
+    return GenerationRequest(
+        id=new_generation_id(), messages=messages, **checked, upstream_options=upstream_options
+    )
 
 
 def refuse_unknown(data: dict[str, Any], known: Iterable[str]) -> None:

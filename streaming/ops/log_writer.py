@@ -93,15 +93,21 @@ async def _drain() -> None:
             return  # (no await since the check: a row queued from now on starts a new writer)
 
 
-def _take() -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]],
-                     list[tuple[Callable[..., None], tuple[Any, ...]]]]:
+def _take() -> tuple[
+    list[dict[str, Any]],
+    list[tuple[str, dict[str, Any]]],
+    list[tuple[Callable[..., None], tuple[Any, ...]]],
+]:
     batch, ends, jobs = _rows[:], _ends[:], _jobs[:]
     del _rows[:], _ends[:], _jobs[:]
     return batch, ends, jobs
 
 
-def _write(batch: list[dict[str, Any]], ends: list[tuple[str, dict[str, Any]]],
-           jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = ()) -> None:
+def _write(
+    batch: list[dict[str, Any]],
+    ends: list[tuple[str, dict[str, Any]]],
+    jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = (),
+) -> None:
     _write_rows(batch, ends)
     for job, args in jobs:
         try:
@@ -121,8 +127,9 @@ def _write_rows(batch: list[dict[str, Any]], ends: list[tuple[str, dict[str, Any
     try:
         # One row per generation: when a fleet's answer outlived its web process, each process
         # that read it to the end writes it (fleet/replica.py); the first write wins.
-        GenerationLog.objects.bulk_create([GenerationLog(**row) for row in batch],
-                                          ignore_conflicts=True)
+        GenerationLog.objects.bulk_create(
+            [GenerationLog(**row) for row in batch], ignore_conflicts=True
+        )
     except Exception:
         # The connection may be the problem (the database restarted): a new one, then one row
         # at a time, so that one bad row does not lose the others, and the log says which.

@@ -35,16 +35,25 @@ LATENCIES = (
     ("ITL p99 (per generation)", "itl_p99_ms"),
     ("E2E", "total_ms"),
 )
-_COLUMNS = ("created_at", "engine", "model", "status", "error_code", "tokens_generated",
-            "tokens_after_abort", *(column for _, column in LATENCIES))
+_COLUMNS = (
+    "created_at",
+    "engine",
+    "model",
+    "status",
+    "error_code",
+    "tokens_generated",
+    "tokens_after_abort",
+    *(column for _, column in LATENCIES),
+)
 
 
 def parse_span(text: str) -> timedelta:
     """`90s`, `15m`, `12h`, `30d` (a positive number and a unit), or ValueError."""
     match = _SPAN.fullmatch(text.strip().lower())
     if match is None:
-        raise ValueError(f"{text!r} is not a span: write a number and s, m, h or d, as in 30d "
-                         "or 12h")
+        raise ValueError(
+            f"{text!r} is not a span: write a number and s, m, h or d, as in 30d or 12h"
+        )
     span = timedelta(seconds=float(match[1]) * SPAN_UNITS[match[2]])
     if span <= timedelta(0):
         raise ValueError(f"{text!r}: the span must be longer than zero")
@@ -66,8 +75,10 @@ def parse_moment(text: str, now: datetime | None = None) -> datetime:
     except ValueError:
         moment = None  # well formed but impossible, like 2025-02-30
     if moment is None:
-        raise ValueError(f"{text!r} is neither a date (2025-01-31), a date-time "
-                         "(2025-01-31T14:00) nor a span ago (24h)")
+        raise ValueError(
+            f"{text!r} is neither a date (2025-01-31), a date-time "
+            "(2025-01-31T14:00) nor a span ago (24h)"
+        )
     return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
 
 
@@ -95,13 +106,16 @@ class LogFilter:
 
     def describe(self) -> str:
         """The filter in words."""
+
         def when(moment: datetime | None, otherwise: str) -> str:
             return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else otherwise
 
         chosen = [f"{c} {getattr(self, c)}" for c in ("engine", "model", "api") if getattr(self, c)]
-        return (f"from {when(self.since, 'the first row')} to {when(self.until, 'now')} "
-                f"({timezone.get_current_timezone_name()})"
-                + (f", {', '.join(chosen)}" if chosen else ""))
+        return (
+            f"from {when(self.since, 'the first row')} to {when(self.until, 'now')} "
+            f"({timezone.get_current_timezone_name()})"
+            + (f", {', '.join(chosen)}" if chosen else "")
+        )
 
 
 def latency_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -112,13 +126,19 @@ def latency_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {
         "generations": total,
         "statuses": dict(statuses),
-        "shares": {status: statuses.get(status, 0) / total if total else None
-                   for status in GenerationStatus.values},
-        "failures": dict(Counter(row["error_code"] or "unknown" for row in rows
-                                 if row["status"] == GenerationStatus.ERROR).most_common()),
+        "shares": {
+            status: statuses.get(status, 0) / total if total else None
+            for status in GenerationStatus.values
+        },
+        "failures": dict(
+            Counter(
+                row["error_code"] or "unknown"
+                for row in rows
+                if row["status"] == GenerationStatus.ERROR
+            ).most_common()
+        ),
         "latency_ms": {
-            column: describe((row[column] for row in rows if row[column] is not None),
-                             QUANTILES)
+            column: describe((row[column] for row in rows if row[column] is not None), QUANTILES)
             for _, column in LATENCIES
         },
         "tokens_generated": sum(row["tokens_generated"] for row in rows),
@@ -151,8 +171,9 @@ def report(log_filter: LogFilter, *, by_time: str | None = None) -> dict[str, An
         buckets: dict[datetime, list[dict[str, Any]]] = defaultdict(list)
         for row in rows:
             buckets[_truncate(row["created_at"], by_time)].append(row)
-        document["by_time"] = [{"start": start, **latency_figures(bucket)}
-                               for start, bucket in sorted(buckets.items())]
+        document["by_time"] = [
+            {"start": start, **latency_figures(bucket)} for start, bucket in sorted(buckets.items())
+        ]
     return document
 
 
@@ -169,47 +190,89 @@ def format_report(document: dict[str, Any]) -> str:
     lines = [f"Generations {document['filter']}: {overall['generations']:,}"]
     if not overall["generations"]:
         return lines[0] + "\n(nothing to report)"
-    lines += ["", f"{'ms':<26}" + "".join(f"{h:>10}" for h in ("p50", "p90", "p99"))
-              + f"{'count':>9}"]
+    lines += [
+        "",
+        f"{'ms':<26}" + "".join(f"{h:>10}" for h in ("p50", "p90", "p99")) + f"{'count':>9}",
+    ]
     for label, column in LATENCIES:
         figures = overall["latency_ms"][column]
-        lines.append(f"{label:<26}" + "".join(
-            f"{_ms(figures[f'p{q:g}']):>10}" for q in QUANTILES) + f"{figures['count']:>9,}")
-    lines += ["", "ended: " + " · ".join(
-        f"{status.replace('_', ' ')} {_share(share)} ({overall['statuses'].get(status, 0):,})"
-        for status, share in overall["shares"].items() if overall["statuses"].get(status))]
+        lines.append(
+            f"{label:<26}"
+            + "".join(f"{_ms(figures[f'p{q:g}']):>10}" for q in QUANTILES)
+            + f"{figures['count']:>9,}"
+        )
+    lines += [
+        "",
+        "ended: "
+        + " · ".join(
+            f"{status.replace('_', ' ')} {_share(share)} ({overall['statuses'].get(status, 0):,})"
+            for status, share in overall["shares"].items()
+            if overall["statuses"].get(status)
+        ),
+    ]
     if overall["failures"]:
-        lines.append("failures by code: " + ", ".join(
-            f"{code} × {count}" for code, count in overall["failures"].items()))
+        lines.append(
+            "failures by code: "
+            + ", ".join(f"{code} × {count}" for code, count in overall["failures"].items())
+        )
     lines.append(_waste_line(overall))
     if len(document["by_engine_model"]) > 1 or document.get("by_time"):
-        lines += ["", *_table("engine / model", (
-            (f"{g['engine']} / {g['model']}", g) for g in document["by_engine_model"]))]
+        lines += [
+            "",
+            *_table(
+                "engine / model",
+                ((f"{g['engine']} / {g['model']}", g) for g in document["by_engine_model"]),
+            ),
+        ]
     if document.get("by_time"):
-        lines += ["", *_table("period starting", (
-            (b["start"].strftime("%Y-%m-%d %H:%M"), b) for b in document["by_time"]))]
+        lines += [
+            "",
+            *_table(
+                "period starting",
+                ((b["start"].strftime("%Y-%m-%d %H:%M"), b) for b in document["by_time"]),
+            ),
+        ]
     return "\n".join(lines)
 
 
 def _waste_line(figures: dict[str, Any]) -> str:
-    return (f"tokens: {figures['tokens_generated']:,} generated; "
-            f"{figures['tokens_after_abort']:,} after an abort (wasted), in "
-            f"{figures['aborted_with_waste']:,} of {figures['aborted']:,} aborted generations")
+    return (
+        f"tokens: {figures['tokens_generated']:,} generated; "
+        f"{figures['tokens_after_abort']:,} after an abort (wasted), in "
+        f"{figures['aborted_with_waste']:,} of {figures['aborted']:,} aborted generations"
+    )
 
 
 def _table(title: str, groups: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
-    head = ("count", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "aborted", "failed",
-            "truncated", "wasted")
+    head = (
+        "count",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "aborted",
+        "failed",
+        "truncated",
+        "wasted",
+    )
     groups = list(groups)
     width = min(60, max(len(title), *(len(name) for name, _ in groups))) + 1
     lines = [f"{title:<{width}}" + "".join(f"{h:>10}" for h in head)]
     for name, g in groups:
         ttft, tpot = g["latency_ms"]["ttft_ms"], g["latency_ms"]["tpot_ms"]
         aborted = sum(g["statuses"].get(s, 0) for s in ABORTED) / g["generations"]
-        cells = (f"{g['generations']:,}", _ms(ttft["p50"]), _ms(ttft["p99"]), _ms(tpot["p50"]),
-                 _ms(tpot["p99"]), _share(aborted), _share(g["shares"][GenerationStatus.ERROR]),
-                 _share(g["shares"][GenerationStatus.TRUNCATED]), f"{g['tokens_after_abort']:,}")
-        lines.append(f"{name[:width - 1]:<{width}}" + "".join(f"{c:>10}" for c in cells))
+        cells = (
+            f"{g['generations']:,}",
+            _ms(ttft["p50"]),
+            _ms(ttft["p99"]),
+            _ms(tpot["p50"]),
+            _ms(tpot["p99"]),
+            _share(aborted),
+            _share(g["shares"][GenerationStatus.ERROR]),
+            _share(g["shares"][GenerationStatus.TRUNCATED]),
+            f"{g['tokens_after_abort']:,}",
+        )
+        lines.append(f"{name[: width - 1]:<{width}}" + "".join(f"{c:>10}" for c in cells))
     return lines
 
 
@@ -280,8 +343,9 @@ class PruneResult:
     deleted: bool
 
 
-def prune(older_than: timedelta, *, dry_run: bool = False,
-          now: datetime | None = None) -> PruneResult:
+def prune(
+    older_than: timedelta, *, dry_run: bool = False, now: datetime | None = None
+) -> PruneResult:
     """Delete log rows created before now − `older_than`, in small batches."""
     cutoff = (now or timezone.now()) - older_than
     old = GenerationLog.objects.filter(created_at__lt=cutoff)

@@ -106,8 +106,9 @@ def arrivals(pieces: list[Piece], gap_s: float) -> list[Arrival]:
     for piece in pieces:
         if merged and last_at is not None and piece.at_s - last_at < gap_s:
             head = merged[-1]
-            merged[-1] = Arrival(head.at_s, head.body_bytes + piece.body_bytes,
-                                 head.events + piece.events)
+            merged[-1] = Arrival(
+                head.at_s, head.body_bytes + piece.body_bytes, head.events + piece.events
+            )
         else:
             merged.append(Arrival(piece.at_s, piece.body_bytes, piece.events))
         last_at = piece.at_s
@@ -137,33 +138,54 @@ def arrival_pattern(record: Measurement) -> Diagnosis:
     reads = [a for a in every_read if a.events]
     total = sum(a.events for a in reads)
     if total == 0:
-        seen = ("No event arrived" + (" before the timeout" if record.ended == "timeout" else "")
-                + f" ({sum(p.wire_bytes for p in record.pieces)} bytes of body).")
+        seen = (
+            "No event arrived"
+            + (" before the timeout" if record.ended == "timeout" else "")
+            + f" ({sum(p.wire_bytes for p in record.pieces)} bytes of body)."
+        )
         held = record.ended == "timeout"
-        return Diagnosis("no_events", seen, [Finding(
-            "no_events", True, seen, "proxy_buffer" if held else "",
-            FIXES["proxy_buffer"] if held else "Check the URL and the request body.",
-        )])
-    span = (f"{total} events in {len(reads)} reads, "
-            f"from {ms(reads[0].at_s)} to {ms(reads[-1].at_s)}")
+        return Diagnosis(
+            "no_events",
+            seen,
+            [
+                Finding(
+                    "no_events",
+                    True,
+                    seen,
+                    "proxy_buffer" if held else "",
+                    FIXES["proxy_buffer"] if held else "Check the URL and the request body.",
+                )
+            ],
+        )
+    span = f"{total} events in {len(reads)} reads, from {ms(reads[0].at_s)} to {ms(reads[-1].at_s)}"
     if total < MIN_EVENTS:
-        return Diagnosis("too_short", f"{span}: too few events to judge; ask for a longer "
-                         "answer.", [])
+        return Diagnosis(
+            "too_short", f"{span}: too few events to judge; ask for a longer answer.", []
+        )
     crowded = sum(a.events for a in reads if a.events >= CROWDED_EVENTS)
     # Bursts keep every byte (a lump may end mid-event) but only those that completed events.
-    bursts = [burst for burst in arrivals(
-        [Piece(a.at_s, a.body_bytes, a.body_bytes, a.events) for a in every_read], BURST_GAP_S
-    ) if burst.events]
+    bursts = [
+        burst
+        for burst in arrivals(
+            [Piece(a.at_s, a.body_bytes, a.body_bytes, a.events) for a in every_read], BURST_GAP_S
+        )
+        if burst.events
+    ]
     if crowded >= HELD_SHARE * total:
         return _held(record, bursts, total)
     first = reads[0]
     rest_crowded = crowded - (first.events if first.events >= CROWDED_EVENTS else 0)
     held_start = first.events >= max(CROWDED_EVENTS, LATE_START_SHARE * total)
     if held_start and rest_crowded < 0.5 * (total - first.events):
-        seen = (f"The first {first.events} events arrived together at {ms(first.at_s)} (headers "
-                f"at {ms(record.headers_at_s)}), then the rest one by one.")
-        return Diagnosis("late_start", seen, [Finding(
-            "late_start", True, seen, "framework_buffer", FIXES["framework_buffer"])])
+        seen = (
+            f"The first {first.events} events arrived together at {ms(first.at_s)} (headers "
+            f"at {ms(record.headers_at_s)}), then the rest one by one."
+        )
+        return Diagnosis(
+            "late_start",
+            seen,
+            [Finding("late_start", True, seen, "framework_buffer", FIXES["framework_buffer"])],
+        )
     return Diagnosis("streamed", f"Streams: {span}, one by one.", [])
 
 
@@ -174,9 +196,11 @@ def _held(record: Measurement, bursts: list[Arrival], total: int) -> Diagnosis:
     if len(bursts) == 1:
         burst = bursts[0]
         headers_early = record.headers_at_s < burst.at_s - BURST_GAP_S
-        seen = (f"Nothing, then everything: all {total} events ({burst.body_bytes} bytes) "
-                f"arrived together from {ms(burst.at_s)}, headers "
-                + (f"at {ms(record.headers_at_s)}." if headers_early else "with them."))
+        seen = (
+            f"Nothing, then everything: all {total} events ({burst.body_bytes} bytes) "
+            f"arrived together from {ms(burst.at_s)}, headers "
+            + (f"at {ms(record.headers_at_s)}." if headers_early else "with them.")
+        )
         if encoded:
             culprit = "compression"
             seen += f" The body is {encoded}-compressed."
@@ -186,22 +210,36 @@ def _held(record: Measurement, bursts: list[Arrival], total: int) -> Diagnosis:
             culprit = "cdn"
         else:
             culprit = "proxy_buffer"
-        return Diagnosis("all_at_end", seen, [Finding(
-            "all_at_end", True, seen, culprit, FIXES[culprit])])
+        return Diagnosis(
+            "all_at_end", seen, [Finding("all_at_end", True, seen, culprit, FIXES[culprit])]
+        )
     full = [burst.body_bytes for burst in bursts[:-1]]
     median = statistics.median(full)
     spread = f"{len(bursts)} lumps" + (f" of {_kib(median)}" if median else "")
     if all(abs(size - median) <= LUMP_TOLERANCE * median for size in full):
-        seen = (f"Fixed-size lumps: {total} events arrived in {spread} "
-                f"({', '.join(str(b.body_bytes) for b in bursts[:8])} bytes"
-                + (", …" if len(bursts) > 8 else "") + ").")
-        return Diagnosis("lumps", seen, [Finding(
-            "lumps", True, seen, "compression" if encoded else "proxy_buffer",
-            FIXES["compression" if encoded else "proxy_buffer"])], lump_bytes=int(median))
+        seen = (
+            f"Fixed-size lumps: {total} events arrived in {spread} "
+            f"({', '.join(str(b.body_bytes) for b in bursts[:8])} bytes"
+            + (", …" if len(bursts) > 8 else "")
+            + ")."
+        )
+        return Diagnosis(
+            "lumps",
+            seen,
+            [
+                Finding(
+                    "lumps",
+                    True,
+                    seen,
+                    "compression" if encoded else "proxy_buffer",
+                    FIXES["compression" if encoded else "proxy_buffer"],
+                )
+            ],
+            lump_bytes=int(median),
+        )
     seen = f"Held back: {total} events arrived in {spread} of uneven size."
     culprit = "compression" if encoded else "proxy_buffer"
-    return Diagnosis("irregular", seen, [Finding("irregular", True, seen, culprit,
-                                                 FIXES[culprit])])
+    return Diagnosis("irregular", seen, [Finding("irregular", True, seen, culprit, FIXES[culprit])])
 
 
 def header_findings(record: Measurement) -> list[Finding]:
@@ -214,53 +252,97 @@ def header_findings(record: Measurement) -> list[Finding]:
 
     if record.status != 200:
         # An error answer, not a stream: its other headers say nothing about streaming.
-        problem("status", f"HTTP {record.status} instead of 200.", "",
-                "Check the URL, the method and the body (--data).")
+        problem(
+            "status",
+            f"HTTP {record.status} instead of 200.",
+            "",
+            "Check the URL, the method and the body (--data).",
+        )
         return findings
     content_type = headers.get("content-type", "")
     if not content_type.startswith("text/event-stream"):
-        problem("content_type", f"Content-Type is {content_type or 'missing'}, not "
-                "text/event-stream: proxies and CDNs treat it as an ordinary response.",
-                "framework_buffer")
+        problem(
+            "content_type",
+            f"Content-Type is {content_type or 'missing'}, not "
+            "text/event-stream: proxies and CDNs treat it as an ordinary response.",
+            "framework_buffer",
+        )
     if encoding := _encoding(record):
-        problem("content_encoding", f"Content-Encoding: {encoding} on an event stream.",
-                "compression")
+        problem(
+            "content_encoding", f"Content-Encoding: {encoding} on an event stream.", "compression"
+        )
     if "content-length" in headers:
-        problem("content_length", f"Content-Length: {headers['content-length']}: the whole "
-                "body was known before it was sent, so it was built or buffered whole.",
-                "framework_buffer")
+        problem(
+            "content_length",
+            f"Content-Length: {headers['content-length']}: the whole "
+            "body was known before it was sent, so it was built or buffered whole.",
+            "framework_buffer",
+        )
     cache_control = {part.strip().lower() for part in headers.get("cache-control", "").split(",")}
     missing = [d for d in ("no-cache", "no-transform") if d not in cache_control]
     if missing and not (missing == ["no-cache"] and "no-store" in cache_control):
-        problem("cache_control", f"Cache-Control: {headers.get('cache-control', '(none)')} "
-                f"lacks {' and '.join(missing)}: a CDN or proxy may cache, recompress or "
-                "buffer it.",
-                "cdn")
+        problem(
+            "cache_control",
+            f"Cache-Control: {headers.get('cache-control', '(none)')} "
+            f"lacks {' and '.join(missing)}: a CDN or proxy may cache, recompress or "
+            "buffer it.",
+            "cdn",
+        )
     if _served_from_cache(headers):
-        problem("cached", "Served from a cache (" + ", ".join(
-            f"{name}: {headers[name]}" for name in ("age", "x-cache", "cf-cache-status")
-            if name in headers) + ").", "cdn")
+        problem(
+            "cached",
+            "Served from a cache ("
+            + ", ".join(
+                f"{name}: {headers[name]}"
+                for name in ("age", "x-cache", "cf-cache-status")
+                if name in headers
+            )
+            + ").",
+            "cdn",
+        )
     accel = headers.get("x-accel-buffering")
     server = headers.get("server", "")
     if accel is None and server.lower().startswith("nginx"):
-        findings.append(Finding("x_accel_hidden", False, "X-Accel-Buffering is absent, as "
-                                "expected behind nginx (it reads the header and removes it); "
-                                "the arrival pattern shows whether it was honoured."))
+        findings.append(
+            Finding(
+                "x_accel_hidden",
+                False,
+                "X-Accel-Buffering is absent, as "
+                "expected behind nginx (it reads the header and removes it); "
+                "the arrival pattern shows whether it was honoured.",
+            )
+        )
     elif accel is None:
-        problem("x_accel_missing", "X-Accel-Buffering is missing: nginx in front of this "
-                "server would buffer the stream as configured (with gzip on, to the end).",
-                "proxy_buffer",
-                "Send `X-Accel-Buffering: no` with every event stream.")
+        problem(
+            "x_accel_missing",
+            "X-Accel-Buffering is missing: nginx in front of this "
+            "server would buffer the stream as configured (with gzip on, to the end).",
+            "proxy_buffer",
+            "Send `X-Accel-Buffering: no` with every event stream.",
+        )
     elif accel.strip().lower() != "no":
-        problem("x_accel_wrong", f"X-Accel-Buffering: {accel} asks nginx to buffer the stream.",
-                "proxy_buffer", "Send `X-Accel-Buffering: no` with every event stream.")
+        problem(
+            "x_accel_wrong",
+            f"X-Accel-Buffering: {accel} asks nginx to buffer the stream.",
+            "proxy_buffer",
+            "Send `X-Accel-Buffering: no` with every event stream.",
+        )
     if record.ended == "closed":
-        findings.append(Finding("no_done", False, "The stream closed without [DONE] or an "
-                                "error event (a cut connection, or a server that ends streams "
-                                "without a marker)."))
+        findings.append(
+            Finding(
+                "no_done",
+                False,
+                "The stream closed without [DONE] or an "
+                "error event (a cut connection, or a server that ends streams "
+                "without a marker).",
+            )
+        )
     elif record.ended == "error":
-        findings.append(Finding("error_event", False, f"The stream ended with an error event: "
-                                f"{record.error_event}"))
+        findings.append(
+            Finding(
+                "error_event", False, f"The stream ended with an error event: {record.error_event}"
+            )
+        )
     return findings
 
 

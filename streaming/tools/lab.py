@@ -56,8 +56,7 @@ class Lab:
 
     def tell(self, text: str) -> None:
         """A paragraph of explanation, wrapped and indented."""
-        self.say(textwrap.fill(text, TEXT_WIDTH + 6, initial_indent="   ",
-                               subsequent_indent="   "))
+        self.say(textwrap.fill(text, TEXT_WIDTH + 6, initial_indent="   ", subsequent_indent="   "))
 
     def prove(self, claim: str, passed: bool, evidence: str) -> bool:
         """Record a proof and print its verdict with the evidence under it."""
@@ -70,13 +69,16 @@ class Lab:
         """All steps; a step whose ground is missing is skipped, and its proofs fail."""
         status, stats = await self._get("/api/stats")
         if status != 200:
-            raise ClientError("bad_server", f"GET /api/stats answered {status}: is this our "
-                                            "server?")
+            raise ClientError(
+                "bad_server", f"GET /api/stats answered {status}: is this our server?"
+            )
         self.say(f"Engine: {stats.get('engine')} (model {stats.get('model')}).")
         self.say()
-        self.tell("The lab of “Why streaming changes UX”: stream an answer and measure it, leave "
-                  "in the middle, prove with the server's counters that generation stopped, and "
-                  "count what it would have cost if it had not.")
+        self.tell(
+            "The lab of “Why streaming changes UX”: stream an answer and measure it, leave "
+            "in the middle, prove with the server's counters that generation stopped, and "
+            "count what it would have cost if it had not."
+        )
         self.say()
         if await self.step_stream():
             generation = await self.step_leave()
@@ -99,13 +101,16 @@ class Lab:
         """Stream an answer; measure TTFT and the gaps."""
         c = self.config
         self.say("1. Stream an answer and measure it")
-        self.say(f"   POST /api/stream  {{\"prompt\": \"{PROMPT}\", \"max_tokens\": "
-                 f"{c.answer_tokens}}}")
+        self.say(f'   POST /api/stream  {{"prompt": "{PROMPT}", "max_tokens": {c.answer_tokens}}}')
         self.say()
         echo = Echo(self.out, indent="   │ ")
-        run = await stream(self.origin, "POST", "/api/stream",
-                           {"prompt": PROMPT, "max_tokens": c.answer_tokens, "seed": SEED},
-                           echo=echo)
+        run = await stream(
+            self.origin,
+            "POST",
+            "/api/stream",
+            {"prompt": PROMPT, "max_tokens": c.answer_tokens, "seed": SEED},
+            echo=echo,
+        )
         echo.end()
         self.say()
         ok = self.prove(
@@ -124,29 +129,42 @@ class Lab:
             self.pace_s = (run.token_times[-1] - run.token_times[0]) / (run.token_count - 1)
         self.say()
         if head_ms is not None:
-            self.say(f"   headers after {head_ms:9.1f} ms   the 200 and text/event-stream: the "
-                     "stream is open")
-        self.say(f"   first token   {ttft_ms:9.1f} ms   TTFT: how long the reader looks at an "
-                 "empty screen")
-        self.say(f"   whole answer  {total_s * 1000:9.1f} ms   sent whole, nothing would show "
-                 "until here")
+            self.say(
+                f"   headers after {head_ms:9.1f} ms   the 200 and text/event-stream: the "
+                "stream is open"
+            )
+        self.say(
+            f"   first token   {ttft_ms:9.1f} ms   TTFT: how long the reader looks at an "
+            "empty screen"
+        )
+        self.say(
+            f"   whole answer  {total_s * 1000:9.1f} ms   sent whole, nothing would show until here"
+        )
         if gaps_ms and self.pace_s is not None:
-            self.say(f"   gaps between tokens: p50 {percentile(gaps_ms, 50):.1f} ms, "
-                     f"p99 {percentile(gaps_ms, 99):.1f} ms, max {max(gaps_ms):.1f} ms; "
-                     f"TPOT {self.pace_s * 1000:.1f} ms per token")
+            self.say(
+                f"   gaps between tokens: p50 {percentile(gaps_ms, 50):.1f} ms, "
+                f"p99 {percentile(gaps_ms, 99):.1f} ms, max {max(gaps_ms):.1f} ms; "
+                f"TPOT {self.pace_s * 1000:.1f} ms per token"
+            )
             self.say()
             for line in histogram(gaps_ms):
                 self.say("   " + line)
         self.say()
         if run.reads > run.token_count // 2:
-            self.tell(f"The {run.token_count} tokens came in {run.reads} separate reads: "
-                      "nothing on the way buffered them.")
+            self.tell(
+                f"The {run.token_count} tokens came in {run.reads} separate reads: "
+                "nothing on the way buffered them."
+            )
         else:
-            self.tell(f"The {run.token_count} tokens came in only {run.reads} reads: something "
-                      "buffered the stream (a proxy, gzip, the framework; the article's table "
-                      "of culprits says which fix applies).")
-        self.tell("TTFT decides when reading can start; the gaps decide whether reading keeps "
-                  "up. Look at p99, not only p50: batching on a busy GPU makes the gaps swing.")
+            self.tell(
+                f"The {run.token_count} tokens came in only {run.reads} reads: something "
+                "buffered the stream (a proxy, gzip, the framework; the article's table "
+                "of culprits says which fix applies)."
+            )
+        self.tell(
+            "TTFT decides when reading can start; the gaps decide whether reading keeps "
+            "up. Look at p99, not only p50: batching on a busy GPU makes the gaps swing."
+        )
         self.say()
         return ok
 
@@ -156,8 +174,9 @@ class Lab:
         """Start a long answer, read a little of it, close the connection."""
         c = self.config
         self.say("2. Leave in the middle of an answer (the user closes the tab)")
-        status, created = await self._post("/api/generations", {
-            "prompt": PROMPT, "max_tokens": c.max_tokens, "seed": SEED + 1})
+        status, created = await self._post(
+            "/api/generations", {"prompt": PROMPT, "max_tokens": c.max_tokens, "seed": SEED + 1}
+        )
         if status != 201:
             self.prove("a generation could be created", False, f"POST answered {status}")
             return None
@@ -165,17 +184,24 @@ class Lab:
         self.say(f"   POST /api/generations (max_tokens {c.max_tokens}) → 201, id {generation_id}")
         run = await stream(self.origin, "GET", created["stream_url"], leave_after=c.leave_after)
         if run.closed_at is None:
-            self.prove("the stream could be left mid-answer", False,
-                       f"it ended after {run.token_count} tokens ({run.error or 'done'})")
+            self.prove(
+                "the stream could be left mid-answer",
+                False,
+                f"it ended after {run.token_count} tokens ({run.error or 'done'})",
+            )
             return None
         self.say(f"   GET …/stream: read {run.token_count} tokens, then closed the socket.")
         state, noticed_at = await self._wait_final(generation_id, run.closed_at)
         noticed = state is not None
         if noticed:
-            self.say(f"   GET /api/generations/<id>, {(noticed_at - run.closed_at) * 1000:.0f} ms "
-                     f"after the disconnect: status {state['status']},")
-            self.say(f"   tokens_generated {state['tokens_generated']}, tokens_after_abort "
-                     f"{state['tokens_after_abort']}.")
+            self.say(
+                f"   GET /api/generations/<id>, {(noticed_at - run.closed_at) * 1000:.0f} ms "
+                f"after the disconnect: status {state['status']},"
+            )
+            self.say(
+                f"   tokens_generated {state['tokens_generated']}, tokens_after_abort "
+                f"{state['tokens_after_abort']}."
+            )
             state = {**state, "received": run.token_count}
         else:
             _, state = await self._get(f"/api/generations/{generation_id}")
@@ -186,8 +212,7 @@ class Lab:
             evidence = f"still {state.get('status')!r} {c.notice_wait_s:g} s after the disconnect"
         else:
             evidence = f"status {state.get('status')!r}: it ran on to its end"
-        self.prove("the server noticed the disconnect and ended the generation", noticed,
-                   evidence)
+        self.prove("the server noticed the disconnect and ended the generation", noticed, evidence)
         self.say()
         return {"id": generation_id, **state}
 
@@ -215,22 +240,30 @@ class Lab:
         self.say("3. Prove that generation stopped")
         _, before = await self._get(path)
         _, stats_before = await self._get("/api/stats")
-        clock = await stream(self.origin, "POST", "/api/stream",
-                             {"prompt": "clock", "max_tokens": c.clock_tokens, "seed": SEED})
+        clock = await stream(
+            self.origin,
+            "POST",
+            "/api/stream",
+            {"prompt": "clock", "max_tokens": c.clock_tokens, "seed": SEED},
+        )
         _, after = await self._get(path)
         _, stats_after = await self._get("/api/stats")
         pace = f" (≈ {clock.token_count * self.pace_s:.2f} s)" if self.pace_s else ""
-        self.tell(f"Meanwhile a second stream read {clock.token_count} tokens: the engine's own "
-                  f"pace says that much time passed{pace}. The left generation's counters are "
-                  "read before and after.")
-        self.prove("the engine had time to run", clock.done and clock.token_count > 0,
-                   f"the clock stream delivered {clock.token_count} tokens"
-                   + ("" if clock.done else f" and no [DONE] ({clock.error or 'cut'})"))
+        self.tell(
+            f"Meanwhile a second stream read {clock.token_count} tokens: the engine's own "
+            f"pace says that much time passed{pace}. The left generation's counters are "
+            "read before and after."
+        )
+        self.prove(
+            "the engine had time to run",
+            clock.done and clock.token_count > 0,
+            f"the clock stream delivered {clock.token_count} tokens"
+            + ("" if clock.done else f" and no [DONE] ({clock.error or 'cut'})"),
+        )
         self.prove(
             "its token counter stayed frozen while time passed",
             before.get("tokens_generated") == after.get("tokens_generated"),
-            f"tokens_generated {before.get('tokens_generated')} → "
-            f"{after.get('tokens_generated')}",
+            f"tokens_generated {before.get('tokens_generated')} → {after.get('tokens_generated')}",
         )
         self.prove(
             "not one token was generated after the abort",
@@ -241,14 +274,15 @@ class Lab:
         )
         self.prove(
             "server-wide, no abort leaked tokens",
-            stats_before.get("tokens_after_abort_total") == stats_after.get(
-                "tokens_after_abort_total"),
+            stats_before.get("tokens_after_abort_total")
+            == stats_after.get("tokens_after_abort_total"),
             f"/api/stats tokens_after_abort_total {stats_before.get('tokens_after_abort_total')}"
             f" → {stats_after.get('tokens_after_abort_total')}",
         )
         if self.private:
             grown = stats_after.get("tokens_generated_total", 0) - stats_before.get(
-                "tokens_generated_total", 0)
+                "tokens_generated_total", 0
+            )
             self.prove(
                 "the only tokens generated were the clock's",
                 grown == clock.token_count,
@@ -269,21 +303,30 @@ class Lab:
         would = total - generated
         self.say("4. What a server without cancellation would have wasted")
         if generation.get("status") in ("pending", "streaming"):
-            self.tell(f"This server did not stop it: {generated} tokens so far for nobody, and "
-                      f"it is still going (it was asked for {c.max_tokens}). That is the quiet, "
-                      "expensive accident the article warns about; its section 5 says the fix: "
-                      "check for the disconnect on every token and abort the request in the "
-                      "engine.")
+            self.tell(
+                f"This server did not stop it: {generated} tokens so far for nobody, and "
+                f"it is still going (it was asked for {c.max_tokens}). That is the quiet, "
+                "expensive accident the article warns about; its section 5 says the fix: "
+                "check for the disconnect on every token and abort the request in the "
+                "engine."
+            )
             self.say()
             return
-        seconds = "" if self.pace_s is None else (
-            f": {would * self.pace_s:.1f} s of engine time at the {self.pace_s * 1000:.1f} ms "
-            "per token measured in step 1")
-        self.tell(f"Left alone, this answer would have run to {exact}{total} tokens; it stopped "
-                  f"at {generated}. A server that never checks for the disconnect would have "
-                  f"gone on for {exact}{would} more tokens{seconds}, for a reader who had "
-                  "already left, holding a batch slot another request was waiting for. That is "
-                  "one closed tab; multiply by your traffic.")
+        seconds = (
+            ""
+            if self.pace_s is None
+            else (
+                f": {would * self.pace_s:.1f} s of engine time at the {self.pace_s * 1000:.1f} ms "
+                "per token measured in step 1"
+            )
+        )
+        self.tell(
+            f"Left alone, this answer would have run to {exact}{total} tokens; it stopped "
+            f"at {generated}. A server that never checks for the disconnect would have "
+            f"gone on for {exact}{would} more tokens{seconds}, for a reader who had "
+            "already left, holding a batch slot another request was waiting for. That is "
+            "one closed tab; multiply by your traffic."
+        )
         self.say()
 
 
@@ -292,8 +335,9 @@ def full_answer_tokens(max_tokens: int, seed: int) -> int:
     from streaming.core.request import GenerationRequest, Message
     from streaming.engines.script import tokens_for
 
-    request = GenerationRequest(id="lab", messages=(Message("user", PROMPT),),
-                                max_tokens=max_tokens, seed=seed)
+    request = GenerationRequest(
+        id="lab", messages=(Message("user", PROMPT),), max_tokens=max_tokens, seed=seed
+    )
     return len(tokens_for(request)[0])
 
 

@@ -41,8 +41,13 @@ class StreamRun:
 
 
 async def stream(
-    origin: Origin, method: str, path: str, payload: dict[str, Any] | None = None, *,
-    leave_after: int | None = None, echo: Callable[[str], None] | None = None,
+    origin: Origin,
+    method: str,
+    path: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    leave_after: int | None = None,
+    echo: Callable[[str], None] | None = None,
     timeout_s: float = 60.0,
 ) -> StreamRun:
     """Read an event stream, closing it after `leave_after` tokens; `echo` sees each token."""
@@ -77,7 +82,11 @@ async def stream(
     body = b"" if payload is None else json.dumps(payload, ensure_ascii=False).encode()
     try:
         response = await connection.request(
-            method, path, body=body, on_body=feed, timeout_s=timeout_s,
+            method,
+            path,
+            body=body,
+            on_body=feed,
+            timeout_s=timeout_s,
             headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
         )
     finally:

@@ -104,8 +104,9 @@ class LiveServer:
     def wait_final(self, generation_id: str, timeout: float = 10.0) -> dict[str, Any]:
         """Poll the generation's state until it has ended."""
         return wait_until(
-            lambda: (s := self.state(generation_id))["status"] not in ("pending", "streaming")
-            and s,
+            lambda: (
+                (s := self.state(generation_id))["status"] not in ("pending", "streaming") and s
+            ),
             timeout,
         )
 
@@ -150,9 +151,15 @@ def stop_process(process: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 
 def start_server(
-    tmp_dir: Path, *, server: str = "uvicorn", env: dict[str, str] | None = None,
-    app: str = APPLICATION, migrate: bool = True, ready_path: str = "/healthz",
-    timeout: float = 60.0, root: Path = ROOT,
+    tmp_dir: Path,
+    *,
+    server: str = "uvicorn",
+    env: dict[str, str] | None = None,
+    app: str = APPLICATION,
+    migrate: bool = True,
+    ready_path: str = "/healthz",
+    timeout: float = 60.0,
+    root: Path = ROOT,
 ) -> LiveServer:
     """Start `server` serving `app` on a free port (our app on a freshly migrated SQLite log).
 
@@ -163,12 +170,23 @@ def start_server(
     if migrate:
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=root, env=full_env, check=True,
+            cwd=root,
+            env=full_env,
+            check=True,
         )
     port = free_port()
     if server == "uvicorn":
-        command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-                   "--no-access-log"]
+        command = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+        ]
     elif server == "daphne":
         command = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), app]
     elif server == "runserver":  # with its autoreloader: a watcher and a server process
@@ -180,8 +198,14 @@ def start_server(
     log_path = tmp_dir / f"{server}-{port}.log"
     with log_path.open("wb") as log:
         # A session of its own, as a terminal gives it: `interrupt` is Ctrl-C to all of it.
-        process = subprocess.Popen(command, cwd=root, env=full_env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=root,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     live = LiveServer(f"http://127.0.0.1:{port}", port, process, full_env, log_path)
 
     def ready() -> bool:
@@ -216,9 +240,21 @@ class RedisServer:
     def start(self) -> RedisServer:
         """Start (or restart) it and wait until it answers."""
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.directory)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_until(self._answers, 10)
         return self
@@ -271,7 +307,11 @@ def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
     log_path = tmp_dir / f"worker-{time.monotonic_ns()}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "manage.py", "runworker", "model-worker"], cwd=ROOT, env=full_env,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "manage.py", "runworker", "model-worker"],
+            cwd=ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     return WorkerProcess(process, log_path)

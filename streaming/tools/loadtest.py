@@ -68,12 +68,22 @@ class LoadTest:
         if not interrupted:
             await self._read_cancelled_counters()
         stats_after = None if interrupted else await self._stats()
-        return RunResult(self.config, self.records, start, end, wall, self.model, stats_before,
-                         stats_after, interrupted)
+        return RunResult(
+            self.config,
+            self.records,
+            start,
+            end,
+            wall,
+            self.model,
+            stats_before,
+            stats_after,
+            interrupted,
+        )
 
     def _sockets_needed(self) -> int:
-        return (self.config.concurrency or self.config.max_concurrency
-                or Limits.MAX_CONCURRENCY) + 64
+        return (
+            self.config.concurrency or self.config.max_concurrency or Limits.MAX_CONCURRENCY
+        ) + 64
 
     async def _preflight(self) -> dict[str, Any] | None:
         """Fail early and clearly when nothing answers; learn the model for the OpenAI API."""
@@ -86,8 +96,9 @@ class LoadTest:
             try:
                 self.model = models["data"][0]["id"]
             except (TypeError, KeyError, IndexError):
-                raise LoadTestError(f"GET /v1/models answered {status_models} without a model; "
-                                    "pass --model") from None
+                raise LoadTestError(
+                    f"GET /v1/models answered {status_models} without a model; pass --model"
+                ) from None
         return stats
 
     async def _stats(self, *, quiet: bool = True) -> dict[str, Any] | None:
@@ -103,8 +114,7 @@ class LoadTest:
     # --- driving the load ----------------------------------------------------------------
 
     def _may_issue(self) -> bool:
-        return (len(self.records) < self.config.max_requests
-                and time.perf_counter() < self._deadline)
+        return len(self.records) < self.config.max_requests and time.perf_counter() < self._deadline
 
     def _new_record(self, scheduled_at: float | None = None) -> RequestRecord:
         record = RequestRecord(len(self.records), scheduled_at=scheduled_at)
@@ -173,7 +183,10 @@ class LoadTest:
                 path, connection = await self._create(record, connection, deadline)
                 reader.connection = connection
             response = await connection.request(
-                method, path, body=body, on_body=reader.feed,
+                method,
+                path,
+                body=body,
+                on_body=reader.feed,
                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
                 timeout_s=max(0.001, deadline - time.perf_counter()),
             )
@@ -197,7 +210,9 @@ class LoadTest:
     ) -> tuple[str, ClientConnection]:
         """The two-step native flow's first step: the generation id and where to stream it."""
         response = await connection.request(
-            "POST", "/api/generations", body=self._native_body(record),
+            "POST",
+            "/api/generations",
+            body=self._native_body(record),
             headers={"Content-Type": "application/json"},
             timeout_s=max(0.001, deadline - time.perf_counter()),
         )
@@ -212,8 +227,7 @@ class LoadTest:
             connection = await ClientConnection.open(self.origin, self.config.timeout_s)
         return payload["stream_url"].removeprefix(self.origin.prefix), connection
 
-    def _classify(self, record: RequestRecord, status: int, payload: Any,
-                  cancelled: bool) -> None:
+    def _classify(self, record: RequestRecord, status: int, payload: Any, cancelled: bool) -> None:
         if not 200 <= status < 300:
             record.outcome, record.error = "failed", error_code(payload, f"http_{status}")
         elif record.error is not None:
@@ -231,15 +245,22 @@ class LoadTest:
         return " ".join(rng.choice(PROMPT_WORDS) for _ in range(self.config.prompt_words))
 
     def _native_body(self, record: RequestRecord) -> bytes:
-        return json.dumps({"prompt": self._prompt(record), "max_tokens": self.config.max_tokens},
-                          ensure_ascii=False).encode()
+        return json.dumps(
+            {"prompt": self._prompt(record), "max_tokens": self.config.max_tokens},
+            ensure_ascii=False,
+        ).encode()
 
     def _openai_body(self, record: RequestRecord) -> bytes:
-        return json.dumps({
-            "model": self.model, "stream": True, "stream_options": {"include_usage": True},
-            "max_tokens": self.config.max_tokens,
-            "messages": [{"role": "user", "content": self._prompt(record)}],
-        }, ensure_ascii=False).encode()
+        return json.dumps(
+            {
+                "model": self.model,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "max_tokens": self.config.max_tokens,
+                "messages": [{"role": "user", "content": self._prompt(record)}],
+            },
+            ensure_ascii=False,
+        ).encode()
 
     # --- after the load --------------------------------------------------------------------
 
@@ -251,21 +272,28 @@ class LoadTest:
             async with slots:
                 record.server = await self._final_state(record.generation_id or "")
 
-        await asyncio.gather(*(read(r) for r in self.records
-                               if r.outcome == "cancelled" and r.generation_id))
+        await asyncio.gather(
+            *(read(r) for r in self.records if r.outcome == "cancelled" and r.generation_id)
+        )
 
     async def _final_state(self, generation_id: str) -> dict[str, Any] | None:
         deadline = time.perf_counter() + FINAL_STATES_WAIT_S
         while True:
             try:
-                status, state = await fetch_json(self.origin, "GET",
-                                                 f"/api/generations/{generation_id}")
+                status, state = await fetch_json(
+                    self.origin, "GET", f"/api/generations/{generation_id}"
+                )
             except ClientError:
                 state, status = None, 0
-            if status == 200 and isinstance(state, dict) \
-                    and state.get("status") not in ("pending", "streaming"):
-                return {key: state.get(key) for key in
-                        ("status", "tokens_generated", "tokens_after_abort")}
+            if (
+                status == 200
+                and isinstance(state, dict)
+                and state.get("status") not in ("pending", "streaming")
+            ):
+                return {
+                    key: state.get(key)
+                    for key in ("status", "tokens_generated", "tokens_after_abort")
+                }
             if time.perf_counter() > deadline:
                 return None
             await asyncio.sleep(0.02)  # polling the server's state, not waiting for readiness

@@ -19,9 +19,28 @@ Outcome = Literal["ok", "failed", "cancelled", "interrupted"]
 FINAL_STATES_WAIT_S = 10.0  # how long to wait for a cancelled generation's final counters
 
 
-PROMPT_WORDS = ("why", "does", "streaming", "change", "how", "an", "answer", "feels", "tell",
-                "me", "about", "tokens", "latency", "and", "the", "reader", "스트리밍", "토큰",
-                "ストリーミング", "体験")
+PROMPT_WORDS = (
+    "why",
+    "does",
+    "streaming",
+    "change",
+    "how",
+    "an",
+    "answer",
+    "feels",
+    "tell",
+    "me",
+    "about",
+    "tokens",
+    "latency",
+    "and",
+    "the",
+    "reader",
+    "스트리밍",
+    "토큰",
+    "ストリーミング",
+    "体験",
+)
 
 
 class Limits:
@@ -91,11 +110,14 @@ class LoadTestConfig:
         except ValueError as error:
             raise LoadTestError(str(error)) from None
         if (self.concurrency is None) == (self.rate is None):
-            raise LoadTestError("give exactly one of --concurrency (closed loop) or --rate "
-                                "(open loop)")
+            raise LoadTestError(
+                "give exactly one of --concurrency (closed loop) or --rate (open loop)"
+            )
         if self.max_concurrency is not None and self.rate is None:
-            raise LoadTestError("--max-concurrency caps an open loop (--rate); a closed loop's "
-                                "--concurrency is its cap already")
+            raise LoadTestError(
+                "--max-concurrency caps an open loop (--rate); a closed loop's "
+                "--concurrency is its cap already"
+            )
         _within("--concurrency", self.concurrency, 1, Limits.MAX_CONCURRENCY)
         _within("--max-concurrency", self.max_concurrency, 1, Limits.MAX_CONCURRENCY)
         _within("--rate", self.rate, 0.001, Limits.MAX_RATE)
@@ -106,8 +128,10 @@ class LoadTestConfig:
         _within("--cancel-fraction", self.cancel_fraction, 0.0, 1.0)
         _within("--timeout", self.timeout_s, 0.001, Limits.MAX_DURATION_S)
         if self.cancel_fraction > 0 and self.max_tokens < 2:
-            raise LoadTestError("--cancel-fraction needs --max-tokens of at least 2, so that "
-                                "there is a point in the middle of the stream to leave at")
+            raise LoadTestError(
+                "--cancel-fraction needs --max-tokens of at least 2, so that "
+                "there is a point in the middle of the stream to leave at"
+            )
         if not self.allow_remote and not is_loopback(origin.host):
             raise LoadTestError(
                 f"{origin.host} is not this machine; a load test is a denial of service to "

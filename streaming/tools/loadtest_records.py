@@ -60,14 +60,22 @@ class RequestRecord:
             return None if t is None else round(t - zero, 6)
 
         return {
-            "index": self.index, "outcome": self.outcome, "error": self.error,
-            "http_status": self.http_status, "generation_id": self.generation_id,
-            "scheduled_s": rel(self.scheduled_at), "start_s": rel(self.started_at),
-            "created_s": rel(self.created_at), "first_byte_s": rel(self.response_at),
+            "index": self.index,
+            "outcome": self.outcome,
+            "error": self.error,
+            "http_status": self.http_status,
+            "generation_id": self.generation_id,
+            "scheduled_s": rel(self.scheduled_at),
+            "start_s": rel(self.started_at),
+            "created_s": rel(self.created_at),
+            "first_byte_s": rel(self.response_at),
             "event_times_s": [round(t - zero, 6) for t in self.event_times],
-            "done_s": rel(self.done_at), "end_s": rel(self.ended_at),
-            "content_events": self.events, "output_tokens": self.output_tokens,
-            "cancel_after_events": self.cancel_after, "server": self.server,
+            "done_s": rel(self.done_at),
+            "end_s": rel(self.ended_at),
+            "content_events": self.events,
+            "output_tokens": self.output_tokens,
+            "cancel_after_events": self.cancel_after,
+            "server": self.server,
         }
 
 
@@ -100,8 +108,12 @@ class StreamReader:
                 record.tokens += _merged_tokens(event.data) if '"tokens"' in event.data else 1
             else:
                 self._openai_chunk(event.data, now)
-        if record.cancel_after is not None and record.events >= record.cancel_after \
-                and record.done_at is None and record.error is None:
+        if (
+            record.cancel_after is not None
+            and record.events >= record.cancel_after
+            and record.done_at is None
+            and record.error is None
+        ):
             self.cancelled = True
             self.connection.close()
 

@@ -37,9 +37,11 @@ class Progress:
         by_time = elapsed / self.config.max_duration_s
         done = min(1.0, max(by_count, by_time))
         bar = "█" * round(done * self.WIDTH)
-        return (f"[{bar:<{self.WIDTH}}] {done:4.0%}  {self.finished} done · "
-                f"{self.issued - self.finished} open · {self.failed} failed · "
-                f"{self.cancelled} cancelled · {elapsed:.1f} s")
+        return (
+            f"[{bar:<{self.WIDTH}}] {done:4.0%}  {self.finished} done · "
+            f"{self.issued - self.finished} open · {self.failed} failed · "
+            f"{self.cancelled} cancelled · {elapsed:.1f} s"
+        )
 
     def draw(self, final: bool = False) -> None:
         """Redraw (terminal) or print a line when one is due."""
@@ -111,25 +113,33 @@ def _cancellation(record: RequestRecord) -> dict[str, Any]:
     }
 
 
-def _counter_deltas(before: dict[str, Any] | None,
-                    after: dict[str, Any] | None) -> dict[str, int] | None:
+def _counter_deltas(
+    before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> dict[str, int] | None:
     if not before or not after:
         return None
     keys = ("tokens_generated_total", "tokens_after_abort_total", "generations_total")
-    return {key: after[key] - before[key] for key in keys
-            if isinstance(before.get(key), int) and isinstance(after.get(key), int)}
+    return {
+        key: after[key] - before[key]
+        for key in keys
+        if isinstance(before.get(key), int) and isinstance(after.get(key), int)
+    }
 
 
 def format_report(result: RunResult, summary: dict[str, Any]) -> str:
     """The summary as a person reads it."""
     config = result.config
-    api = config.native_flow if config.api == "native" else \
-        f"POST /v1/chat/completions, model {result.model}"
+    api = (
+        config.native_flow
+        if config.api == "native"
+        else f"POST /v1/chat/completions, model {result.model}"
+    )
     lines = [
         f"Load test of {config.origin} — {api}",
         f"{config.mode}; prompts of {config.prompt_words} words, max_tokens {config.max_tokens}"
-        + (f", {config.cancel_fraction:.0%} cancelled mid-stream" if config.cancel_fraction
-           else ""),
+        + (
+            f", {config.cancel_fraction:.0%} cancelled mid-stream" if config.cancel_fraction else ""
+        ),
         "",
         f"{summary['requests']} requests in {summary['duration_s']:.2f} s: "
         f"{summary['completed']} completed, {summary['failed']} failed, "
@@ -138,24 +148,40 @@ def format_report(result: RunResult, summary: dict[str, Any]) -> str:
         f"{_num(summary['output_tokens_per_s'], 1)} output tokens/s "
         f"({summary['output_tokens']:,} tokens in completed streams)",
         "",
-        f"{'ms':<6}" + "".join(f"{h:>10}" for h in ("mean", "p50", "p90", "p99", "p99.9", "max"))
+        f"{'ms':<6}"
+        + "".join(f"{h:>10}" for h in ("mean", "p50", "p90", "p99", "p99.9", "max"))
         + f"{'count':>9}",
     ]
-    for label, key in (("TTFB", "ttfb_ms"), ("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"),
-                       ("ITL", "itl_ms"), ("E2E", "e2e_ms")):
+    for label, key in (
+        ("TTFB", "ttfb_ms"),
+        ("TTFT", "ttft_ms"),
+        ("TPOT", "tpot_ms"),
+        ("ITL", "itl_ms"),
+        ("E2E", "e2e_ms"),
+    ):
         figures = summary[key]
-        lines.append(f"{label:<6}" + "".join(
-            f"{_num(figures[k], 1):>10}" for k in ("mean", "p50", "p90", "p99", "p99.9", "max")
-        ) + f"{figures['count']:>9,}")
+        lines.append(
+            f"{label:<6}"
+            + "".join(
+                f"{_num(figures[k], 1):>10}" for k in ("mean", "p50", "p90", "p99", "p99.9", "max")
+            )
+            + f"{figures['count']:>9,}"
+        )
     if summary["failures"]:
-        lines += ["", "failures by code: " + ", ".join(
-            f"{code} × {count}" for code, count in summary["failures"].items())]
+        lines += [
+            "",
+            "failures by code: "
+            + ", ".join(f"{code} × {count}" for code, count in summary["failures"].items()),
+        ]
     lines += _cancellation_lines(summary["cancellations"])
     deltas = summary["server_counters"]
     if deltas:
-        lines += ["", "server counters during the run (/api/stats, one process): "
-                  f"tokens generated +{deltas.get('tokens_generated_total', '?')}, "
-                  f"tokens after abort +{deltas.get('tokens_after_abort_total', '?')}"]
+        lines += [
+            "",
+            "server counters during the run (/api/stats, one process): "
+            f"tokens generated +{deltas.get('tokens_generated_total', '?')}, "
+            f"tokens after abort +{deltas.get('tokens_after_abort_total', '?')}",
+        ]
     return "\n".join(lines)
 
 
@@ -165,25 +191,34 @@ def _cancellation_lines(cancellations: list[dict[str, Any]]) -> list[str]:
     known = [c for c in cancellations if c["tokens_after_abort"] is not None]
     lines = ["", f"cancellations: {len(cancellations)} streams closed mid-answer"]
     if not known:
-        lines.append("  the server's counters are not readable for these (the native API's "
-                     "GET /api/generations/<id> gives them)")
+        lines.append(
+            "  the server's counters are not readable for these (the native API's "
+            "GET /api/generations/<id> gives them)"
+        )
         return lines
     after = [c["tokens_after_abort"] for c in known]
     unread = [c["tokens_unread"] for c in known]
-    lines.append(f"  tokens generated after the abort: {sum(after)} in all, max {max(after)}; "
-                 f"zero in {after.count(0)} of {len(known)}")
-    lines.append(f"  tokens generated but never read (in flight when the server noticed): "
-                 f"mean {sum(unread) / len(unread):.2f}, max {max(unread)}")
+    lines.append(
+        f"  tokens generated after the abort: {sum(after)} in all, max {max(after)}; "
+        f"zero in {after.count(0)} of {len(known)}"
+    )
+    lines.append(
+        f"  tokens generated but never read (in flight when the server noticed): "
+        f"mean {sum(unread) / len(unread):.2f}, max {max(unread)}"
+    )
     if len(known) <= 20:
         lines.append("  after each abort: " + " ".join(str(a) for a in after))
     else:
         nonzero = [(c["index"], c["tokens_after_abort"]) for c in known if c["tokens_after_abort"]]
         if nonzero:
-            lines.append("  non-zero (request: tokens): " + ", ".join(
-                f"#{i}: {n}" for i, n in nonzero[:50]))
+            lines.append(
+                "  non-zero (request: tokens): " + ", ".join(f"#{i}: {n}" for i, n in nonzero[:50])
+            )
     if len(known) < len(cancellations):
-        lines.append(f"  {len(cancellations) - len(known)} had not ended on the server within "
-                     f"{FINAL_STATES_WAIT_S:g} s")
+        lines.append(
+            f"  {len(cancellations) - len(known)} had not ended on the server within "
+            f"{FINAL_STATES_WAIT_S:g} s"
+        )
     return lines
 
 
@@ -195,8 +230,10 @@ def write_json(path: Path, result: RunResult, summary: dict[str, Any]) -> None:
     """The run, its summary and every request's raw timestamps (seconds since the start)."""
     config = result.config
     document = {
-        "config": {**{k: getattr(config, k) for k in config.__dataclass_fields__},
-                   "native_flow": config.native_flow},
+        "config": {
+            **{k: getattr(config, k) for k in config.__dataclass_fields__},
+            "native_flow": config.native_flow,
+        },
         "model": result.model,
         "started_unix": result.wall_started,
         "interrupted": result.interrupted,

@@ -73,16 +73,25 @@ class StreamRequest:
 
 
 def plan_request(
-    url: str, *, data: str | None = None, method: str | None = None,
-    prompt: str = DEFAULT_PROMPT, max_tokens: int = 64, model: str | None = None,
+    url: str,
+    *,
+    data: str | None = None,
+    method: str | None = None,
+    prompt: str = DEFAULT_PROMPT,
+    max_tokens: int = 64,
+    model: str | None = None,
 ) -> StreamRequest:
     """The request that opens a stream at `url`, from the shape of its path."""
     path = urlsplit(url).path.rstrip("/")
     if data is not None:
         return StreamRequest(method or "POST", url, data.encode())
     if path.endswith("/chat/completions"):
-        body = {"model": model or "default", "stream": True, "max_tokens": max_tokens,
-                "messages": [{"role": "user", "content": prompt}]}
+        body = {
+            "model": model or "default",
+            "stream": True,
+            "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": prompt}],
+        }
         return StreamRequest(method or "POST", url, json.dumps(body).encode())
     if path.endswith(("/api/stream", "/api/generations")):
         body = {"prompt": prompt, "max_tokens": max_tokens}
@@ -91,7 +100,10 @@ def plan_request(
 
 
 def measure(
-    request: StreamRequest, *, headers: dict[str, str] | None = None, timeout_s: float = 60.0,
+    request: StreamRequest,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = 60.0,
 ) -> Measurement:
     """Open the stream and record each piece of its body as it arrives."""
     sent_headers = {**BROWSER_HEADERS, **(headers or {})}
@@ -118,7 +130,8 @@ def _create_generation(
 ) -> StreamRequest:
     # The two-step native API: create, then read the stream it names.
     created = client.post(
-        request.url, content=request.body,
+        request.url,
+        content=request.body,
         headers={**headers, "Accept": "application/json", "Content-Type": "application/json"},
     )
     created.raise_for_status()
@@ -137,11 +150,15 @@ def _read_body(
             body = decoder.decode(raw) if decoder is not None else b""
             comments_before = len(parser.comments)
             events = parser.feed(body) if decoder is not None else []
-            record.pieces.append(Piece(
-                at_s=now - start, wire_bytes=len(raw),
-                body_bytes=len(body) if decoder is not None else len(raw),
-                events=len(events), pings=len(parser.comments) - comments_before,
-            ))
+            record.pieces.append(
+                Piece(
+                    at_s=now - start,
+                    wire_bytes=len(raw),
+                    body_bytes=len(body) if decoder is not None else len(raw),
+                    events=len(events),
+                    pings=len(parser.comments) - comments_before,
+                )
+            )
             for event in events:
                 if event.event == "error":
                     record.ended, record.error_event = "error", event.data

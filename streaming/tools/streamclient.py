@@ -76,20 +76,26 @@ class ClientConnection(asyncio.Protocol):
         context = ssl_module.create_default_context() if origin.scheme == "https" else None
         try:
             _, protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: cls(origin), origin.host, origin.port,
-                                       ssl=context),
+                loop.create_connection(lambda: cls(origin), origin.host, origin.port, ssl=context),
                 timeout_s,
             )
         except TimeoutError:
-            raise ClientError("connect_error", f"no connection to {origin} in {timeout_s}s") \
-                from None
+            raise ClientError(
+                "connect_error", f"no connection to {origin} in {timeout_s}s"
+            ) from None
         except OSError as error:
             raise ClientError("connect_error", f"cannot connect to {origin}: {error}") from None
         return protocol
 
     async def request(
-        self, method: str, path: str, *, body: bytes = b"", headers: dict[str, str] | None = None,
-        on_body: BodyCallback | None = None, timeout_s: float = 60.0,
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        on_body: BodyCallback | None = None,
+        timeout_s: float = 60.0,
     ) -> Response:
         """Send one request and return its response once it has ended, or been closed by us.
 
@@ -105,8 +111,10 @@ class ClientConnection(asyncio.Protocol):
         self._on_body = on_body
         self._stream_to = None
         self.reusable = False
-        lines = [f"{method} {self.origin.prefix}{path} HTTP/1.1",
-                 f"Host: {self.origin.host_header}"]
+        lines = [
+            f"{method} {self.origin.prefix}{path} HTTP/1.1",
+            f"Host: {self.origin.host_header}",
+        ]
         lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
         if body or method in ("POST", "PUT", "PATCH"):
             lines.append(f"Content-Length: {len(body)}")
@@ -115,8 +123,9 @@ class ClientConnection(asyncio.Protocol):
             return await asyncio.wait_for(self._done, timeout_s)
         except TimeoutError:
             self.close()
-            raise ClientError("timeout", f"{method} {path}: no complete answer in {timeout_s}s") \
-                from None
+            raise ClientError(
+                "timeout", f"{method} {path}: no complete answer in {timeout_s}s"
+            ) from None
 
     def close(self) -> None:
         """Drop the connection now (what a closed browser tab does); idempotent."""
@@ -209,8 +218,9 @@ async def fetch_json(
     try:
         body = b"" if payload is None else json.dumps(payload).encode()
         headers = {"Content-Type": "application/json"} if payload is not None else {}
-        response = await connection.request(method, path, body=body, headers=headers,
-                                            timeout_s=timeout_s)
+        response = await connection.request(
+            method, path, body=body, headers=headers, timeout_s=timeout_s
+        )
     finally:
         connection.close()
     return response.status, response.json()

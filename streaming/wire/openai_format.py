@@ -67,8 +67,12 @@ class ChunkWriter:
         self.model = model
         self.created = created
         self.usage = usage
-        head = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
-                "model": model}
+        head = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+        }
         self._head = dumps(head)[:-1]  # without the closing brace: choices follow
         # OpenAI sends `"usage": null` on every chunk when usage was asked for.
         self._tail = ',"usage":null}' if usage else "}"
@@ -106,8 +110,10 @@ class ChunkWriter:
     def _raw_delta(self, field: str, value: str) -> bytes:
         role = "" if self._role_sent else '"role":"assistant",'
         self._role_sent = True
-        return (f'data: {self._head},"choices":[{{"index":0,"delta":{{{role}"{field}":{value}}},'
-                f'"logprobs":null,"finish_reason":null}}]{self._tail}\n\n').encode()
+        return (
+            f'data: {self._head},"choices":[{{"index":0,"delta":{{{role}"{field}":{value}}},'
+            f'"logprobs":null,"finish_reason":null}}]{self._tail}\n\n'
+        ).encode()
 
     def finish(self, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> bytes:
         """The last chunk (`finish_reason`, empty delta), the usage chunk if asked, `[DONE]`."""
@@ -141,8 +147,10 @@ def merge_tool_calls(deltas: list[list[dict[str, Any]]]) -> list[dict[str, Any]]
     calls: dict[int, dict[str, Any]] = {}
     for delta in deltas:
         for part in delta:
-            call = calls.setdefault(part.get("index", 0), {
-                "id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+            call = calls.setdefault(
+                part.get("index", 0),
+                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+            )
             call["id"] = part.get("id") or call["id"]
             call["type"] = part.get("type") or call["type"]
             function = part.get("function") or {}
@@ -152,14 +160,24 @@ def merge_tool_calls(deltas: list[list[dict[str, Any]]]) -> list[dict[str, Any]]
 
 
 def completion(
-    completion_id: str, model: str, created: int, text: str, finish_reason: str,
-    prompt_tokens: int, completion_tokens: int, *, reasoning: str = "",
-    tool_calls: list[dict[str, Any]] | None = None, logprobs: list[Any] | None = None,
+    completion_id: str,
+    model: str,
+    created: int,
+    text: str,
+    finish_reason: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    *,
+    reasoning: str = "",
+    tool_calls: list[dict[str, Any]] | None = None,
+    logprobs: list[Any] | None = None,
 ) -> dict[str, Any]:
     """One non-streamed `chat.completion` (with the upstream's reasoning and tool calls)."""
-    message: dict[str, Any] = {"role": "assistant",
-                               "content": text if text or not tool_calls else None,
-                               "refusal": None}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text if text or not tool_calls else None,
+        "refusal": None,
+    }
     if reasoning:
         message["reasoning_content"] = reasoning
     if tool_calls:
@@ -169,11 +187,13 @@ def completion(
         "object": "chat.completion",
         "created": created,
         "model": model,
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "logprobs": {"content": logprobs} if logprobs else None,
-            "finish_reason": finish_reason,
-        }],
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": {"content": logprobs} if logprobs else None,
+                "finish_reason": finish_reason,
+            }
+        ],
         "usage": usage_of(prompt_tokens, completion_tokens),
     }

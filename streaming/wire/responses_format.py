@@ -84,28 +84,43 @@ def output_text(text: str) -> dict[str, Any]:
 
 def output_item(spec: ResponseSpec, outcome: Outcome, *, with_content: bool = True) -> dict:
     """The assistant's message, the response's one output item."""
-    return {"id": message_id(spec.generation_id), "type": "message", "role": "assistant",
-            "status": item_status(outcome.status),
-            "content": [output_text(outcome.text)] if with_content else []}
+    return {
+        "id": message_id(spec.generation_id),
+        "type": "message",
+        "role": "assistant",
+        "status": item_status(outcome.status),
+        "content": [output_text(outcome.text)] if with_content else [],
+    }
 
 
 def response_object(spec: ResponseSpec, outcome: Outcome) -> dict[str, Any]:
     """The `Response`, as `POST`, `GET` and the stream's created/completed events carry it."""
     ended = outcome.status not in ("queued", "in_progress")
     return {
-        "id": response_id(spec.generation_id), "object": "response",
-        "created_at": spec.created_at, "status": outcome.status, "model": spec.model,
-        "background": spec.background, "store": spec.store,
-        "instructions": spec.instructions, "metadata": spec.metadata,
-        "max_output_tokens": spec.max_output_tokens, "temperature": spec.temperature,
-        "top_p": spec.top_p, "previous_response_id": spec.previous_response_id,
+        "id": response_id(spec.generation_id),
+        "object": "response",
+        "created_at": spec.created_at,
+        "status": outcome.status,
+        "model": spec.model,
+        "background": spec.background,
+        "store": spec.store,
+        "instructions": spec.instructions,
+        "metadata": spec.metadata,
+        "max_output_tokens": spec.max_output_tokens,
+        "temperature": spec.temperature,
+        "top_p": spec.top_p,
+        "previous_response_id": spec.previous_response_id,
         "error": outcome.error,
-        "incomplete_details": ({"reason": outcome.incomplete_reason}
-                               if outcome.incomplete_reason else None),
+        "incomplete_details": (
+            {"reason": outcome.incomplete_reason} if outcome.incomplete_reason else None
+        ),
         "output": [output_item(spec, outcome)] if ended or outcome.text else [],
         "output_text": outcome.text,
-        "parallel_tool_calls": False, "tool_choice": "none", "tools": [],
-        "text": {"format": {"type": "text"}}, "truncation": "disabled",
+        "parallel_tool_calls": False,
+        "tool_choice": "none",
+        "tools": [],
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
         "usage": usage(outcome) if ended else None,
         "conversation": {"id": spec.conversation} if spec.conversation else None,
     }
@@ -113,17 +128,22 @@ def response_object(spec: ResponseSpec, outcome: Outcome) -> dict[str, Any]:
 
 def usage(outcome: Outcome) -> dict[str, Any]:
     """Token counts, as `ResponseUsage` names them."""
-    return {"input_tokens": outcome.input_tokens,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens": outcome.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": outcome.input_tokens + outcome.output_tokens}
+    return {
+        "input_tokens": outcome.input_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": outcome.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": outcome.input_tokens + outcome.output_tokens,
+    }
 
 
 def event(kind: str, sequence_number: int, **fields: Any) -> bytes:
     """One typed event: its type as the SSE event name, its number as the SSE id."""
-    payload = json.dumps({"type": kind, "sequence_number": sequence_number, **fields},
-                         ensure_ascii=False, separators=(",", ":"))
+    payload = json.dumps(
+        {"type": kind, "sequence_number": sequence_number, **fields},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
     return f"event: {kind}\nid: {sequence_number}\ndata: {payload}\n\n".encode()
 
 
@@ -134,10 +154,20 @@ def preamble(spec: ResponseSpec, outcome: Outcome, after: int) -> bytes:
     makers = (
         lambda n: event("response.created", n, response=response_object(spec, start)),
         lambda n: event("response.in_progress", n, response=response_object(spec, start)),
-        lambda n: event("response.output_item.added", n, output_index=0,
-                        item=output_item(spec, start, with_content=False)),
-        lambda n: event("response.content_part.added", n, item_id=item_id, output_index=0,
-                        content_index=0, part=output_text("")),
+        lambda n: event(
+            "response.output_item.added",
+            n,
+            output_index=0,
+            item=output_item(spec, start, with_content=False),
+        ),
+        lambda n: event(
+            "response.content_part.added",
+            n,
+            item_id=item_id,
+            output_index=0,
+            content_index=0,
+            part=output_text(""),
+        ),
     )
     return b"".join(make(n) for n, make in enumerate(makers) if n > after)
 
@@ -154,10 +184,17 @@ class DeltaWriter:
     def delta(self, sequence_number: int, text: str) -> bytes:
         """One delta event (the hot path: no dict, one dumps of the text)."""
         number = str(sequence_number).encode()
-        return b"".join((self._head, number,
-                         b'\ndata: {"type":"response.output_text.delta","sequence_number":',
-                         number, self._middle, json.dumps(text, ensure_ascii=False).encode(),
-                         b',"logprobs":[]}\n\n'))
+        return b"".join(
+            (
+                self._head,
+                number,
+                b'\ndata: {"type":"response.output_text.delta","sequence_number":',
+                number,
+                self._middle,
+                json.dumps(text, ensure_ascii=False).encode(),
+                b',"logprobs":[]}\n\n',
+            )
+        )
 
     def other(self, sequence_number: int, kind: int, text: str) -> bytes:
         """An upstream's reasoning (`response.reasoning_text.delta`) or tool-call chunk
@@ -165,10 +202,21 @@ class DeltaWriter:
         reasoning = kind == ChunkKind.REASONING
         item_id = ("rs_" if reasoning else "fc_") + self._generation_id
         if reasoning:
-            return event("response.reasoning_text.delta", sequence_number, item_id=item_id,
-                         output_index=0, content_index=0, delta=text)
-        return event("response.function_call_arguments.delta", sequence_number,
-                     item_id=item_id, output_index=0, delta=text)
+            return event(
+                "response.reasoning_text.delta",
+                sequence_number,
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                delta=text,
+            )
+        return event(
+            "response.function_call_arguments.delta",
+            sequence_number,
+            item_id=item_id,
+            output_index=0,
+            delta=text,
+        )
 
 
 def tail(spec: ResponseSpec, outcome: Outcome, first: int, after: int) -> bytes:
@@ -181,18 +229,30 @@ def tail(spec: ResponseSpec, outcome: Outcome, first: int, after: int) -> bytes:
     if outcome.status == "cancelled":
         makers: tuple = (lambda n: error_event(n, "cancelled", "The response was cancelled."),)
     elif outcome.status == "failed":
-        makers = (lambda n: event("response.failed", n,
-                                  response=response_object(spec, outcome)),)
+        makers = (lambda n: event("response.failed", n, response=response_object(spec, outcome)),)
     else:
-        end = ("response.completed" if outcome.status == "completed"
-               else "response.incomplete")
+        end = "response.completed" if outcome.status == "completed" else "response.incomplete"
         makers = (
-            lambda n: event("response.output_text.done", n, item_id=item_id, output_index=0,
-                            content_index=0, text=text, logprobs=[]),
-            lambda n: event("response.content_part.done", n, item_id=item_id, output_index=0,
-                            content_index=0, part=output_text(text)),
-            lambda n: event("response.output_item.done", n, output_index=0,
-                            item=output_item(spec, outcome)),
+            lambda n: event(
+                "response.output_text.done",
+                n,
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                text=text,
+                logprobs=[],
+            ),
+            lambda n: event(
+                "response.content_part.done",
+                n,
+                item_id=item_id,
+                output_index=0,
+                content_index=0,
+                part=output_text(text),
+            ),
+            lambda n: event(
+                "response.output_item.done", n, output_index=0, item=output_item(spec, outcome)
+            ),
             lambda n: event(end, n, response=response_object(spec, outcome)),
         )
     return b"".join(make(first + i) for i, make in enumerate(makers) if first + i > after)

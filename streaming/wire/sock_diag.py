@@ -66,17 +66,25 @@ class TcpSocket:
     @property
     def endpoints(self) -> Endpoints:
         """What names this connection on the host."""
-        return (self.family, self.local_address, self.local_port, self.remote_address,
-                self.remote_port)
-
+        return (
+            self.family,
+            self.local_address,
+            self.local_port,
+            self.remote_address,
+            self.remote_port,
+        )
 
 
 def request(family: int, states: int, *, sequence: int = 1) -> bytes:
     """A dump request for TCP sockets of `family` in `states` (a bit per TCP state), with
     their tcp_info."""
     body = _REQUEST.pack(family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0, states)
-    return _HEADER.pack(_HEADER.size + len(body), SOCK_DIAG_BY_FAMILY,
-                        NLM_F_REQUEST | NLM_F_DUMP, sequence, 0) + body
+    return (
+        _HEADER.pack(
+            _HEADER.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, sequence, 0
+        )
+        + body
+    )
 
 
 def parse(data: bytes, local_ports: set[int] | None = None) -> tuple[list[TcpSocket], bool]:
@@ -104,11 +112,20 @@ def _connection(data: bytes, start: int, end: int) -> TcpSocket:
     family, state = data[start], data[start + 1]
     local_port, remote_port = _PORTS.unpack_from(data, start + 4)
     size = 4 if family == socket.AF_INET else 16
-    local, remote = data[start + 8:start + 8 + size], data[start + 24:start + 24 + size]
+    local, remote = data[start + 8 : start + 8 + size], data[start + 24 : start + 24 + size]
     (unacked,) = _U32.unpack_from(data, start + 60)
     (inode,) = _U32.unpack_from(data, start + 68)
-    return TcpSocket(family, local, local_port, remote, remote_port, state, inode, unacked,
-                     *_tcp_info(data, start + _MESSAGE_SIZE, end))
+    return TcpSocket(
+        family,
+        local,
+        local_port,
+        remote,
+        remote_port,
+        state,
+        inode,
+        unacked,
+        *_tcp_info(data, start + _MESSAGE_SIZE, end),
+    )
 
 
 def _tcp_info(data: bytes, offset: int, end: int) -> tuple[int | None, ...]:
@@ -126,8 +143,7 @@ def _tcp_info(data: bytes, offset: int, end: int) -> tuple[int | None, ...]:
     return None, None, None, None
 
 
-def dump(family: int, states: int, local_ports: set[int] | None = None
-         ) -> Iterator[TcpSocket]:
+def dump(family: int, states: int, local_ports: set[int] | None = None) -> Iterator[TcpSocket]:
     """Every TCP socket of `family` in `states` on this host (its network namespace), or those
     on `local_ports`."""
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as diag:

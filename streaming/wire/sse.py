@@ -70,8 +70,9 @@ def token_event(index: int, text: str, tokens: int = 1) -> bytes:
 def reasoning_event(index: int, text: str, tokens: int = 1) -> bytes:
     """Frame one chunk of the model's reasoning: a named event, with its token count, which
     clients that read only unnamed messages never see."""
-    return (f'id: {index}\nevent: reasoning\ndata: {{"token": {_dumps(text)}, '
-            f'"tokens": {tokens}}}\n\n').encode()
+    return (
+        f'id: {index}\nevent: reasoning\ndata: {{"token": {_dumps(text)}, "tokens": {tokens}}}\n\n'
+    ).encode()
 
 
 def tool_calls_event(index: int, tool_calls: str) -> bytes:

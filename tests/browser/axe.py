@@ -41,8 +41,13 @@ def fetch_axe(destination: Path = AXE_FILE) -> None:
     if npm is None:
         raise RuntimeError("No npm: `make test` installs it (apt-get install npm).")
     with tempfile.TemporaryDirectory() as work:
-        subprocess.run([npm, "pack", "--silent", f"axe-core@{AXE_VERSION}"], cwd=work,
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [npm, "pack", "--silent", f"axe-core@{AXE_VERSION}"],
+            cwd=work,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         with tarfile.open(Path(work) / f"axe-core-{AXE_VERSION}.tgz") as tar:
             member = tar.extractfile("package/axe.min.js")
             data = member.read() if member else b""
@@ -70,8 +75,12 @@ def violations(page: Any) -> list[dict[str, Any]]:
     """The serious and critical violations axe finds in the page as it is now."""
     if not page.evaluate("() => typeof window.axe === 'object'"):
         if not getattr(page.context, "serves_axe", False):
-            page.context.route(f"**{SERVED_AT}", lambda route: route.fulfill(
-                status=200, content_type="text/javascript", body=axe_source()))
+            page.context.route(
+                f"**{SERVED_AT}",
+                lambda route: route.fulfill(
+                    status=200, content_type="text/javascript", body=axe_source()
+                ),
+            )
             page.context.serves_axe = True
         page.add_script_tag(url=SERVED_AT)
     return [v for v in page.evaluate(RUN_JS) if v["impact"] in BLOCKING]
@@ -81,4 +90,5 @@ def assert_accessible(page: Any, state: str) -> None:
     """No serious or critical axe violation in `state` (named in the failure)."""
     found = violations(page)
     assert found == [], f"{state}: " + "\n".join(
-        f"{v['impact']} {v['id']} ({v['help']}): {v['nodes']}" for v in found)
+        f"{v['impact']} {v['id']} ({v['help']}): {v['nodes']}" for v in found
+    )

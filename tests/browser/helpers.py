@@ -16,7 +16,8 @@ from tests.support.live import LiveServer
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 # The page's requests that make an answer: a message sent (or edited), an answer regenerated.
 ANSWERING = re.compile(
-    r"/api/conversations/conv_[0-9a-f]{32}/(messages|items/msg_[0-9a-f]{32}/regenerate)$")
+    r"/api/conversations/conv_[0-9a-f]{32}/(messages|items/msg_[0-9a-f]{32}/regenerate)$"
+)
 
 
 def screenshot(page: Any, name: str) -> Path:
@@ -76,10 +77,14 @@ def answer_with(page: Any, extra: dict[str, Any]) -> None:
     `extra` (e.g. a deterministic-engine fault)."""
 
     def generation_for(branch: dict, origin: str) -> dict:
-        turns = [{"role": item["role"], "content": item["content"]} for item in branch["items"][:-1]
-                 if item["content"] or item["role"] != "assistant"]
-        return page.request.post(origin + "/api/generations",
-                                 data={"messages": turns, **extra}).json()
+        turns = [
+            {"role": item["role"], "content": item["content"]}
+            for item in branch["items"][:-1]
+            if item["content"] or item["role"] != "assistant"
+        ]
+        return page.request.post(
+            origin + "/api/generations", data={"messages": turns, **extra}
+        ).json()
 
     replace_answers(page, generation_for)
 
@@ -91,8 +96,14 @@ def serve_crafted_stream(page: Any, sse_body: str, generation_id: str = "crafted
     """
     stream_requests: list[str] = []
     base = f"/api/generations/{generation_id}"
-    replace_answers(page, lambda branch, origin: {
-        "id": generation_id, "stream_url": f"{base}/stream", "cancel_url": f"{base}/cancel"})
+    replace_answers(
+        page,
+        lambda branch, origin: {
+            "id": generation_id,
+            "stream_url": f"{base}/stream",
+            "cancel_url": f"{base}/cancel",
+        },
+    )
 
     def stream(route: Any) -> None:
         stream_requests.append(route.request.url)
@@ -123,9 +134,11 @@ def shown_conversation(page: Any) -> dict:
 
 def create_user(server: LiveServer, username: str, password: str) -> int:
     """A person who may sign in to the chat; their id."""
-    code = ("import sys; from django.contrib.auth.models import User; "
-            "name, password = sys.stdin.read().split('\\n'); "
-            "print(User.objects.create_user(name, password=password).pk)")
+    code = (
+        "import sys; from django.contrib.auth.models import User; "
+        "name, password = sys.stdin.read().split('\\n'); "
+        "print(User.objects.create_user(name, password=password).pk)"
+    )
     return int(django_shell(server, code, f"{username}\n{password}").split()[-1])
 
 

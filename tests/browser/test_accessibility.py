@@ -61,8 +61,13 @@ def test_every_state_of_an_answer_passes_axe_and_is_announced_once(
     page.unroute(ANSWERING)  # the server's own answers again
 
     # A long conversation with alternatives, opened from the list.
-    seed_conversation(chat_server, long_conversation_items(60), cookie=owner_cookie(page),
-                      alternative_at=1, settings={"max_tokens": 8})
+    seed_conversation(
+        chat_server,
+        long_conversation_items(60),
+        cookie=owner_cookie(page),
+        alternative_at=1,
+        settings={"max_tokens": 8},
+    )
     page.reload()
     page.wait_for_selector("html[lang]")
     page.locator(".conversation-open", has_text="長い会話").click()
@@ -89,5 +94,6 @@ def test_the_english_page_and_the_phone_drawer_pass_axe(open_page) -> None:
     expect(send_prompt(phone, "電話で")).to_have_attribute("data-state", "length")
     phone.click("#menu-button")
     phone.wait_for_function(
-        "() => document.querySelector('#sidebar').getBoundingClientRect().x >= 0")
+        "() => document.querySelector('#sidebar').getBoundingClientRect().x >= 0"
+    )
     assert_accessible(phone, "the phone's drawer open")

@@ -145,8 +145,12 @@ def test_the_final_text_is_on_screen_when_the_answer_ends(open_page) -> None:
     expect(answer).to_have_attribute("data-state", FINISHED, timeout=20_000)
 
     [ending] = page.evaluate("window.endings")
-    text = wait_until(lambda: (item := shown_conversation(page)["items"][-1])["status"]
-                      != "in_progress" and item["content"])
+    text = wait_until(
+        lambda: (
+            (item := shown_conversation(page)["items"][-1])["status"] != "in_progress"
+            and item["content"]
+        )
+    )
     assert squeeze(text)
     assert squeeze(ending["body"]) == squeeze(text)
     assert page.errors == []
@@ -460,8 +464,9 @@ def test_multi_turn_history_survives_reload_and_new_chat(open_page) -> None:
     second = send_prompt(page, "二つ目の質問")
     expect(second).to_have_attribute("data-state", FINISHED)
 
-    kept = wait_until(lambda: (c := shown_conversation(page))["items"][-1]["status"]
-                      != "in_progress" and c)
+    kept = wait_until(
+        lambda: (c := shown_conversation(page))["items"][-1]["status"] != "in_progress" and c
+    )
     assert [item["role"] for item in kept["items"]] == ["user", "assistant", "user", "assistant"]
     assert kept["items"][0]["content"] == "一つ目の質問"
     assert squeeze(kept["items"][1]["content"]) == squeeze(first_text)
@@ -488,7 +493,8 @@ def test_multi_turn_history_survives_reload_and_new_chat(open_page) -> None:
     page.locator(".conversation-open", has_text="一つ目の質問").click()
     expect(page.locator(".message-assistant")).to_have_count(2)
     expect(page.locator(".conversation-open", has_text="一つ目の質問")).to_have_attribute(
-        "aria-current", "true")
+        "aria-current", "true"
+    )
 
 
 def test_copy_and_regenerate(open_page, chat_server: LiveServer) -> None:

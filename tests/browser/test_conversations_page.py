@@ -52,8 +52,9 @@ def generation_state(page: Any, generation_id: str) -> dict[str, Any]:
 
 def last_item_when_ended(page: Any) -> dict[str, Any]:
     """The last item of the conversation shown, once the server has written how it ended."""
-    return wait_until(lambda: (item := shown_conversation(page)["items"][-1])["status"]
-                      != "in_progress" and item)
+    return wait_until(
+        lambda: (item := shown_conversation(page)["items"][-1])["status"] != "in_progress" and item
+    )
 
 
 def test_one_person_in_two_browsers_shares_the_list_and_the_live_answer(
@@ -235,7 +236,8 @@ def test_signing_in_adopts_this_browsers_conversations(open_page, new_person) ->
     page.fill("#id_password", "wrong")
     page.click("#login-submit")
     expect(page.locator("#login-error")).to_have_text(
-        "ユーザー名またはパスワードが正しくありません。")
+        "ユーザー名またはパスワードが正しくありません。"
+    )
     assert_accessible(page, "the sign-in page, refused")
     screenshot(page, "33-sign-in-refused")
     page.fill("#id_password", password)

@@ -19,26 +19,40 @@ GENERATION = "cd" * 16
 
 def log_row(generation_id: str, **fields) -> GenerationLog:
     created = datetime.now(UTC) - timedelta(minutes=1)
-    return GenerationLog.objects.create(**{
-        "generation_id": generation_id, "created_at": created,
-        "finished_at": created + timedelta(seconds=2), "prompt_chars": 5, "max_tokens": 64,
-        "engine": "deterministic", "model": "m", "status": "completed", "ttft_ms": 123.4,
-        "tpot_ms": 45.6, **fields})
+    return GenerationLog.objects.create(
+        **{
+            "generation_id": generation_id,
+            "created_at": created,
+            "finished_at": created + timedelta(seconds=2),
+            "prompt_chars": 5,
+            "max_tokens": 64,
+            "engine": "deterministic",
+            "model": "m",
+            "status": "completed",
+            "ttft_ms": 123.4,
+            "tpot_ms": 45.6,
+            **fields,
+        }
+    )
 
 
 @pytest.fixture
 def conversation():
     found = records.create("user:7", items=[("user", "東京の天気は？")])
-    records.append(found, [("assistant", "")], after=records.last_shown(found),
-                   status=ItemStatus.IN_PROGRESS, generation_id=GENERATION)
+    records.append(
+        found,
+        [("assistant", "")],
+        after=records.last_shown(found),
+        status=ItemStatus.IN_PROGRESS,
+        generation_id=GENERATION,
+    )
     records.finish_answer(GENERATION, "晴れです。", ItemStatus.STOPPED, "")
     log_row(GENERATION)
     records.create("anon:someone", items=[("user", "Weather in Paris?")])
     return found
 
 
-def test_a_conversation_shows_its_items_with_their_answers_latencies(admin_client,
-                                                                     conversation):
+def test_a_conversation_shows_its_items_with_their_answers_latencies(admin_client, conversation):
     path = f"/admin/streaming/conversation/{conversation.pk}/change/"
     with CaptureQueriesContext(connection) as captured:
         page = admin_client.get(path).content.decode()

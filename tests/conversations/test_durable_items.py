@@ -19,13 +19,13 @@ pytestmark = pytest.mark.live
 def items_in(database_url: str) -> list[tuple[str, str, str]]:
     """(role, status, content) of every item, in order, read from the database itself."""
     with sqlite3.connect(database_url.removeprefix("sqlite:///")) as db:
-        return db.execute("SELECT role, status, content FROM streaming_conversationitem "
-                          "ORDER BY id").fetchall()
+        return db.execute(
+            "SELECT role, status, content FROM streaming_conversationitem ORDER BY id"
+        ).fetchall()
 
 
 def send(client: httpx.Client, conversation_id: str, content: str) -> dict:
-    reply = client.post(f"/api/conversations/{conversation_id}/messages", json={
-        "content": content})
+    reply = client.post(f"/api/conversations/{conversation_id}/messages", json={"content": content})
     assert reply.status_code == 201, reply.text
     return reply.json()["items"][-1]
 
@@ -48,8 +48,11 @@ def test_kill_9_mid_answer_keeps_every_item_and_what_the_answer_had(tmp_path):
     before = items_in(server.env["DATABASE_URL"])
     again = start_server(tmp_path, env={**env, "DATABASE_URL": server.env["DATABASE_URL"]})
     shown = again.client().get(f"/api/conversations/{conversation}").json()["items"]
-    assert [item["content"] for item in shown[:3]] == [before[0][2], before[1][2],
-                                                        "second question"]
+    assert [item["content"] for item in shown[:3]] == [
+        before[0][2],
+        before[1][2],
+        "second question",
+    ]
     assert shown[1]["status"] == "incomplete"  # the first answer, complete to its max_tokens
     assert (shown[3]["status"], shown[3]["content"]) == ("cut", before[3][2])
     assert shown[3]["content"]  # what was generated before the kill is kept
@@ -75,13 +78,15 @@ def test_a_conversation_answer_read_on_the_other_process_finishes_its_item(tmp_p
 
 
 def test_a_conversation_opened_on_the_other_process_while_its_answer_streams_shows_it_live(
-        tmp_path):
+    tmp_path,
+):
     """Opened on another web process mid-answer: the item is `in_progress` there, its stream
     joins the same answer live (the same text), and Stop there stops it for both readers."""
     with running_fleet(tmp_path, {"DETERMINISTIC_TPS": "20"}) as fleet:
         home, other = fleet.webs
-        conversation = home.client().post("/api/conversations",
-                                          json={"max_tokens": 400}).json()["id"]
+        conversation = (
+            home.client().post("/api/conversations", json={"max_tokens": 400}).json()["id"]
+        )
         answer = send(home.client(), conversation, "a long one")
         first = RawStream(home.port, answer["generation"]["stream_url"])
         for _ in range(3):

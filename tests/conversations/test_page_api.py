@@ -28,11 +28,15 @@ async def call(method: str, path: str, fields=None, headers=None) -> tuple[int, 
 
 
 async def read_answer(item: dict, headers=None) -> str:
-    stream = await (await Exchange("GET", item["generation"]["stream_url"], b"",
-                                   headers).start()).read_all()
+    stream = await (
+        await Exchange("GET", item["generation"]["stream_url"], b"", headers).start()
+    ).read_all()
     assert stream.events[-1].data == "[DONE]"
-    return "".join(json.loads(e.data)["token"] for e in stream.events
-                   if e.event == "message" and e.data != "[DONE]")
+    return "".join(
+        json.loads(e.data)["token"]
+        for e in stream.events
+        if e.event == "message" and e.data != "[DONE]"
+    )
 
 
 async def first_token_of(item: dict) -> Exchange:
@@ -47,26 +51,37 @@ async def test_a_message_and_its_answer_are_kept_with_how_the_answer_ended(engin
     me = browser("alice")
     status, conversation = await call("POST", "/api/conversations", {"max_tokens": 6}, me)
     assert status == 201 and conversation["id"].startswith("conv_")
-    status, shown = await call("POST", f"/api/conversations/{conversation['id']}/messages",
-                               {"content": "こんにちは"}, me)
+    status, shown = await call(
+        "POST", f"/api/conversations/{conversation['id']}/messages", {"content": "こんにちは"}, me
+    )
     assert status == 201
     asked, answer = shown["items"]
-    assert (asked["role"], asked["content"], answer["status"]) == \
-        ("user", "こんにちは", "in_progress")
+    assert (asked["role"], asked["content"], answer["status"]) == (
+        "user",
+        "こんにちは",
+        "in_progress",
+    )
     text = await read_answer(answer)
     await log_writer.flush()
     _, shown = await call("GET", f"/api/conversations/{conversation['id']}", None, me)
     answer = shown["items"][1]
-    assert (answer["content"], answer["status"], answer["finish_reason"]) == \
-        (text, "incomplete", "length")  # six tokens: its max_tokens
+    assert (answer["content"], answer["status"], answer["finish_reason"]) == (
+        text,
+        "incomplete",
+        "length",
+    )  # six tokens: its max_tokens
     assert shown["title"] == "こんにちは"
 
 
 async def test_another_browser_sees_nothing_of_it(engine):
     _, conversation = await call("POST", "/api/conversations", {}, browser("alice"))
     path = f"/api/conversations/{conversation['id']}"
-    for method, suffix, fields in [("GET", "", None), ("PATCH", "", {"title": "x"}),
-                                   ("DELETE", "", None), ("POST", "/messages", {"content": "x"})]:
+    for method, suffix, fields in [
+        ("GET", "", None),
+        ("PATCH", "", {"title": "x"}),
+        ("DELETE", "", None),
+        ("POST", "/messages", {"content": "x"}),
+    ]:
         status, _ = await call(method, path + suffix, fields, browser("bob"))
         assert status == 404
     _, listed = await call("GET", "/api/conversations", None, browser("bob"))
@@ -129,15 +144,24 @@ async def test_settings_are_checked_and_kept(engine):
     me = browser("frank")
     status, error = await call("POST", "/api/conversations", {"temperature": 3}, me)
     assert status == 400 and "temperature" in error["error"]["message"]
-    status, error = await call("POST", "/api/conversations", {"top_p": 10 ** 400}, me)
+    status, error = await call("POST", "/api/conversations", {"top_p": 10**400}, me)
     assert status == 400 and "top_p" in error["error"]["message"]  # as a request's: no 500
-    _, conversation = await call("POST", "/api/conversations",
-                                 {"system_prompt": "Be brief.", "top_p": 0.5}, me)
-    status, shown = await call("PATCH", f"/api/conversations/{conversation['id']}",
-                               {"title": "Mine", "top_p": None, "max_tokens": 9}, me)
+    _, conversation = await call(
+        "POST", "/api/conversations", {"system_prompt": "Be brief.", "top_p": 0.5}, me
+    )
+    status, shown = await call(
+        "PATCH",
+        f"/api/conversations/{conversation['id']}",
+        {"title": "Mine", "top_p": None, "max_tokens": 9},
+        me,
+    )
     assert status == 200 and shown["title"] == "Mine"
-    assert shown["settings"] == {"system_prompt": "Be brief.", "temperature": None,
-                                 "top_p": None, "max_tokens": 9}
+    assert shown["settings"] == {
+        "system_prompt": "Be brief.",
+        "temperature": None,
+        "top_p": None,
+        "max_tokens": 9,
+    }
 
 
 async def test_deleting_a_conversation_stops_its_answer_and_frees_its_log(engine):

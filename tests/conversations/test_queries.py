@@ -13,17 +13,24 @@ from streaming.conversations import records
 pytestmark = pytest.mark.django_db
 
 ME = "ip:127.0.0.1"  # the test Client's owner (loopback, no cookie)
-READS = ["/api/conversations/{id}", "/v1/conversations/{id}",
-         "/v1/conversations/{id}/items?limit=100&order=asc",
-         "/v1/conversations/{id}/items/{item}"]
+READS = [
+    "/api/conversations/{id}",
+    "/v1/conversations/{id}",
+    "/v1/conversations/{id}/items?limit=100&order=asc",
+    "/v1/conversations/{id}/items/{item}",
+]
 
 
 def conversation_of(items: int):
-    conversation = records.create(ME, items=[("user" if n % 2 == 0 else "assistant", f"turn {n}")
-                                             for n in range(items)])
+    conversation = records.create(
+        ME, items=[("user" if n % 2 == 0 else "assistant", f"turn {n}") for n in range(items)]
+    )
     # An alternative on the way, as a regenerated answer leaves one.
-    records.append(conversation, [("assistant", "another answer")],
-                   after=records.branch(conversation).items[-2])
+    records.append(
+        conversation,
+        [("assistant", "another answer")],
+        after=records.branch(conversation).items[-2],
+    )
     return conversation
 
 
@@ -46,8 +53,9 @@ def test_a_conversation_read_costs_the_same_whatever_its_length(path):
     assert counts[0] <= 2  # the conversation, then all its items at once
 
 
-@pytest.mark.parametrize("path", ["/api/conversations?limit=100",
-                                  "/api/conversations?limit=100&q=turn"])
+@pytest.mark.parametrize(
+    "path", ["/api/conversations?limit=100", "/api/conversations?limit=100&q=turn"]
+)
 def test_the_list_costs_the_same_whatever_its_length(path):
     client = Client()
     counts = []

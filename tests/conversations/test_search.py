@@ -23,13 +23,28 @@ def found(query: str, owner: str = ME) -> list[str]:
 @pytest.fixture
 def library():
     """Three conversations of mine and one of someone else's."""
-    records.create(ME, items=[("user", "How do Server-Sent Events work?"),
-                              ("assistant", "An EventSource reads a text/event-stream.")])
-    records.create(ME, title="東京旅行", items=[
-        ("user", "ストリーミングについて詳しく教えてください"),
-        ("assistant", "トークンが生成されるたびに送ります。")])
-    records.create(ME, items=[("user", "Python generators"),
-                              ("assistant", "They yield values lazily; 100% lazy_ish.")])
+    records.create(
+        ME,
+        items=[
+            ("user", "How do Server-Sent Events work?"),
+            ("assistant", "An EventSource reads a text/event-stream."),
+        ],
+    )
+    records.create(
+        ME,
+        title="東京旅行",
+        items=[
+            ("user", "ストリーミングについて詳しく教えてください"),
+            ("assistant", "トークンが生成されるたびに送ります。"),
+        ],
+    )
+    records.create(
+        ME,
+        items=[
+            ("user", "Python generators"),
+            ("assistant", "They yield values lazily; 100% lazy_ish."),
+        ],
+    )
     records.create(SOMEONE, items=[("user", "Secret EventSource plans in 東京")])
 
 
@@ -69,8 +84,13 @@ def test_like_patterns_and_quotes_are_plain_text(library):
 
 def test_the_index_follows_every_write(library):
     conversation = records.create(ME, items=[("user", "first words")])
-    answer = records.append(conversation, [("assistant", "")], after=records.last_shown(
-        conversation), status=ItemStatus.IN_PROGRESS, generation_id="ab" * 16)[0]
+    answer = records.append(
+        conversation,
+        [("assistant", "")],
+        after=records.last_shown(conversation),
+        status=ItemStatus.IN_PROGRESS,
+        generation_id="ab" * 16,
+    )[0]
     records.checkpoint({"ab" * 16: "checkpointed kangaroo"})
     assert found("kangaroo") == ["first words"]
     records.finish_answer("ab" * 16, "a final wombat", ItemStatus.COMPLETED, "stop")
@@ -89,14 +109,18 @@ def test_the_index_is_there():
         if connection.vendor == "sqlite":
             cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
             triggers = {row[0] for row in cursor.fetchall()}
-            expected = {f"{table}_{event}" for table in (search.SQLITE_ITEMS, search.SQLITE_TITLES)
-                        for event in ("insert", "update", "delete")}
+            expected = {
+                f"{table}_{event}"
+                for table in (search.SQLITE_ITEMS, search.SQLITE_TITLES)
+                for event in ("insert", "update", "delete")
+            }
             assert expected <= triggers  # a migration that remade a table dropped them
         else:
-            cursor.execute("SELECT indexname FROM pg_indexes WHERE indexdef LIKE "
-                           "'%gin_trgm_ops%'")
-            assert {row[0] for row in cursor.fetchall()} == {"conversation_item_text",
-                                                              "conversation_title_text"}
+            cursor.execute("SELECT indexname FROM pg_indexes WHERE indexdef LIKE '%gin_trgm_ops%'")
+            assert {row[0] for row in cursor.fetchall()} == {
+                "conversation_item_text",
+                "conversation_title_text",
+            }
 
 
 def test_the_page_api_searches_with_q_a_page_at_a_time(library):
@@ -106,10 +130,10 @@ def test_the_page_api_searches_with_q_a_page_at_a_time(library):
     page = client.get("/api/conversations", {"q": "streaming note", "limit": 2}).json()
     assert [c["title"] for c in page["data"]] == ["streaming note 2", "streaming note 1"]
     assert page["has_more"]
-    rest = client.get("/api/conversations", {"q": "streaming note", "limit": 2,
-                                             "before": page["data"][-1]["id"]}).json()
+    rest = client.get(
+        "/api/conversations", {"q": "streaming note", "limit": 2, "before": page["data"][-1]["id"]}
+    ).json()
     assert [c["title"] for c in rest["data"]] == ["streaming note 0"]
     assert not rest["has_more"]
-    assert client.get("/api/conversations", {"q": "東京"}).json()["data"][0]["title"] == \
-        "東京旅行"
+    assert client.get("/api/conversations", {"q": "東京"}).json()["data"][0]["title"] == "東京旅行"
     assert len(client.get("/api/conversations", {"q": "  "}).json()["data"]) == 6  # no words

@@ -26,8 +26,11 @@ class SmallWindow(DeterministicEngine):
 
 
 def turns(count: int) -> list[tuple[str, str]]:
-    return [("system", "S" * 10)] + [(("user", "assistant")[i % 2], f"{i:03d}" + "x" * 7)
-                                     for i in range(count)] + [("user", "last")]
+    return (
+        [("system", "S" * 10)]
+        + [(("user", "assistant")[i % 2], f"{i:03d}" + "x" * 7) for i in range(count)]
+        + [("user", "last")]
+    )
 
 
 def test_the_oldest_turns_go_the_system_prompt_and_the_last_message_stay():
@@ -50,5 +53,6 @@ def test_a_last_message_that_alone_does_not_fit_is_refused():
     with pytest.raises(PromptTooLong):
         request_for([("user", "x" * 100)], SmallWindow(window=50), Conversation())
     with pytest.raises(BadRequest):
-        request_for([("user", "hi"), ("assistant", "hello")], SmallWindow(window=50),
-                    Conversation())
+        request_for(
+            [("user", "hi"), ("assistant", "hello")], SmallWindow(window=50), Conversation()
+        )

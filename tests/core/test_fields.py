@@ -15,35 +15,43 @@ from streaming.fleet import request_codec
 from streaming.http import openai_api, responses_body, validation
 
 
-@pytest.mark.parametrize(("dialect", "keys"), [
-    ("native", validation.BODY_KEYS), ("chat", openai_api.SUPPORTED),
-    ("responses", responses_body.SUPPORTED)])
+@pytest.mark.parametrize(
+    ("dialect", "keys"),
+    [
+        ("native", validation.BODY_KEYS),
+        ("chat", openai_api.SUPPORTED),
+        ("responses", responses_body.SUPPORTED),
+    ],
+)
 def test_each_dialect_accepts_the_fields_the_table_gives_it(dialect, keys):
     assert accepted(dialect) <= keys
     assert not {field.name for field in FIELDS if field.asked_as(dialect) is None} & keys
 
 
-@pytest.mark.parametrize(("name", "value", "message"), [
-    ("temperature", 3, "`temperature` must be in [0, 2]; got 3."),
-    ("top_p", 0, "`top_p` must be in (0, 1]; got 0."),
-    ("top_p", "1", "`top_p` must be a number."),
-    ("seed", -1, "`seed` must be between 0 and 9223372036854775807; got -1."),
-    ("seed", 1.5, "`seed` must be an integer."),
-    ("frequency_penalty", 3, "`frequency_penalty` must be in [-2, 2]; got 3."),
-    ("presence_penalty", -2.5, "`presence_penalty` must be in [-2, 2]; got -2.5."),
-    ("repetition_penalty", 0, "`repetition_penalty` must be in (0, ∞); got 0."),
-    ("max_tokens", 0, "`max_tokens` must be between 1 and 64; got 0."),
-    ("max_tokens", 65, "`max_tokens` must be between 1 and 64; got 65."),
-    ("max_tokens", 5.0, "`max_tokens` must be an integer."),
-    ("stop", ["a"] * 5, "`stop` may hold at most 4 strings; got 5."),
-    ("stop", "", "`stop` must not be empty."),
-    ("stop", ["a", 1], "`stop[1]` must be a string."),
-    ("stop", 7, "`stop` must be a string or a list of at most 4 strings."),
-    ("fault", {"at": 1}, "`fault` needs exactly one of `code` or `kind`."),
-    ("fault", {"at": -1, "kind": "cut"}, "`fault.at` must be between 0 and 1000000; got -1."),
-    ("fault", {"at": 1, "kind": "slow"}, "`fault.kind` must be one of stall, cut."),
-    ("fault", [1], "`fault` must be an object with `at` and `code` or `kind`."),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("temperature", 3, "`temperature` must be in [0, 2]; got 3."),
+        ("top_p", 0, "`top_p` must be in (0, 1]; got 0."),
+        ("top_p", "1", "`top_p` must be a number."),
+        ("seed", -1, "`seed` must be between 0 and 9223372036854775807; got -1."),
+        ("seed", 1.5, "`seed` must be an integer."),
+        ("frequency_penalty", 3, "`frequency_penalty` must be in [-2, 2]; got 3."),
+        ("presence_penalty", -2.5, "`presence_penalty` must be in [-2, 2]; got -2.5."),
+        ("repetition_penalty", 0, "`repetition_penalty` must be in (0, ∞); got 0."),
+        ("max_tokens", 0, "`max_tokens` must be between 1 and 64; got 0."),
+        ("max_tokens", 65, "`max_tokens` must be between 1 and 64; got 65."),
+        ("max_tokens", 5.0, "`max_tokens` must be an integer."),
+        ("stop", ["a"] * 5, "`stop` may hold at most 4 strings; got 5."),
+        ("stop", "", "`stop` must not be empty."),
+        ("stop", ["a", 1], "`stop[1]` must be a string."),
+        ("stop", 7, "`stop` must be a string or a list of at most 4 strings."),
+        ("fault", {"at": 1}, "`fault` needs exactly one of `code` or `kind`."),
+        ("fault", {"at": -1, "kind": "cut"}, "`fault.at` must be between 0 and 1000000; got -1."),
+        ("fault", {"at": 1, "kind": "slow"}, "`fault.kind` must be one of stall, cut."),
+        ("fault", [1], "`fault` must be an object with `at` and `code` or `kind`."),
+    ],
+)
 def test_a_field_out_of_its_bounds_is_refused_by_name(name, value, message):
     with pytest.raises(BadRequest) as refused:
         BY_NAME[name].parse(value, high=64)  # `high`: max_tokens' only (a setting)
@@ -56,19 +64,27 @@ def test_a_bound_left_to_parse_time_must_be_given():
     assert BY_NAME["max_tokens"].parse(5, high=64) == 5
 
 
-@pytest.mark.parametrize(("dialect", "names"), [
-    ("native", {"max_tokens": "max_tokens", "stop": "stop", "fault": "fault"}),
-    ("chat", {"max_tokens": "max_completion_tokens", "stop": "stop", "fault": "fault"}),
-    ("responses", {"max_tokens": "max_output_tokens", "fault": "fault"}),  # no `stop` there
-])
+@pytest.mark.parametrize(
+    ("dialect", "names"),
+    [
+        ("native", {"max_tokens": "max_tokens", "stop": "stop", "fault": "fault"}),
+        ("chat", {"max_tokens": "max_completion_tokens", "stop": "stop", "fault": "fault"}),
+        ("responses", {"max_tokens": "max_output_tokens", "fault": "fault"}),  # no `stop` there
+    ],
+)
 def test_each_dialect_names_the_length_stop_and_fault_its_own_way(dialect, names):
     assert {field: NAMES[dialect].get(field) for field in names} == names
     assert "stop" in NAMES[dialect] or "stop" not in names
 
 
-@pytest.mark.parametrize(("dialect", "name"), [
-    ("native", "max_tokens"), ("chat", "max_completion_tokens"),
-    ("responses", "max_output_tokens")])
+@pytest.mark.parametrize(
+    ("dialect", "name"),
+    [
+        ("native", "max_tokens"),
+        ("chat", "max_completion_tokens"),
+        ("responses", "max_output_tokens"),
+    ],
+)
 def test_the_length_is_named_in_its_error_as_the_dialect_names_it(dialect, name):
     with pytest.raises(BadRequest) as refused:
         parse_asked({"max_tokens": 0}, dialect, {"max_tokens": 64})
@@ -78,8 +94,9 @@ def test_the_length_is_named_in_its_error_as_the_dialect_names_it(dialect, name)
 def test_chat_completions_keeps_naming_the_length_max_tokens_in_its_errors():
     engine = get_engine()
     for sent in ("max_tokens", "max_completion_tokens"):
-        body = json.dumps({"model": engine.model, "messages": [{"role": "user", "content": "hi"}],
-                           sent: 0}).encode()
+        body = json.dumps(
+            {"model": engine.model, "messages": [{"role": "user", "content": "hi"}], sent: 0}
+        ).encode()
         with pytest.raises(BadRequest, match=r"^`max_tokens` must be between 1 and "):
             openai_api.parse_chat_body(body, engine)
 
@@ -102,8 +119,7 @@ def test_an_engine_refuses_a_field_by_its_own_message_or_as_not_honoured():
 
 
 def test_only_the_fields_added_after_the_fleet_message_was_fixed_are_sent_only_when_set():
-    assert request_codec.OPTIONAL == {"frequency_penalty", "presence_penalty",
-                                      "repetition_penalty"}
+    assert request_codec.OPTIONAL == {"frequency_penalty", "presence_penalty", "repetition_penalty"}
 
 
 def test_unset_stays_unset_and_only_what_the_dialect_names_is_asked():

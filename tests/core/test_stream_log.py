@@ -64,13 +64,22 @@ async def test_readers_get_the_same_events_across_the_compact_and_the_newest_chu
     texts = ["a", "é", "中", "b", "cd", "e", "😀", "f"]
     for text in texts:
         log.push(text, tokens=2 if text == "cd" else 1)
-    expected = [(0, "a", 1), (1, "é", 1), (2, "中", 1), (3, "b", 1), (4, "cd", 2),
-                (6, "e", 1), (7, "😀", 1), (8, "f", 1)]
+    expected = [
+        (0, "a", 1),
+        (1, "é", 1),
+        (2, "中", 1),
+        (3, "b", 1),
+        (4, "cd", 2),
+        (6, "e", 1),
+        (7, "😀", 1),
+        (8, "f", 1),
+    ]
     assert len(log._log.ids) > 0 and len(log._log.recent) > 0  # both parts in use
     compact = log._log.text
     # The compact text counts its bytes, the newest chunks their characters.
     assert log.log_bytes == len("".join(texts)) + 8 * CHUNK_OVERHEAD_BYTES + (
-        len(compact) - len(compact.decode()))
+        len(compact) - len(compact.decode())
+    )
     # Any start, either part: the id of each event and its token count are the same.
     for event_id, position in [(0, 1), (3, 4), (4, 5), (6, 6), (7, 7)]:
         assert log.position_after(event_id) == position
@@ -175,18 +184,28 @@ async def test_chunk_kinds_survive_compaction_and_freeing_and_only_text_is_the_a
     log.finish("stop")  # a kept log is compacted at its end
     chunks = await read_all(log)
     assert [(c.text, c.kind) for c in chunks] == [
-        ("hm", ChunkKind.REASONING), ("Hi", ChunkKind.TEXT),
-        ('[{"index":0}]', ChunkKind.TOOL_CALLS), ("!", ChunkKind.TEXT)]
+        ("hm", ChunkKind.REASONING),
+        ("Hi", ChunkKind.TEXT),
+        ('[{"index":0}]', ChunkKind.TOOL_CALLS),
+        ("!", ChunkKind.TEXT),
+    ]
     assert (log.text(), log.reasoning_tokens) == ("Hi!", 1)
     log._log.free(1)  # the first chunk freed: the kinds of the rest stay theirs
     assert [c.kind for c in log._log.chunks(1, 4)] == [
-        ChunkKind.TEXT, ChunkKind.TOOL_CALLS, ChunkKind.TEXT]
+        ChunkKind.TEXT,
+        ChunkKind.TOOL_CALLS,
+        ChunkKind.TEXT,
+    ]
 
 
 async def test_the_end_holds_through_compacting_and_freeing_and_totals_go_to_its_counters():
     counters = Counters()
-    log = TokenStream(GenerationRequest("s", (Message("user", "x"),), 100), counters,
-                      max_buffered=4, max_log_bytes=1 << 20)
+    log = TokenStream(
+        GenerationRequest("s", (Message("user", "x"),), 100),
+        counters,
+        max_buffered=4,
+        max_log_bytes=1 << 20,
+    )
     log.carry_over(2, [Chunk(0, "ab", 2)])  # a handover's chunk: logged, not counted
     reader = log.join()
     for _ in range(9):
@@ -199,5 +218,9 @@ async def test_the_end_holds_through_compacting_and_freeing_and_totals_go_to_its
         log.join(5)
     log.leave(reader)
     log.finish("stop")
-    assert counters.as_dict() == {"tokens_generated_total": 9, "tokens_after_abort_total": 0,
-                                  "generations_in_flight": 0, "generations_total": 1}
+    assert counters.as_dict() == {
+        "tokens_generated_total": 9,
+        "tokens_after_abort_total": 0,
+        "generations_in_flight": 0,
+        "generations_total": 1,
+    }

@@ -16,8 +16,14 @@ from streaming.engines.script import tokens_for
 
 
 def request(prompt="hello", *, max_tokens=40, seed=1, fault=None, id="g1", stop=()):
-    return GenerationRequest(id=id, messages=(Message("user", prompt),), max_tokens=max_tokens,
-                             seed=seed, fault=fault, stop=stop)
+    return GenerationRequest(
+        id=id,
+        messages=(Message("user", prompt),),
+        max_tokens=max_tokens,
+        seed=seed,
+        fault=fault,
+        stop=stop,
+    )
 
 
 async def collect(engine, req):
@@ -174,7 +180,8 @@ async def test_text_held_back_for_a_stop_string_that_never_comes_is_sent_at_the_
     script = tokens_for(request("こんにちは", max_tokens=12))[0]
     engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
     stream, chunks = await chunks_of(
-        engine, request("こんにちは", max_tokens=12, stop=(script[-1] + "終",)))
+        engine, request("こんにちは", max_tokens=12, stop=(script[-1] + "終",))
+    )
     assert "".join(c.text for c in chunks) == "".join(script)
     assert chunks[-1].text.endswith(script[-1])
     assert (stream.finish_reason, stream.tokens_generated) == ("length", 12)

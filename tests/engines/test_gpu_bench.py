@@ -15,12 +15,31 @@ pytestmark = pytest.mark.live
 
 def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
     out = tmp_path / "results"
-    (result,) = gpu_bench.main(["--device", "cpu", "--shapes", "tiny", "--streams", "1,2",
-                                "--tokens", "6", "--abort-streams", "2",
-                                "--served-streams", "2", "--out", str(out)])
+    (result,) = gpu_bench.main(
+        [
+            "--device",
+            "cpu",
+            "--shapes",
+            "tiny",
+            "--streams",
+            "1,2",
+            "--tokens",
+            "6",
+            "--abort-streams",
+            "2",
+            "--served-streams",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert json.loads((out / "results.json").read_text()) == [result]
     assert [(r["streams"], r["arrival"]) for r in result["rows"]] == [
-        (1, "together"), (1, "poisson 50/s"), (2, "together"), (2, "poisson 50/s")]
+        (1, "together"),
+        (1, "poisson 50/s"),
+        (2, "together"),
+        (2, "poisson 50/s"),
+    ]
     for row in result["rows"]:
         assert row["tokens"] == row["streams"] * 6 and row["ttft_p99_ms"] > 0, row
     assert result["weight_bytes"] > 0 and result["bandwidth_bound_ms"] > 0

@@ -31,16 +31,20 @@ def chunk(content: str | None = None, finish: str | None = None, **extra) -> str
 Answer = tuple[int, object] | None
 
 
-async def canned_upstream(handler, sent: list[dict], tls: ssl.SSLContext | None = None
-                          ) -> asyncio.Server:
+async def canned_upstream(
+    handler, sent: list[dict], tls: ssl.SSLContext | None = None
+) -> asyncio.Server:
     """A real socket speaking just enough HTTP/1.1 to play `handler`'s answers back."""
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length:"))
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
                 request = json.loads(await reader.readexactly(length))
                 sent.append(request)
                 answer = handler(request)
@@ -49,8 +53,11 @@ async def canned_upstream(handler, sent: list[dict], tls: ssl.SSLContext | None 
                 status, content = answer
                 kind = "text/event-stream" if isinstance(content, str) else "application/json"
                 body = (content if isinstance(content, str) else json.dumps(content)).encode()
-                writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\n"
-                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                writer.write(
+                    f"HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -60,9 +67,14 @@ async def canned_upstream(handler, sent: list[dict], tls: ssl.SSLContext | None 
     return await asyncio.start_server(serve, "127.0.0.1", 0, ssl=tls)
 
 
-def run(handler, *, base_url: str | None = None, max_buffered: int = 256,
-        tls: ssl.SSLContext | None = None, request: GenerationRequest | None = None,
-        ) -> tuple[list[dict], TokenStreamResult]:
+def run(
+    handler,
+    *,
+    base_url: str | None = None,
+    max_buffered: int = 256,
+    tls: ssl.SSLContext | None = None,
+    request: GenerationRequest | None = None,
+) -> tuple[list[dict], TokenStreamResult]:
     """Drive one generation against canned answers; the bodies sent, what the reader saw."""
     sent: list[dict] = []
 
@@ -105,18 +117,32 @@ def sse_reply(*frames: str) -> Answer:
 
 def test_chunks_finish_reason_and_usage_are_relayed():
     usage = {"prompt_tokens": 7, "completion_tokens": 4, "total_tokens": 11}
-    sent, result = run(lambda request: sse_reply(
-        chunk("안"), chunk("녕"), chunk(""), chunk("!"), chunk(finish="length"),
-        'data: {"choices": [], "usage": ' + json.dumps(usage) + "}\n\n", "data: [DONE]\n\n",
-    ))
+    sent, result = run(
+        lambda request: sse_reply(
+            chunk("안"),
+            chunk("녕"),
+            chunk(""),
+            chunk("!"),
+            chunk(finish="length"),
+            'data: {"choices": [], "usage": ' + json.dumps(usage) + "}\n\n",
+            "data: [DONE]\n\n",
+        )
+    )
     assert result.error is None and result.texts == ["안", "녕", "!"]
     assert result.stream.finish_reason == "length"
     # Three chunks with text, but the upstream counted four tokens: its count wins.
     assert (result.stream.tokens_generated, result.stream.prompt_tokens) == (4, 7)
     # No temperature or top_p: the request set none, and the upstream has its own defaults.
-    assert sent == [{"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                     "max_tokens": 9, "stream": True,
-                     "stream_options": {"include_usage": True}, "seed": 1}]
+    assert sent == [
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 9,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "seed": 1,
+        }
+    ]
 
 
 @pytest.mark.parametrize(
@@ -144,10 +170,18 @@ def test_a_stream_ending_without_done_is_worker_unavailable():
 @pytest.mark.parametrize(
     ("status", "body", "refusal", "message"),
     [
-        (400, {"error": {"message": "bad top_p", "type": "invalid_request_error"}}, BadRequest,
-         "bad top_p"),
-        (422, {"error": "Input validation error", "error_type": "validation"}, BadRequest,
-         "Input validation error"),  # TGI's shape
+        (
+            400,
+            {"error": {"message": "bad top_p", "type": "invalid_request_error"}},
+            BadRequest,
+            "bad top_p",
+        ),
+        (
+            422,
+            {"error": "Input validation error", "error_type": "validation"},
+            BadRequest,
+            "Input validation error",
+        ),  # TGI's shape
         (429, {"error": {"message": "slow down"}}, EngineBusy, "slow down"),
         (500, {"error": {"message": "boom"}}, EngineUnavailable, "boom"),
         (404, {"error": {"message": "no model m"}}, EngineUnavailable, "no model m"),
@@ -167,22 +201,30 @@ def test_stop_strings_go_to_the_upstream_only_when_there_are_some():
 
 
 def test_penalties_reach_the_upstream_by_openai_names_only_when_set():
-    penalised = dataclasses.replace(REQUEST, frequency_penalty=0.5, presence_penalty=-1.0,
-                                    repetition_penalty=1.1)
+    penalised = dataclasses.replace(
+        REQUEST, frequency_penalty=0.5, presence_penalty=-1.0, repetition_penalty=1.1
+    )
     RemoteEngine(base_url="http://127.0.0.1:9/v1", model="m").check_request(penalised)
-    sent, result = run(lambda request: sse_reply(chunk("a"), chunk(finish="stop"),
-                                                 "data: [DONE]\n\n"), request=penalised)
+    sent, result = run(
+        lambda request: sse_reply(chunk("a"), chunk(finish="stop"), "data: [DONE]\n\n"),
+        request=penalised,
+    )
     assert result.error is None
-    assert (sent[0]["frequency_penalty"], sent[0]["presence_penalty"],
-            sent[0]["repetition_penalty"]) == (0.5, -1.0, 1.1)
+    assert (
+        sent[0]["frequency_penalty"],
+        sent[0]["presence_penalty"],
+        sent[0]["repetition_penalty"],
+    ) == (0.5, -1.0, 1.1)
     unset = RemoteEngine(base_url="http://127.0.0.1:9/v1", model="m").body_of(REQUEST)
     assert not {"frequency_penalty", "presence_penalty", "repetition_penalty"} & set(unset)
 
 
 def test_a_slow_reader_pauses_the_upstream_and_loses_nothing():
     words = [f"w{i} " for i in range(2000)]
-    _, result = run(lambda request: sse_reply(*map(chunk, words), chunk(finish="stop"),
-                                              "data: [DONE]\n\n"), max_buffered=4)
+    _, result = run(
+        lambda request: sse_reply(*map(chunk, words), chunk(finish="stop"), "data: [DONE]\n\n"),
+        max_buffered=4,
+    )
     assert result.error is None
     assert "".join(result.texts) == "".join(words)
     assert result.stream.tokens_generated == 2000
@@ -199,8 +241,7 @@ def upstream_tls(tmp_path, monkeypatch) -> ssl.SSLContext:
     return context
 
 
-def test_an_https_upstream_streams_and_one_we_cannot_trust_is_refused(upstream_tls,
-                                                                     monkeypatch):
+def test_an_https_upstream_streams_and_one_we_cannot_trust_is_refused(upstream_tls, monkeypatch):
     answer = sse_reply(chunk("a"), chunk("b", finish="stop"), "data: [DONE]\n\n")
     _, result = run(lambda request: answer, tls=upstream_tls)
     assert result.error is None and result.texts == ["a", "b"]

@@ -22,8 +22,11 @@ PROMPT = {"messages": [{"role": "user", "content": "안녕하세요"}], "seed": 
 
 def front_env(upstream: LiveServer) -> dict[str, str]:
     """Settings of a front whose engine is `upstream`."""
-    return {"STREAMING_ENGINE": "openai", "STREAMING_REMOTE_URL": f"{upstream.url}/v1",
-            "STREAMING_REMOTE_MODEL": upstream.stats()["model"]}
+    return {
+        "STREAMING_ENGINE": "openai",
+        "STREAMING_REMOTE_URL": f"{upstream.url}/v1",
+        "STREAMING_REMOTE_MODEL": upstream.stats()["model"],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +40,9 @@ def upstream(tmp_path_factory) -> Iterator[LiveServer]:
 @pytest.fixture(scope="module")
 def front(tmp_path_factory, upstream) -> Iterator[LiveServer]:
     """The front: this server with the remote engine pointed at `upstream`."""
-    server = start_server(tmp_path_factory.mktemp("front"), env=front_env(upstream),
-                          ready_path="/readyz")
+    server = start_server(
+        tmp_path_factory.mktemp("front"), env=front_env(upstream), ready_path="/readyz"
+    )
     yield server
     server.stop()
 
@@ -59,10 +63,15 @@ def test_native_and_openai_frames_carry_the_upstream_answer(upstream, front):
     direct = tokens_of(native(upstream, max_tokens=8).read_all())
     assert tokens_of(native(front, max_tokens=8).read_all()) == direct
     client = openai.OpenAI(base_url=f"{front.url}/v1", api_key="x", max_retries=0)
-    chunks = list(client.chat.completions.create(
-        model=upstream.stats()["model"], max_tokens=8, stream=True,
-        stream_options={"include_usage": True}, **PROMPT,
-    ))
+    chunks = list(
+        client.chat.completions.create(
+            model=upstream.stats()["model"],
+            max_tokens=8,
+            stream=True,
+            stream_options={"include_usage": True},
+            **PROMPT,
+        )
+    )
     assert [c.choices[0].delta.content for c in chunks[:-2]] == direct
     assert chunks[-2].choices[0].finish_reason == "length"
     assert chunks[-1].usage.completion_tokens == 8
@@ -79,8 +88,7 @@ def test_disconnect_at_the_front_stops_the_back_within_one_token(upstream, front
         generation_id = created["id"]
     else:
         body = json.dumps({**PROMPT, "model": model, "max_tokens": 500, "stream": True})
-        stream = RawStream(front.port, "/v1/chat/completions", method="POST",
-                           body=body.encode())
+        stream = RawStream(front.port, "/v1/chat/completions", method="POST", body=body.encode())
     first = stream.next_event()
     if api == "openai":
         generation_id = json.loads(first.data)["id"].removeprefix("chatcmpl-")
@@ -120,8 +128,9 @@ def test_upstream_killed_mid_stream_then_down(server_factory):
     assert (refused.status_code, refused.json()["error"]["code"]) == (503, "engine_unavailable")
     client = openai.OpenAI(base_url=f"{front.url}/v1", api_key="x", max_retries=0)
     with pytest.raises(openai.InternalServerError) as caught:
-        client.chat.completions.create(model=env["STREAMING_REMOTE_MODEL"],
-                                       messages=PROMPT["messages"], stream=True)
+        client.chat.completions.create(
+            model=env["STREAMING_REMOTE_MODEL"], messages=PROMPT["messages"], stream=True
+        )
     assert caught.value.status_code == 503
     assert front.get("/readyz").status_code == 503
     assert front.stats()["generations_in_flight"] == 0

@@ -30,13 +30,16 @@ def test_the_packaged_model_samples_as_its_card_recommends():
     assert model_source.sampling_defaults(source) == Sampling(temperature=0.2, top_p=0.9)
 
 
-@pytest.mark.parametrize(("config", "sampling"), [
-    (FOLDER_CONFIG, Sampling(0.3, 0.8, 20)),
-    ({"do_sample": False, "temperature": 0.7}, Sampling(temperature=0.0)),  # greedy
-    ({"temperature": 0.6, "top_k": 0}, Sampling(temperature=0.6)),  # top_k 0: no cut
-    ({"temperature": None, "top_p": 0.95}, Sampling(top_p=0.95)),
-    ({"_from_model_config": True, "bos_token_id": 1}, Sampling()),  # nothing of its own
-])
+@pytest.mark.parametrize(
+    ("config", "sampling"),
+    [
+        (FOLDER_CONFIG, Sampling(0.3, 0.8, 20)),
+        ({"do_sample": False, "temperature": 0.7}, Sampling(temperature=0.0)),  # greedy
+        ({"temperature": 0.6, "top_k": 0}, Sampling(temperature=0.6)),  # top_k 0: no cut
+        ({"temperature": None, "top_p": 0.95}, Sampling(top_p=0.95)),
+        ({"_from_model_config": True, "bos_token_id": 1}, Sampling()),  # nothing of its own
+    ],
+)
 def test_a_generation_config_sets_the_defaults(config, sampling):
     assert model_source.sampling_in(config) == sampling
 
@@ -52,10 +55,15 @@ def test_every_api_leaves_unset_sampling_to_the_engine():
     from streaming.http.responses_body import parse_response_body
 
     engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
-    chat, _ = parse_chat_body(json.dumps({"model": engine.model, "messages": [
-        {"role": "user", "content": "hi"}]}).encode(), engine)
-    response, _ = parse_response_body(json.dumps({"model": engine.model, "input": "hi"}).encode()
-                                      ).build(engine.model, [])
+    chat, _ = parse_chat_body(
+        json.dumps(
+            {"model": engine.model, "messages": [{"role": "user", "content": "hi"}]}
+        ).encode(),
+        engine,
+    )
+    response, _ = parse_response_body(
+        json.dumps({"model": engine.model, "input": "hi"}).encode()
+    ).build(engine.model, [])
     for request in (parse_generation_body(b'{"prompt": "hi"}'), chat, response):
         assert (request.temperature, request.top_p) == (None, None)
     request = parse_generation_body(b'{"prompt": "hi", "temperature": 1, "top_p": 0.5}')
@@ -68,7 +76,10 @@ def test_the_deterministic_engine_draws_unset_sampling_as_1_0():
     assert tokens_for(unset) == tokens_for(as_before)
     assert tokens_for(unset) != tokens_for(dataclasses.replace(unset, temperature=0.5))
     assert DeterministicEngine(ttft_s=0, tokens_per_s=0).describe()["defaults"] == {
-        "temperature": 1.0, "top_p": 1.0, "top_k": None}
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": None,
+    }
 
 
 def test_the_remote_engine_leaves_unset_sampling_to_its_upstream():
@@ -88,14 +99,20 @@ def tiny_engine(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("tiny-model")
     model, tokenizer = random_model.load(
-        "tiny", cache_root=Path(settings.STREAMING_MODEL_CACHE), device="cpu",
-        dtype=torch.float32, attention="sdpa", packaged=model_source.packaged_gguf)
+        "tiny",
+        cache_root=Path(settings.STREAMING_MODEL_CACHE),
+        device="cpu",
+        dtype=torch.float32,
+        attention="sdpa",
+        packaged=model_source.packaged_gguf,
+    )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     config = json.loads((folder / "generation_config.json").read_text())
     (folder / "generation_config.json").write_text(json.dumps({**config, **FOLDER_CONFIG}))
-    engine = TransformersEngine(model=str(folder), max_batch=2, max_queue=2, context_tokens=256,
-                                device="cpu")
+    engine = TransformersEngine(
+        model=str(folder), max_batch=2, max_queue=2, context_tokens=256, device="cpu"
+    )
     engine.load()
     yield engine
     engine.close()
@@ -125,14 +142,14 @@ def sampled_with(engine, monkeypatch, body: bytes) -> dict:
     return {key: sent[-1][key] for key in ("temperature", "top_p")}
 
 
-def test_a_request_without_sampling_gets_the_folders_generation_config(tiny_engine,
-                                                                      monkeypatch):
+def test_a_request_without_sampling_gets_the_folders_generation_config(tiny_engine, monkeypatch):
     assert tiny_engine.sampling_defaults == Sampling(0.3, 0.8, 20)
     sampled = sampled_with(tiny_engine, monkeypatch, b'{"prompt": "hi", "max_tokens": 2}')
     assert sampled == {"temperature": pytest.approx(0.3), "top_p": pytest.approx(0.8)}
     # What the request sets wins; what it leaves out is still the model's.
-    sampled = sampled_with(tiny_engine, monkeypatch,
-                           b'{"prompt": "hi", "max_tokens": 2, "temperature": 0}')
+    sampled = sampled_with(
+        tiny_engine, monkeypatch, b'{"prompt": "hi", "max_tokens": 2, "temperature": 0}'
+    )
     assert sampled == {"temperature": tiny_engine.MIN_TEMPERATURE, "top_p": pytest.approx(0.8)}
     # Top-k has no request field: the manager applies the model's to every request.
     processors = tiny_engine.decode_loop.manager.logit_processor.logits_processor

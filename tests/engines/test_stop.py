@@ -31,10 +31,18 @@ from streaming.engines.stop import StopGate, StopMatcher
         (("xyz", "yzw"), ["axy"], [("a", False)], "xy"),
         (("xyz", "yzw"), ["axy", "zw"], [("a", False), ("", True)], ""),
         # Japanese whose characters come one by one, as complete characters of byte tokens.
-        (("こんに",), ["今日はこ", "ん", "にちは"],
-         [("今日は", False), ("", False), ("", True)], ""),
-        (("こんに",), ["今日はこ", "ん", "ばんは"],
-         [("今日は", False), ("", False), ("こんばんは", False)], ""),
+        (
+            ("こんに",),
+            ["今日はこ", "ん", "にちは"],
+            [("今日は", False), ("", False), ("", True)],
+            "",
+        ),
+        (
+            ("こんに",),
+            ["今日はこ", "ん", "ばんは"],
+            [("今日は", False), ("", False), ("こんばんは", False)],
+            "",
+        ),
     ],
 )
 def test_matcher_sends_what_is_sure_and_holds_what_may_begin_a_stop(stops, pieces, sent, held):
@@ -51,20 +59,25 @@ def test_matcher_sends_what_is_sure_and_holds_what_may_begin_a_stop(stops, piece
         # A split character ("" for a token) waits for the rest, and its token goes with it.
         ((), [("a", 1), ("", 1), ("b", 1)], [("a", 1), ("b", 2)], [False] * 3, []),
         # The stop string's tokens still count: they go with the text before it, or alone.
-        (("cd",), [("ab", 1), ("c", 1), ("de", 1)], [("ab", 1), ("", 2)],
-         [False, False, True], []),
+        (("cd",), [("ab", 1), ("c", 1), ("de", 1)], [("ab", 1), ("", 2)], [False, False, True], []),
         (("cd",), [("x", 1), ("bcde", 1)], [("x", 1), ("b", 1)], [False, True], []),
         (("cd",), [("ab", 1), ("c", 1)], [("ab", 1)], [False, False], [("c", 1)]),
         (("cd",), [("ab", 1), ("", 1)], [("ab", 1)], [False, False], [("", 1)]),
-        (("こんに",), [("今日は", 3), ("", 1), ("こ", 1), ("", 1), ("ん", 1), ("に", 2)],
-         [("今日は", 3), ("", 6)], [False] * 5 + [True], []),
+        (
+            ("こんに",),
+            [("今日は", 3), ("", 1), ("こ", 1), ("", 1), ("ん", 1), ("に", 2)],
+            [("今日は", 3), ("", 6)],
+            [False] * 5 + [True],
+            [],
+        ),
     ],
 )
-def test_gate_pushes_each_text_with_every_token_since_the_last(stops, pieces, pushed, matched,
-                                                              flushed):
+def test_gate_pushes_each_text_with_every_token_since_the_last(
+    stops, pieces, pushed, matched, flushed
+):
     out: list[tuple[str, int]] = []
     gate = StopGate(stops, lambda text, tokens: out.append((text, tokens)))
     assert [gate.add(text, tokens) for text, tokens in pieces] == matched
     assert out == pushed
     gate.flush()
-    assert out[len(pushed):] == flushed
+    assert out[len(pushed) :] == flushed

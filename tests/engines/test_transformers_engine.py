@@ -39,7 +39,9 @@ def engine():
     from streaming.engines.transformers import TransformersEngine
 
     engine = TransformersEngine(
-        cache_dir=settings.STREAMING_MODEL_CACHE, max_batch=8, max_queue=8,
+        cache_dir=settings.STREAMING_MODEL_CACHE,
+        max_batch=8,
+        max_queue=8,
         context_tokens=CONTEXT_TOKENS,
     )
     engine.load()
@@ -49,8 +51,11 @@ def engine():
 
 def request(prompt: str = STORY, *, max_tokens: int = 24, temperature: float = 0.0, **kwargs):
     return GenerationRequest(
-        id=f"t{next(_ids)}", messages=(Message("user", prompt),), max_tokens=max_tokens,
-        temperature=temperature, **kwargs,
+        id=f"t{next(_ids)}",
+        messages=(Message("user", prompt),),
+        max_tokens=max_tokens,
+        temperature=temperature,
+        **kwargs,
     )
 
 
@@ -90,18 +95,21 @@ def test_a_real_answer_streams(engine):
     assert engine.model == "SmolLM2-135M-Instruct"
 
 
-def test_a_request_without_sampling_gets_the_packaged_models_recommended_values(engine,
-                                                                               monkeypatch):
+def test_a_request_without_sampling_gets_the_packaged_models_recommended_values(
+    engine, monkeypatch
+):
     from streaming.http.validation import parse_generation_body
 
     unset = parse_generation_body(b'{"prompt": "What is the capital of France?"}')
     assert (unset.temperature, unset.top_p) == (None, None)
     sent: list[dict] = []
     add_request = engine.decode_loop.manager.add_request
-    monkeypatch.setattr(engine.decode_loop.manager, "add_request",
-                        lambda *args, **kwargs: sent.append(kwargs) or add_request(*args, **kwargs))
-    _stream, _texts, error = asyncio.run(generate(engine, dataclasses.replace(unset,
-                                                                             max_tokens=2)))
+    monkeypatch.setattr(
+        engine.decode_loop.manager,
+        "add_request",
+        lambda *args, **kwargs: sent.append(kwargs) or add_request(*args, **kwargs),
+    )
+    _stream, _texts, error = asyncio.run(generate(engine, dataclasses.replace(unset, max_tokens=2)))
     assert error is None
     # The SmolLM2 model card's values (docs/model.md): 1.0 / 1.0 makes this model ramble.
     assert (sent[0]["temperature"], sent[0]["top_p"]) == pytest.approx((0.2, 0.9))
@@ -139,13 +147,19 @@ def japanese_answer(engine):
 def test_a_stop_string_of_split_characters_ends_the_answer_before_it(engine, japanese_answer):
     chunks = japanese_answer
     # Two characters, each made of several byte-level tokens, with text before them.
-    at = next(i for i in range(1, len(chunks) - 1) if chunks[i].tokens > 1
-              and chunks[i + 1].tokens > 1 and len(chunks[i].text + chunks[i + 1].text) == 2)
+    at = next(
+        i
+        for i in range(1, len(chunks) - 1)
+        if chunks[i].tokens > 1
+        and chunks[i + 1].tokens > 1
+        and len(chunks[i].text + chunks[i + 1].text) == 2
+    )
     stop = chunks[at].text + chunks[at + 1].text
     before = "".join(c.text for c in chunks[:at])
     assert "".join(c.text for c in chunks).find(stop) == len(before)
-    stream, stopped = asyncio.run(chunks_of(engine, request(JAPANESE, max_tokens=32,
-                                                            stop=(stop, "END"))))
+    stream, stopped = asyncio.run(
+        chunks_of(engine, request(JAPANESE, max_tokens=32, stop=(stop, "END")))
+    )
     assert "".join(c.text for c in stopped) == before
     assert stream.finish_reason == "stop" and stream.error is None
     # Its tokens count, and the sequence left the batch at them.
@@ -156,8 +170,9 @@ def test_a_stop_string_of_split_characters_ends_the_answer_before_it(engine, jap
 
 def test_text_held_back_for_a_stop_string_is_sent_when_the_answer_ends(engine, japanese_answer):
     text = "".join(c.text for c in japanese_answer)
-    stream, chunks = asyncio.run(chunks_of(engine, request(JAPANESE, max_tokens=32,
-                                                           stop=(text[-2:] + "終",))))
+    stream, chunks = asyncio.run(
+        chunks_of(engine, request(JAPANESE, max_tokens=32, stop=(text[-2:] + "終",)))
+    )
     assert "".join(c.text for c in chunks) == text
     assert (stream.finish_reason, stream.tokens_generated) == ("length", 32)
 
@@ -236,9 +251,13 @@ def test_a_prompt_that_does_not_fit_is_refused_before_the_stream(engine):
 
 @pytest.mark.parametrize("name", ["frequency_penalty", "presence_penalty", "repetition_penalty"])
 def test_a_penalty_is_refused_by_name_since_continuous_batching_cannot_apply_it_per_request(
-        engine, name):
-    with pytest.raises(NotHonoured, match=f"`{name}`: the transformers engine does not honour "
-                                          "it: transformers' continuous batching"):
+    engine, name
+):
+    with pytest.raises(
+        NotHonoured,
+        match=f"`{name}`: the transformers engine does not honour "
+        "it: transformers' continuous batching",
+    ):
         engine.check_request(request("hi", **{name: 1.5}))
 
 

@@ -17,9 +17,13 @@ def model_server(tmp_path_factory):
     """uvicorn serving the packaged SmolLM2 (ready once loaded and warmed up)."""
     server = start_server(
         tmp_path_factory.mktemp("model"),
-        env={"STREAMING_ENGINE": "transformers", "STREAMING_CONTEXT_TOKENS": "512",
-             "STREAMING_MAX_BATCH": "4"},
-        ready_path="/readyz", timeout=600,
+        env={
+            "STREAMING_ENGINE": "transformers",
+            "STREAMING_CONTEXT_TOKENS": "512",
+            "STREAMING_MAX_BATCH": "4",
+        },
+        ready_path="/readyz",
+        timeout=600,
     )
     yield server
     server.stop()
@@ -30,8 +34,9 @@ def stream(server, **fields) -> RawStream:
 
 
 def test_a_real_answer_streams(model_server):
-    events = stream(model_server, prompt="What is the capital of France?", max_tokens=16,
-                    temperature=0).read_all()
+    events = stream(
+        model_server, prompt="What is the capital of France?", max_tokens=16, temperature=0
+    ).read_all()
     text = "".join(tokens_of(events))
     assert text.strip()
     assert events[-1].data == "[DONE]"
@@ -41,8 +46,9 @@ def test_a_real_answer_streams(model_server):
 
 
 def test_japanese_streams_as_clean_utf8(model_server):
-    reader = stream(model_server, prompt="日本語で短く自己紹介してください。", max_tokens=24,
-                    temperature=0)
+    reader = stream(
+        model_server, prompt="日本語で短く自己紹介してください。", max_tokens=24, temperature=0
+    )
     reader.read_all()
     text = reader.payload.decode("utf-8")  # strict: raises on a split character
     assert "\ufffd" not in text
@@ -50,9 +56,17 @@ def test_japanese_streams_as_clean_utf8(model_server):
 
 
 def test_cancelling_one_of_several_leaves_the_others_running(model_server):
-    urls = [model_server.post("/api/generations", json={
-        "prompt": f"Count from one to fifty in words. ({i})", "max_tokens": 40,
-        "temperature": 0}).json() for i in range(3)]
+    urls = [
+        model_server.post(
+            "/api/generations",
+            json={
+                "prompt": f"Count from one to fifty in words. ({i})",
+                "max_tokens": 40,
+                "temperature": 0,
+            },
+        ).json()
+        for i in range(3)
+    ]
     readers = [RawStream(model_server.port, u["stream_url"]) for u in urls]
     for reader in readers:
         reader.next_event()  # all three are in the batch now

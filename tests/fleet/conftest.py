@@ -51,9 +51,13 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
         # once per worker process.
         runners, running = [], []
         for _ in range(workers):
-            runners.append(runner := ModelWorker(
-                application=ChannelNameRouter({WORKER_CHANNEL: model_worker}),
-                channels=[WORKER_CHANNEL], channel_layer=layer))
+            runners.append(
+                runner := ModelWorker(
+                    application=ChannelNameRouter({WORKER_CHANNEL: model_worker}),
+                    channels=[WORKER_CHANNEL],
+                    channel_layer=layer,
+                )
+            )
             running.append(asyncio.create_task(runner.arun()))
             await eventually(lambda: len(consumers) == len(runners))  # in the runners' order
         web = ChannelLayerEngine.from_config(config.current())

@@ -72,7 +72,8 @@ class MemoryLog(AnswerLog):
         for generation_id, entries in batch.items():
             # Through JSON, as Redis keeps them: what JSON cannot carry fails here too.
             self.kept.setdefault(generation_id, []).extend(
-                (kind, json.loads(json.dumps(value))) for kind, value in entries)
+                (kind, json.loads(json.dumps(value))) for kind, value in entries
+            )
 
     async def entries(self, generation_id: str) -> list[Entry]:
         """Every entry so far."""
@@ -86,10 +87,19 @@ class MemoryLog(AnswerLog):
 
 def durable(retention_s: float = 60.0) -> dict[str, Any]:
     """`Sharing.keep`'s options for an answer read through its stream URL (registry.py's)."""
-    return {"grace_s": 1.0, "retention_s": retention_s, "max_bytes": 1_000_000,
-            "background": False,
-            "meta": {"api": "native", "client": "test", "owner": "", "conversation": False,
-                     "created_at": datetime.now(UTC).isoformat()}}
+    return {
+        "grace_s": 1.0,
+        "retention_s": retention_s,
+        "max_bytes": 1_000_000,
+        "background": False,
+        "meta": {
+            "api": "native",
+            "client": "test",
+            "owner": "",
+            "conversation": False,
+            "created_at": datetime.now(UTC).isoformat(),
+        },
+    }
 
 
 async def eventually(check: Callable[[], Any], within_s: float = WITHIN_S) -> None:
@@ -101,8 +111,9 @@ async def eventually(check: Callable[[], Any], within_s: float = WITHIN_S) -> No
 
 
 def request(max_tokens: int = 20, prompt: str = "hello") -> GenerationRequest:
-    return GenerationRequest(id=uuid.uuid4().hex, messages=(Message("user", prompt),),
-                             max_tokens=max_tokens, seed=7)
+    return GenerationRequest(
+        id=uuid.uuid4().hex, messages=(Message("user", prompt),), max_tokens=max_tokens, seed=7
+    )
 
 
 async def read(stream: TokenStream) -> tuple[list[Chunk], GenerationError | None]:
@@ -140,8 +151,9 @@ class Fleet:
 
     def running_on_worker(self, generation_id: str) -> TokenStream:
         """The worker's own stream of a generation (its counters are the truth)."""
-        return next(w.audiences[generation_id].stream for w in self.workers
-                    if generation_id in w.audiences)
+        return next(
+            w.audiences[generation_id].stream for w in self.workers if generation_id in w.audiences
+        )
 
     async def another_web(self, logs: AnswerLog | None = None) -> Replicas:
         """A second web process on the same layer, once it sees every worker; its replicas
@@ -156,8 +168,12 @@ class Fleet:
         """A worker falls silent at once, as a killed process would: no end, no heartbeat."""
         consumer, runner = self.workers[index], self.runners[index]
         streams = list(consumer.engine.streams.values())
-        tasks = [self.running[index], *consumer.tasks, *consumer.engine._tasks.values(),
-                 *(instance["future"] for instance in runner.application_instances.values())]
+        tasks = [
+            self.running[index],
+            *consumer.tasks,
+            *consumer.engine._tasks.values(),
+            *(instance["future"] for instance in runner.application_instances.values()),
+        ]
         await cancel(tasks)
         for stream in streams:
             # A dead process's streams die with it; here they end, leaving none in flight.

@@ -20,8 +20,11 @@ pytestmark = pytest.mark.live
 def entries(fleet, generation_id: str) -> list[tuple[str, object]]:
     """The answer's log in Redis, as (kind, value)."""
     client = redis.Redis.from_url(fleet.redis.url)
-    return [(kind.decode(), json.loads(value)) for _, fields in
-            client.xrange(f"llm-streaming:log:{generation_id}") for kind, value in fields.items()]
+    return [
+        (kind.decode(), json.loads(value))
+        for _, fields in client.xrange(f"llm-streaming:log:{generation_id}")
+        for kind, value in fields.items()
+    ]
 
 
 def test_redis_gets_a_running_answer_once_whole_at_its_end_not_token_by_token(tmp_path):
@@ -51,8 +54,9 @@ def test_redis_gets_a_running_answer_once_whole_at_its_end_not_token_by_token(tm
 def test_a_followed_answer_whose_worker_dies_ends_its_readers_everywhere(tmp_path):
     """kill -9 of the worker: the process that started it and the one following it both end
     their readers with `worker_unavailable`, neither hangs."""
-    with running_fleet(tmp_path, {"STREAM_RESUME_GRACE_S": "5", "WORKER_TIMEOUT_S": "1.5"}) \
-            as fleet:
+    with running_fleet(
+        tmp_path, {"STREAM_RESUME_GRACE_S": "5", "WORKER_TIMEOUT_S": "1.5"}
+    ) as fleet:
         home, other = fleet.webs
         urls = create(home, max_tokens=2000)
         first = read_some(home, urls["stream_url"], 3)
@@ -62,14 +66,17 @@ def test_a_followed_answer_whose_worker_dies_ends_its_readers_everywhere(tmp_pat
         for stream in (first, second):
             events = stream.read_all()
             assert (events[-1].event, json.loads(events[-1].data)["code"]) == (
-                "error", "worker_unavailable")
+                "error",
+                "worker_unavailable",
+            )
 
 
 def test_past_its_cap_a_running_answer_is_refused_elsewhere(tmp_path):
     """Past STREAM_RESUME_MAX_BYTES the worker no longer keeps it whole: no process may start
     reading it anew (410), and its reader at home reads on to the end."""
-    with running_fleet(tmp_path, {"STREAM_RESUME_GRACE_S": "5",
-                                  "STREAM_RESUME_MAX_BYTES": "1024"}) as fleet:
+    with running_fleet(
+        tmp_path, {"STREAM_RESUME_GRACE_S": "5", "STREAM_RESUME_MAX_BYTES": "1024"}
+    ) as fleet:
         home, other = fleet.webs
         urls = create(home, max_tokens=200)
         first = read_some(home, urls["stream_url"], 150)  # well past 1024 bytes

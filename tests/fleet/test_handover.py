@@ -53,7 +53,8 @@ async def test_a_killed_workers_answers_go_on_on_the_other_whole(start_fleet):
     second = fleet.workers[1].channel_name
     assert all(fleet.web.assignments[s].worker == second for s in on_first)
     assert [fleet.web.assignments[s.id].handovers for s in streams] == [
-        1 if s.id in on_first else 0 for s in streams]
+        1 if s.id in on_first else 0 for s in streams
+    ]
     assert fleet.workers[0].channel_name not in fleet.web.workers
     # The log row's record of who made its tokens: each worker, in order, and how many.
     first, sharing = fleet.workers[0].channel_name, FleetSharing(fleet.web)
@@ -61,7 +62,8 @@ async def test_a_killed_workers_answers_go_on_on_the_other_whole(start_fleet):
         made = sharing.made_by(stream.id, stream.tokens_generated)
         assert sum(part["tokens"] for part in made) == stream.tokens_generated == 60
         assert [part["worker"] for part in made] == (
-            [first, second] if stream.id in on_first else [fleet.web.assignments[stream.id].worker])
+            [first, second] if stream.id in on_first else [fleet.web.assignments[stream.id].worker]
+        )
         assert all(part["tokens"] >= 5 for part in made)  # each made some (see start_answers)
 
 
@@ -80,7 +82,8 @@ async def test_a_stopping_worker_hands_its_answers_over(start_fleet, signum):
 
 
 async def test_with_no_worker_left_a_stopping_one_ends_its_answers_with_server_shutdown(
-        start_fleet):
+    start_fleet,
+):
     fleet = await start_fleet(**PACED)
     _asked, _streams, readers = await start_answers(fleet, count=2, max_tokens=10_000)
 
@@ -136,8 +139,10 @@ async def test_only_the_text_is_kept_here_and_past_its_cap_an_answer_cannot_move
     _asked, streams, readers = await start_answers(fleet, count=2, max_tokens=200)
     await eventually(lambda: all(s.tokens_generated >= 40 for s in streams))
     # What the readers have read is freed, as in process: only the text is kept (up to 40).
-    assert all(stream.log_bytes < 40 and fleet.web.assignments[stream.id].text is None
-               for stream in streams)
+    assert all(
+        stream.log_bytes < 40 and fleet.web.assignments[stream.id].text is None
+        for stream in streams
+    )
     on_first = [s.id for s in streams if s.id in fleet.workers[0].audiences]
     assert on_first
 

@@ -26,8 +26,10 @@ def test_a_worker_going_loses_no_answer(tmp_path, how):
         home, other = fleet.webs
         answers = []
         for n in range(ANSWERS):
-            urls = home.post("/api/generations", json={
-                "prompt": f"question {n}", "max_tokens": MAX_TOKENS, "seed": n}).json()
+            urls = home.post(
+                "/api/generations",
+                json={"prompt": f"question {n}", "max_tokens": MAX_TOKENS, "seed": n},
+            ).json()
             answers.append((n, urls, [RawStream(home.port, urls["stream_url"])]))
         for *_, readers in answers:
             readers[0].next_event()
@@ -62,8 +64,9 @@ def test_a_redis_restart_loses_no_answer(tmp_path):
         readers = []
         for n in range(5):
             body = {"prompt": f"question {n}", "max_tokens": 100, "seed": n}
-            readers.append(RawStream(web.port, "/api/stream", method="POST",
-                                     body=json.dumps(body).encode()))
+            readers.append(
+                RawStream(web.port, "/api/stream", method="POST", body=json.dumps(body).encode())
+            )
         for reader in readers:
             reader.next_event()
 

@@ -33,7 +33,8 @@ from tests.fleet.in_memory import eventually, read, request
 
 @pytest.mark.parametrize(("max_tokens", "finish_reason"), [(20, "length"), (500, "stop")])
 async def test_a_generation_reaches_the_worker_and_its_tokens_arrive_in_order(
-        start_fleet, max_tokens, finish_reason):
+    start_fleet, max_tokens, finish_reason
+):
     fleet = await start_fleet()
     asked = request(max_tokens)
     expected, expected_reason = tokens_for(asked)
@@ -99,8 +100,9 @@ async def test_concurrent_generations_share_chunks_messages(start_fleet, monkeyp
 
 
 async def test_a_silent_worker_ends_its_streams_with_worker_unavailable(start_fleet):
-    fleet = await start_fleet(DETERMINISTIC_TPS=50.0, DETERMINISTIC_ANSWER_TOKENS=10_000,
-                              WORKER_TIMEOUT_S=0.3)
+    fleet = await start_fleet(
+        DETERMINISTIC_TPS=50.0, DETERMINISTIC_ANSWER_TOKENS=10_000, WORKER_TIMEOUT_S=0.3
+    )
     asked = request(max_tokens=10_000)
     stream = fleet.web.generate(asked)
     reader = asyncio.create_task(read(stream))
@@ -116,8 +118,9 @@ async def test_a_silent_worker_ends_its_streams_with_worker_unavailable(start_fl
         fleet.web.generate(request())  # a 503 before the stream, not one more that hangs
 
 
-@pytest.mark.parametrize(("leaving", "code"), [(False, "client_disconnected"),
-                                                (True, "server_shutdown")])
+@pytest.mark.parametrize(
+    ("leaving", "code"), [(False, "client_disconnected"), (True, "server_shutdown")]
+)
 async def test_the_last_web_process_detaching_aborts_the_generation(start_fleet, leaving, code):
     fleet = await start_fleet(DETERMINISTIC_TPS=100.0, DETERMINISTIC_ANSWER_TOKENS=10_000)
     asked = request(max_tokens=10_000)
@@ -169,8 +172,7 @@ async def test_query_reports_a_running_generation_and_nothing_for_an_unknown_one
 
 
 async def test_a_full_worker_is_refused_before_the_stream(start_fleet):
-    fleet = await start_fleet(STREAMING_MAX_BATCH=1, STREAMING_MAX_QUEUE=0,
-                              DETERMINISTIC_TPS=100.0)
+    fleet = await start_fleet(STREAMING_MAX_BATCH=1, STREAMING_MAX_QUEUE=0, DETERMINISTIC_TPS=100.0)
     await eventually(lambda: fleet.web.free_slots == 1)
     first = fleet.web.generate(request(max_tokens=30))
 
@@ -183,8 +185,9 @@ async def test_a_full_worker_is_refused_before_the_stream(start_fleet):
 
 
 async def test_a_silent_web_process_has_its_generations_aborted(start_fleet):
-    fleet = await start_fleet(DETERMINISTIC_TPS=50.0, DETERMINISTIC_ANSWER_TOKENS=10_000,
-                              WORKER_TIMEOUT_S=0.3)
+    fleet = await start_fleet(
+        DETERMINISTIC_TPS=50.0, DETERMINISTIC_ANSWER_TOKENS=10_000, WORKER_TIMEOUT_S=0.3
+    )
     asked = request(max_tokens=10_000)
     fleet.web.generate(asked)
     await eventually(lambda: asked.id in fleet.worker.generations)
@@ -208,9 +211,11 @@ async def test_a_worker_that_cannot_hear_itself_never_says_it_is_ready(start_fle
     monkeypatch.setattr(InMemoryChannelLayer, "send", dropping_pings)
     said: list[bool] = []
     heard = Presence.heard
-    monkeypatch.setattr(Presence, "heard",
-                        lambda presence, message: (said.append(message.ready),
-                                                   heard(presence, message))[1])
+    monkeypatch.setattr(
+        Presence,
+        "heard",
+        lambda presence, message: (said.append(message.ready), heard(presence, message))[1],
+    )
     fleet = await start_fleet(wait=False)
     await eventually(lambda: len(said) >= 3)
     assert said[:3] == [False, False, False]  # the first beat too
@@ -218,7 +223,8 @@ async def test_a_worker_that_cannot_hear_itself_never_says_it_is_ready(start_fle
 
 
 async def test_the_workers_announce_their_engines_capabilities_and_fault_works_behind_them(
-        start_fleet):
+    start_fleet,
+):
     fleet = await start_fleet()
     assert fleet.web.capabilities == Capabilities(faults=True, continuation=True)
     asked = dataclasses.replace(request(), fault=Fault(at=2, code="context_length"))
@@ -231,8 +237,7 @@ async def test_the_workers_announce_their_engines_capabilities_and_fault_works_b
         fleet.web.check_request(dataclasses.replace(request(), repetition_penalty=1.2))
 
 
-async def test_a_worker_that_announces_no_capabilities_is_judged_by_its_engines_name(
-        start_fleet):
+async def test_a_worker_that_announces_no_capabilities_is_judged_by_its_engines_name(start_fleet):
     # A worker of the release before capabilities (a rolling restart) sends none.
     fleet = await start_fleet()
     presence = fleet.web.presence

@@ -32,8 +32,10 @@ def last_code(events) -> str | None:
 def logged(fleet, generation_id: str) -> tuple[str, str] | None:
     """(status, error_code) of its log row in the fleet's database, if written."""
     with sqlite3.connect(fleet.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
-        return db.execute("SELECT status, error_code FROM streaming_generationlog "
-                          "WHERE generation_id = ?", (generation_id,)).fetchone()
+        return db.execute(
+            "SELECT status, error_code FROM streaming_generationlog WHERE generation_id = ?",
+            (generation_id,),
+        ).fetchone()
 
 
 @pytest.mark.parametrize("leaving", ["home", "follower"])
@@ -44,8 +46,10 @@ def test_a_process_that_shuts_down_never_stops_an_answer_read_elsewhere(tmp_path
     with running_fleet(tmp_path, {"STREAM_RESUME_GRACE_S": "0"}) as fleet:
         home, follower = fleet.webs
         urls = create(home, max_tokens=150)
-        readers = {"home": read_some(home, urls["stream_url"], 3),
-                   "follower": read_some(follower, urls["stream_url"], 3)}
+        readers = {
+            "home": read_some(home, urls["stream_url"], 3),
+            "follower": read_some(follower, urls["stream_url"], 3),
+        }
         staying = "follower" if leaving == "home" else "home"
         fleet.webs[0 if leaving == "home" else 1].process.send_signal(signal.SIGTERM)
         left = readers[leaving].read_all()
@@ -92,8 +96,9 @@ def test_a_created_answer_opened_on_two_processes_at_once_streams_in_both(tmp_pa
         for _ in range(8):
             url = create(fleet.webs[1], max_tokens=12)["stream_url"]
             streams = at_once([fleet.webs[first], fleet.webs[1 - first]], url)
-            assert [stream.status for stream in streams] == [200, 200], \
-                [stream.raw[:200] for stream in streams]
+            assert [stream.status for stream in streams] == [200, 200], [
+                stream.raw[:200] for stream in streams
+            ]
             texts = []
             for stream in streams:
                 events = stream.read_all()
@@ -117,4 +122,3 @@ def at_once(webs, url: str) -> list[RawStream]:
     for thread in threads:
         thread.join(30)
     return streams  # type: ignore[return-value]
-

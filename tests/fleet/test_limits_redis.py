@@ -15,10 +15,13 @@ pytestmark = pytest.mark.live
 @pytest.fixture(scope="module")
 def two_webs(tmp_path_factory):
     """Redis, one worker, two web processes allowing 2 streams per client between them."""
-    env = {"STREAM_MAX_STREAMS_PER_CLIENT": "2", "STREAM_RATE_PER_MIN": "0",
-           "STREAM_MAX_PENDING_PER_CLIENT": "2",
-           "STREAM_LEASE_TTL_S": "1.5",
-           "DETERMINISTIC_TPS": "5"}  # slow: every stream here lasts 10 s at least
+    env = {
+        "STREAM_MAX_STREAMS_PER_CLIENT": "2",
+        "STREAM_RATE_PER_MIN": "0",
+        "STREAM_MAX_PENDING_PER_CLIENT": "2",
+        "STREAM_LEASE_TTL_S": "1.5",
+        "DETERMINISTIC_TPS": "5",
+    }  # slow: every stream here lasts 10 s at least
     with running_fleet(tmp_path_factory.mktemp("limits"), env) as fleet:
         yield {"redis": fleet.redis, "webs": fleet.webs}
 

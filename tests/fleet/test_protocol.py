@@ -20,12 +20,23 @@ from streaming.fleet.protocol import (
 from streaming.fleet.request_codec import request_message
 from tests.fleet.test_request_codec import REQUEST
 
-LOGGED = {"finish_reason": "length", "error_code": None, "tokens_generated": 2,
-          "tokens_after_abort": 0, "ended_at": 1.5, "retention_s": 60, "orphan": False,
-          "figures": {}}
+LOGGED = {
+    "finish_reason": "length",
+    "error_code": None,
+    "tokens_generated": 2,
+    "tokens_after_abort": 0,
+    "ended_at": 1.5,
+    "retention_s": 60,
+    "orphan": False,
+    "figures": {},
+}
 EVERY_MESSAGE = [
-    protocol.Generate(REQUEST, "web.1", {"grace_s": 1.0, "meta": {"api": "native"}},
-                      [[0, "a", 1], [1, "b", 1, ChunkKind.REASONING]]),
+    protocol.Generate(
+        REQUEST,
+        "web.1",
+        {"grace_s": 1.0, "meta": {"api": "native"}},
+        [[0, "a", 1], [1, "b", 1, ChunkKind.REASONING]],
+    ),
     protocol.Generate(REQUEST, "web.1"),
     protocol.Follow("g1", "web.1", after=3),
     protocol.Abort("g1", unread=2, handed_over=True),
@@ -36,15 +47,25 @@ EVERY_MESSAGE = [
     protocol.WebHeartbeat("web.1"),
     protocol.WebPing(7),
     protocol.WorkerPing(8),
-    protocol.Chunks("model-worker.1", [["g1", 0, "a", 1], ["g2", 4, "{}", 1, 2]],
-                    [End("g1", "length", None, 2, 0, 2, LOGGED),
-                     End("g2", None, "cancelled", 5, 1, 5)],
-                    [["g3", "live"]]),
+    protocol.Chunks(
+        "model-worker.1",
+        [["g1", 0, "a", 1], ["g2", 4, "{}", 1, 2]],
+        [End("g1", "length", None, 2, 0, 2, LOGGED), End("g2", None, "cancelled", 5, 1, 5)],
+        [["g3", "live"]],
+    ),
     protocol.Chunks("model-worker.1", [["g1", 0, "a", 1]]),
     protocol.State("g1", 3, 0, False, "model-worker.1"),
-    protocol.WorkerHeartbeat("model-worker.1", 4, True, "deterministic", "script",
-                             {"streams_started": 1}, ["g1"], {"max_tokens": 256},
-                             {"faults": True, "continuation": True}),
+    protocol.WorkerHeartbeat(
+        "model-worker.1",
+        4,
+        True,
+        "deterministic",
+        "script",
+        {"streams_started": 1},
+        ["g1"],
+        {"max_tokens": 256},
+        {"faults": True, "continuation": True},
+    ),
     protocol.WorkerHeartbeat("model-worker.1", None, False, "openai", "gpt", {}),
 ]
 
@@ -64,8 +85,10 @@ def test_chunk_items_and_ends_stay_compact_lists_on_the_wire():
     chunks = EVERY_MESSAGE[11]
     encoded = chunks.encode()
     assert encoded["items"] is chunks.items  # as the outbox made them: no copy per chunk
-    assert encoded["ends"] == [["g1", "length", None, 2, 0, 2, LOGGED],
-                               ["g2", None, "cancelled", 5, 1, 5]]
+    assert encoded["ends"] == [
+        ["g1", "length", None, 2, 0, 2, LOGGED],
+        ["g2", None, "cancelled", 5, 1, 5],
+    ]
     assert "followed" not in EVERY_MESSAGE[12].encode()  # only in answer to `follow`
 
 
@@ -82,16 +105,32 @@ def test_a_newer_version_is_refused_not_misread():
 
 def test_a_message_without_a_version_is_from_before_it_and_read_as_version_1():
     # As the release before typed messages sent them (a rolling restart): no `v`, no defaults.
-    older_chunks = {"type": "chunks", "worker": "model-worker.1", "items": [["g1", 0, "a", 1]],
-                    "ends": [["g1", "stop", None, 1, 0, 1]]}
+    older_chunks = {
+        "type": "chunks",
+        "worker": "model-worker.1",
+        "items": [["g1", 0, "a", 1]],
+        "ends": [["g1", "stop", None, 1, 0, 1]],
+    }
     assert decode(older_chunks) == protocol.Chunks(
-        "model-worker.1", [["g1", 0, "a", 1]], [End("g1", "stop", None, 1, 0, 1)])
+        "model-worker.1", [["g1", 0, "a", 1]], [End("g1", "stop", None, 1, 0, 1)]
+    )
     assert decode({"type": "abort", "id": "g1"}) == protocol.Abort("g1")
-    older_heartbeat = {"type": "worker.heartbeat", "worker": "model-worker.1", "free": 1,
-                       "ready": True, "engine": "openai", "model": "gpt", "totals": {}}
+    older_heartbeat = {
+        "type": "worker.heartbeat",
+        "worker": "model-worker.1",
+        "free": 1,
+        "ready": True,
+        "engine": "openai",
+        "model": "gpt",
+        "totals": {},
+    }
     assert decode(older_heartbeat).capabilities == {}  # announced none: judged by its name
-    older_generate = {"type": "generate", "reply_to": "web.1", "log": None,
-                      "request": request_message(REQUEST)}
+    older_generate = {
+        "type": "generate",
+        "reply_to": "web.1",
+        "log": None,
+        "request": request_message(REQUEST),
+    }
     assert decode(older_generate) == protocol.Generate(REQUEST, "web.1")
 
 
@@ -110,7 +149,10 @@ def test_a_failed_send_merges_only_chunks_of_the_same_kind_in_order():
     outbox.add("g", [Chunk(3, "d", 1, 0)])
     outbox.put_back(message)
     assert outbox.items == [
-        ["g", 0, "ab", 2, ChunkKind.REASONING], ["g", 2, "cd", 2], ["h", 0, "x", 1]]
+        ["g", 0, "ab", 2, ChunkKind.REASONING],
+        ["g", 2, "cd", 2],
+        ["h", 0, "x", 1],
+    ]
 
 
 def test_an_answer_to_follow_comes_after_the_chunks_it_hands_over_and_survives_a_failed_send():

@@ -12,8 +12,14 @@ from streaming.core.request import Fault, GenerationRequest, Message
 from streaming.fleet.request_codec import request_from_message, request_message
 
 REQUEST = GenerationRequest(
-    id="g1", messages=(Message("system", "Be brief."), Message("user", "hi")), max_tokens=5,
-    temperature=0.5, top_p=0.9, seed=3, fault=Fault(at=2, kind="cut"), stop=("\n", "終わり"),
+    id="g1",
+    messages=(Message("system", "Be brief."), Message("user", "hi")),
+    max_tokens=5,
+    temperature=0.5,
+    top_p=0.9,
+    seed=3,
+    fault=Fault(at=2, kind="cut"),
+    stop=("\n", "終わり"),
 )
 
 
@@ -23,8 +29,10 @@ def test_a_request_survives_the_message_as_json_would_carry_it():
 
 def test_unset_sampling_stays_unset_for_the_workers_engine_to_decide():
     unset = dataclasses.replace(REQUEST, temperature=None, top_p=None)
-    for carried in (json.loads(json.dumps(request_message(unset))),
-                    msgpack.unpackb(msgpack.packb(request_message(unset)))):
+    for carried in (
+        json.loads(json.dumps(request_message(unset))),
+        msgpack.unpackb(msgpack.packb(request_message(unset))),
+    ):
         assert request_from_message(carried) == unset
 
 
@@ -36,9 +44,11 @@ def test_a_message_from_before_stop_strings_has_none():
 
 def test_tool_turns_and_upstream_options_travel_with_the_request():
     request = GenerationRequest(
-        id="g2", messages=(Message("user", "hi"),
-                           Message("tool", "sunny", '{"tool_call_id": "call_1"}')),
-        max_tokens=5, upstream_options='{"tools": []}')
+        id="g2",
+        messages=(Message("user", "hi"), Message("tool", "sunny", '{"tool_call_id": "call_1"}')),
+        max_tokens=5,
+        upstream_options='{"tools": []}',
+    )
     assert request_from_message(json.loads(json.dumps(request_message(request)))) == request
 
 
@@ -51,6 +61,14 @@ def test_penalties_travel_with_the_request_only_when_set():
 
 def test_a_request_as_a_message_keeps_the_format_the_answer_logs_hold():
     assert request_message(REQUEST) == {
-        "id": "g1", "messages": [["system", "Be brief."], ["user", "hi"]], "max_tokens": 5,
-        "temperature": 0.5, "top_p": 0.9, "seed": 3, "fault": [2, None, "cut"],
-        "stop": ["\n", "終わり"], "upstream_options": "", "continuation": None}
+        "id": "g1",
+        "messages": [["system", "Be brief."], ["user", "hi"]],
+        "max_tokens": 5,
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "seed": 3,
+        "fault": [2, None, "cut"],
+        "stop": ["\n", "終わり"],
+        "upstream_options": "",
+        "continuation": None,
+    }

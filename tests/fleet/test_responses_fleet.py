@@ -25,10 +25,16 @@ def test_a_background_response_outlives_its_web_process_and_is_reread_elsewhere(
         home, other = fleet.webs
         model = client_of(home).models.list().data[0].id
         reference = client_of(other).responses.create(
-            model=model, input=PROMPT, max_output_tokens=300, extra_body={"seed": 9})
+            model=model, input=PROMPT, max_output_tokens=300, extra_body={"seed": 9}
+        )
         created = client_of(home).responses.create(
-            model=model, input=PROMPT, max_output_tokens=300, extra_body={"seed": 9},
-            background=True, stream=True)
+            model=model,
+            input=PROMPT,
+            max_output_tokens=300,
+            extra_body={"seed": 9},
+            background=True,
+            stream=True,
+        )
         first = []
         for event in created:
             first.append(event)
@@ -37,8 +43,11 @@ def test_a_background_response_outlives_its_web_process_and_is_reread_elsewhere(
         home.process.kill()  # kill -9 of the process that started it, mid-answer
         home.process.wait(5)
         response_id = first[0].response.id
-        rest = list(client_of(other).responses.retrieve(
-            response_id, stream=True, starting_after=first[-1].sequence_number))
+        rest = list(
+            client_of(other).responses.retrieve(
+                response_id, stream=True, starting_after=first[-1].sequence_number
+            )
+        )
         events = first + rest
         assert [event.sequence_number for event in events] == list(range(len(events)))
         text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
@@ -46,22 +55,28 @@ def test_a_background_response_outlives_its_web_process_and_is_reread_elsewhere(
         assert events[-1].type == "response.incomplete"
         done = client_of(other).responses.retrieve(response_id)
         assert (done.status, done.output_text, done.usage.output_tokens) == (
-            "incomplete", text, 300)
+            "incomplete",
+            text,
+            300,
+        )
 
 
 PAST_ITS_CAP = {"STREAM_RESUME_MAX_BYTES": "1024", "DETERMINISTIC_ANSWER_TOKENS": "2000"}
 
 
 # Past its cap no process can replicate it (410), yet the cancel reaches its worker all the same.
-@pytest.mark.parametrize(("env", "made"), [({}, 3), (PAST_ITS_CAP, 300)],
-                         ids=["kept", "past_its_cap"])
+@pytest.mark.parametrize(
+    ("env", "made"), [({}, 3), (PAST_ITS_CAP, 300)], ids=["kept", "past_its_cap"]
+)
 def test_a_background_response_started_on_one_process_is_cancelled_from_the_other(
-        tmp_path, env, made):
+    tmp_path, env, made
+):
     with running_fleet(tmp_path, env) as fleet:
         home, other = fleet.webs
         model = client_of(home).models.list().data[0].id
         response = client_of(home).responses.create(
-            model=model, input=PROMPT, max_output_tokens=2000, background=True)
+            model=model, input=PROMPT, max_output_tokens=2000, background=True
+        )
         generation_id = response.id.removeprefix("resp_")
         wait_until(lambda: home.state(generation_id)["tokens_generated"] >= made, 10)
         if env is PAST_ITS_CAP:
@@ -70,8 +85,9 @@ def test_a_background_response_started_on_one_process_is_cancelled_from_the_othe
         final = home.wait_final(generation_id)
         assert final["status"] == "cancelled"
         assert final["tokens_generated"] < 2000
-        assert wait_until(lambda: client_of(other).responses.retrieve(response.id).status
-                          == "cancelled", 10)
+        assert wait_until(
+            lambda: client_of(other).responses.retrieve(response.id).status == "cancelled", 10
+        )
 
 
 def test_the_cap_on_background_responses_holds_across_web_processes(tmp_path):
@@ -79,7 +95,8 @@ def test_the_cap_on_background_responses_holds_across_web_processes(tmp_path):
         home, other = fleet.webs
         model = client_of(home).models.list().data[0].id
         first = client_of(home).responses.create(
-            model=model, input=PROMPT, max_output_tokens=2000, background=True)
+            model=model, input=PROMPT, max_output_tokens=2000, background=True
+        )
         with pytest.raises(openai.RateLimitError) as caught:
             client_of(other).responses.create(model=model, input=PROMPT, background=True)
         assert caught.value.body["code"] == "too_many_background"
@@ -91,8 +108,9 @@ def test_the_cap_on_background_responses_holds_across_web_processes(tmp_path):
 
 def _background(web, model):
     try:
-        return client_of(web).responses.create(model=model, input=PROMPT, max_output_tokens=2,
-                                               background=True)
+        return client_of(web).responses.create(
+            model=model, input=PROMPT, max_output_tokens=2, background=True
+        )
     except openai.RateLimitError:
         return None  # the first one's slot is on its way back
 

@@ -23,15 +23,17 @@ pytestmark = pytest.mark.live
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     """Redis, one worker and two web processes that keep a dropped stream 30 s."""
-    with running_fleet(tmp_path_factory.mktemp("resume-fleet"),
-                       {"STREAM_RESUME_GRACE_S": "30"}) as fleet:
+    with running_fleet(
+        tmp_path_factory.mktemp("resume-fleet"), {"STREAM_RESUME_GRACE_S": "30"}
+    ) as fleet:
         yield fleet.webs
 
 
 def uninterrupted(web, max_tokens: int) -> str:
     body = json.dumps({**PROMPT, "max_tokens": max_tokens}).encode()
-    return "".join(tokens_of(RawStream(web.port, "/api/stream", method="POST",
-                                       body=body).read_all()))
+    return "".join(
+        tokens_of(RawStream(web.port, "/api/stream", method="POST", body=body).read_all())
+    )
 
 
 def dropped(keeper, max_tokens: int, after: int) -> tuple[dict, RawStream]:
@@ -65,7 +67,8 @@ def test_dropped_on_one_process_resumed_on_the_other(pair):
     assert second.payload.startswith(b'event: resume\nretry: 1000\ndata: {"grace_s": 30.0}\n\n')
     resumed = tokens_of(events)
     assert next(e for e in events if e.event == "message").id == str(
-        int(first.parser.last_event_id) + 1)
+        int(first.parser.last_event_id) + 1
+    )
     assert events[-1].data == "[DONE]"
     assert "".join(tokens_of(first.events) + resumed) == uninterrupted(keeper, 60)
 
@@ -73,7 +76,10 @@ def test_dropped_on_one_process_resumed_on_the_other(pair):
     for web in pair:
         final = web.wait_final(urls["id"])
         assert (final["status"], final["tokens_generated"], final["tokens_after_abort"]) == (
-            "completed", 60, 0)
+            "completed",
+            60,
+            0,
+        )
 
 
 def test_a_resumed_reader_may_drop_again_and_come_back_anywhere(pair):
@@ -99,7 +105,9 @@ def test_readers_on_both_processes_and_stop_from_either_reach_them_all(pair):
     # A second reader on the other process reads the keeper's log from the first event; an
     # id the stream never sent is a 400, decided by the keeper.
     assert refusal(other, urls["stream_url"], **{"Last-Event-ID": "99999"}) == (
-        400, "invalid_request")
+        400,
+        "invalid_request",
+    )
     second = read_some(other, urls["stream_url"], 4)
     head = "".join(tokens_of(first.events))
     third = resume_on(other, urls["stream_url"], first)  # and one from where `first` is
@@ -153,8 +161,7 @@ def test_stop_from_another_process_ends_a_kept_generation_at_once(pair):
 def test_last_event_id_on_a_pending_generation_is_refused_and_leaves_it_claimable(pair):
     keeper, other = pair
     urls = create(keeper, max_tokens=5)
-    assert refusal(other, urls["stream_url"], **{"Last-Event-ID": "0"}) == (
-        400, "invalid_request")
+    assert refusal(other, urls["stream_url"], **{"Last-Event-ID": "0"}) == (400, "invalid_request")
     assert other.state(urls["id"])["status"] == "pending"
     events = RawStream(other.port, urls["stream_url"]).read_all()
     assert events[-1].data == "[DONE]"
@@ -183,12 +190,19 @@ def test_an_answer_outlives_the_web_process_that_started_it(tmp_path):
 
         final = other.wait_final(urls["id"])
         assert (final["status"], final["tokens_generated"], final["tokens_after_abort"]) == (
-            "completed", length, 0)
+            "completed",
+            length,
+            0,
+        )
         # Its home died, so the reader's process wrote its row: one row, as the worker saw it.
         with sqlite3.connect(tmp_path / "log.sqlite3") as db:
-            rows = wait_until(lambda: db.execute(
-                "SELECT status, tokens_generated, ttft_ms IS NOT NULL FROM "
-                "streaming_generationlog WHERE generation_id = ?", (urls["id"],)).fetchall())
+            rows = wait_until(
+                lambda: db.execute(
+                    "SELECT status, tokens_generated, ttft_ms IS NOT NULL FROM "
+                    "streaming_generationlog WHERE generation_id = ?",
+                    (urls["id"],),
+                ).fetchall()
+            )
         assert rows == [("completed", length, 1)]
 
 
@@ -221,8 +235,9 @@ def test_behind_nginx_a_reader_of_a_killed_web_process_rejoins_through_the_other
         site = TWO_WEBS.replace("{a}", str(a.port)).replace("{b}", str(b.port))
         proxy = start_nginx(tmp_path / "nginx", a.port, site=site)
         try:
-            urls = httpx.post(proxy.url + "/api/generations",
-                              json={**PROMPT, "max_tokens": 300}).json()
+            urls = httpx.post(
+                proxy.url + "/api/generations", json={**PROMPT, "max_tokens": 300}
+            ).json()
             first = RawStream(proxy.port, urls["stream_url"])
             read_until(first, 3)
             serving, survivor = (a, b) if "answer" in a.state(urls["id"]) else (b, a)
@@ -232,8 +247,11 @@ def test_behind_nginx_a_reader_of_a_killed_web_process_rejoins_through_the_other
                 pass
             assert first.events[-1].data != "[DONE]"
             # EventSource's reconnect, through the same nginx: it reaches the survivor.
-            second = RawStream(proxy.port, urls["stream_url"],
-                               headers={"Last-Event-ID": first.parser.last_event_id})
+            second = RawStream(
+                proxy.port,
+                urls["stream_url"],
+                headers={"Last-Event-ID": first.parser.last_event_id},
+            )
             assert second.status == 200, second.raw
             events = second.read_all()
         finally:
@@ -334,9 +352,12 @@ def test_a_rolling_restart_hands_the_answer_to_the_other_process(tmp_path):
         final = other.wait_final(urls["id"])
         assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
         with sqlite3.connect(tmp_path / "log.sqlite3") as db:
-            rows = wait_until(lambda: db.execute(
-                "SELECT status FROM streaming_generationlog WHERE generation_id = ?",
-                (urls["id"],)).fetchall())
+            rows = wait_until(
+                lambda: db.execute(
+                    "SELECT status FROM streaming_generationlog WHERE generation_id = ?",
+                    (urls["id"],),
+                ).fetchall()
+            )
         assert rows == [("completed",)]
 
 

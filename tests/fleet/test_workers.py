@@ -16,8 +16,9 @@ pytestmark = pytest.mark.live
 
 
 def expected_tokens(prompt: str, max_tokens: int, seed: int) -> list[str]:
-    request = GenerationRequest(id="-", messages=(Message("user", prompt),),
-                                max_tokens=max_tokens, seed=seed)
+    request = GenerationRequest(
+        id="-", messages=(Message("user", prompt),), max_tokens=max_tokens, seed=seed
+    )
     return tokens_for(request)[0]
 
 
@@ -38,8 +39,9 @@ def test_two_web_processes_two_workers_stream_concurrently(fleet):
 
     def run(index: int) -> None:
         web = fleet.webs[index % 2]
-        results[index] = tokens_of(stream(web, prompt=f"p{index}", max_tokens=30,
-                                          seed=index).read_all())
+        results[index] = tokens_of(
+            stream(web, prompt=f"p{index}", max_tokens=30, seed=index).read_all()
+        )
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
     for thread in threads:
@@ -49,8 +51,13 @@ def test_two_web_processes_two_workers_stream_concurrently(fleet):
     for index in range(8):
         assert results[index] == expected_tokens(f"p{index}", 30, index)
     # Both workers took a share: each reports generations of its own.
-    workers = wait_until(lambda: (w := fleet.webs[0].stats()["workers"]) and
-                         all(x["generations_total"] > 0 for x in w) and w)
+    workers = wait_until(
+        lambda: (
+            (w := fleet.webs[0].stats()["workers"])
+            and all(x["generations_total"] > 0 for x in w)
+            and w
+        )
+    )
     assert sum(x["generations_total"] for x in workers) >= 8
     # A web process has no engine of its own: it tells what the workers announced.
     described = fleet.webs[1].get("/api/engine").json()
@@ -63,8 +70,10 @@ def test_stop_strings_reach_the_worker_through_redis(fleet):
     at = next(i for i, token in enumerate(script) if i >= 2 and len(token) >= 2)
     stop, before = script[at][1:] + script[at + 1], "".join(script[:at]) + script[at][:1]
     assert "".join(script).find(stop) == len(before)
-    urls = web_a.post("/api/generations", json={"prompt": "こんにちは", "max_tokens": 40,
-                                                "seed": 4, "stop": [stop]}).json()
+    urls = web_a.post(
+        "/api/generations",
+        json={"prompt": "こんにちは", "max_tokens": 40, "seed": 4, "stop": [stop]},
+    ).json()
     events = RawStream(web_b.port, urls["stream_url"]).read_all()
     assert "".join(tokens_of(events)) == before
     assert json.loads(events[-2].data) == {"finish_reason": "stop", "tokens": at + 2}
@@ -72,8 +81,7 @@ def test_stop_strings_reach_the_worker_through_redis(fleet):
 
 def test_created_on_one_web_process_streamed_on_another(fleet):
     web_a, web_b = fleet.webs
-    urls = web_a.post("/api/generations", json={"prompt": "hop", "max_tokens": 6,
-                                                "seed": 2}).json()
+    urls = web_a.post("/api/generations", json={"prompt": "hop", "max_tokens": 6, "seed": 2}).json()
     events = RawStream(web_b.port, urls["stream_url"]).read_all()
     assert tokens_of(events) == expected_tokens("hop", 6, 2)
     assert events[-1].data == "[DONE]"
@@ -149,16 +157,22 @@ def test_killed_worker_ends_streams_with_worker_unavailable(tmp_path):
 def test_redis_restart_gives_503_then_recovers_without_restarts(tmp_path):
     with one_of_each(tmp_path) as (redis, _, web):
         redis.stop()
-        response = wait_until(lambda: (r := web.post("/api/generations", json={"prompt": "x"}))
-                              .status_code == 503 and r)
+        response = wait_until(
+            lambda: (
+                (r := web.post("/api/generations", json={"prompt": "x"})).status_code == 503 and r
+            )
+        )
         assert "Redis" in response.json()["error"]["message"]
         redis.start()
         wait_until(lambda: web.get("/readyz").status_code == 200, 20)
         # Recovery without restarting anything: within a deadline, streams complete again. (In
         # the first moments after Redis returns, a request may still end worker_unavailable
         # while pub/sub subscriptions come back; it never hangs.)
-        wait_until(lambda: stream(web, prompt="back", max_tokens=4).read_all()[-1].data
-                   == "[DONE]", 20, interval=0.5)
+        wait_until(
+            lambda: stream(web, prompt="back", max_tokens=4).read_all()[-1].data == "[DONE]",
+            20,
+            interval=0.5,
+        )
 
 
 def test_a_killed_web_process_stops_its_generations_on_the_worker(tmp_path):
@@ -174,8 +188,13 @@ def test_a_killed_web_process_stops_its_generations_on_the_worker(tmp_path):
         stats = wait_until(lambda: (s := survivor.stats())["generations_in_flight"] == 0 and s)
         stopped_at = stats["tokens_generated_total"]
         tokens_of(stream(survivor, prompt="clock", max_tokens=10).read_all())  # time passes
-        after = wait_until(lambda: (s := survivor.stats())["generations_total"] == 2
-                           and s["generations_in_flight"] == 0 and s)
+        after = wait_until(
+            lambda: (
+                (s := survivor.stats())["generations_total"] == 2
+                and s["generations_in_flight"] == 0
+                and s
+            )
+        )
         assert after["tokens_generated_total"] == stopped_at + 10  # the orphan stays stopped
         assert stopped_at < len(expected_tokens("orphan", 1000, 3))  # well before its end
 
@@ -189,8 +208,9 @@ def test_more_streams_at_once_than_a_redis_pool_holds_are_all_served(tmp_path):
     from streaming.tools.liveserver import UNLIMITED
 
     async def one(client: httpx.AsyncClient, url: str, index: int) -> object:
-        created = await client.post(url + "/api/generations",
-                                    json={"prompt": f"burst {index}", "max_tokens": 3})
+        created = await client.post(
+            url + "/api/generations", json={"prompt": f"burst {index}", "max_tokens": 3}
+        )
         if created.status_code != 201:
             return created.text
         async with client.stream("GET", url + created.json()["stream_url"]) as response:

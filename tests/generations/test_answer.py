@@ -19,8 +19,13 @@ def answer(grace_s: float = 5.0, retention_s: float = 60.0, max_bytes: int = 1 <
     async def abandon() -> None:
         abandoned.append(stream.tokens_generated)
 
-    return stream, Answer(stream, grace_s=grace_s, retention_s=retention_s,
-                          max_bytes=max_bytes, abandon=abandon), abandoned
+    return (
+        stream,
+        Answer(
+            stream, grace_s=grace_s, retention_s=retention_s, max_bytes=max_bytes, abandon=abandon
+        ),
+        abandoned,
+    )
 
 
 @pytest.mark.parametrize("bad", ["2", "5", "abc", "", "-0", "١", "1e0"])

@@ -66,4 +66,8 @@ async def test_a_shutdown_is_never_a_stop():
 
 def test_the_reasons_are_the_wire_codes():
     assert [str(reason) for reason in AbortReason] == [
-        "cancelled", "client_disconnected", "server_shutdown", "handed_over"]
+        "cancelled",
+        "client_disconnected",
+        "server_shutdown",
+        "handed_over",
+    ]

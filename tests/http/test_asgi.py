@@ -17,7 +17,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 async def test_stream_headers_and_frames(engine):
     exchange = await Exchange(
-        "POST", "/api/stream", body(prompt="hi", max_tokens=3, seed=4),
+        "POST",
+        "/api/stream",
+        body(prompt="hi", max_tokens=3, seed=4),
         headers=[(b"accept-encoding", b"gzip, deflate")],
     ).start()
     await exchange.read_all()
@@ -34,8 +36,9 @@ async def test_stream_headers_and_frames(engine):
 
 
 async def test_pages_are_still_compressed(engine):
-    exchange = await Exchange("GET", "/admin/login/",
-                              headers=[(b"accept-encoding", b"gzip")]).start()
+    exchange = await Exchange(
+        "GET", "/admin/login/", headers=[(b"accept-encoding", b"gzip")]
+    ).start()
     await exchange.read_all()
     assert exchange.headers.get("content-encoding") == "gzip"
 
@@ -77,8 +80,9 @@ async def test_create_then_stream_then_a_second_and_a_late_reader_get_the_same(e
 
 async def test_cancel_endpoint_ends_the_stream_with_a_cancelled_event(engine):
     engine.interval_s = 0.01
-    created = await (await Exchange("POST", "/api/generations",
-                                    body(prompt="hi", max_tokens=400)).start()).read_all()
+    created = await (
+        await Exchange("POST", "/api/generations", body(prompt="hi", max_tokens=400)).start()
+    ).read_all()
     urls = json.loads(created.payload)
     reader = await Exchange("GET", urls["stream_url"]).start()
     while len(reader.events) < 2:
@@ -98,8 +102,9 @@ async def test_cancel_endpoint_ends_the_stream_with_a_cancelled_event(engine):
 
 
 async def test_cancel_before_streaming(engine):
-    created = await (await Exchange("POST", "/api/generations", body(prompt="hi")).start()
-                     ).read_all()
+    created = await (
+        await Exchange("POST", "/api/generations", body(prompt="hi")).start()
+    ).read_all()
     urls = json.loads(created.payload)
     await (await Exchange("POST", urls["cancel_url"]).start()).read_all()
     reader = await (await Exchange("GET", urls["stream_url"]).start()).read_all()
@@ -120,10 +125,20 @@ async def test_cancel_before_streaming(engine):
         ("POST", "/api/stream", body(prompt="   "), 400, "invalid_request"),
         ("POST", "/api/stream", body(prompt=5), 400, "invalid_request"),
         ("POST", "/api/stream", body(prompt="a", messages=[]), 400, "invalid_request"),
-        ("POST", "/api/stream", body(messages=[{"role": "robot", "content": "x"}]), 400,
-         "invalid_request"),
-        ("POST", "/api/stream", body(messages=[{"role": "user", "content": 3}]), 400,
-         "invalid_request"),
+        (
+            "POST",
+            "/api/stream",
+            body(messages=[{"role": "robot", "content": "x"}]),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/api/stream",
+            body(messages=[{"role": "user", "content": 3}]),
+            400,
+            "invalid_request",
+        ),
         ("POST", "/api/stream", body(messages="hi"), 400, "invalid_request"),
         ("POST", "/api/stream", body(prompt="a", max_tokens=0), 400, "invalid_request"),
         ("POST", "/api/stream", body(prompt="a", max_tokens=10**9), 400, "invalid_request"),
@@ -138,8 +153,13 @@ async def test_cancel_before_streaming(engine):
         ("POST", "/api/stream", body(prompt="a", seed=1.5), 400, "invalid_request"),
         ("POST", "/api/stream", body(prompt="a", max_token=5), 400, "invalid_request"),
         ("POST", "/api/stream", body(prompt="a", fault={"at": 1}), 400, "invalid_request"),
-        ("POST", "/api/stream", body(prompt="a", fault={"at": 1, "kind": "boom"}), 400,
-         "invalid_request"),
+        (
+            "POST",
+            "/api/stream",
+            body(prompt="a", fault={"at": 1, "kind": "boom"}),
+            400,
+            "invalid_request",
+        ),
         ("POST", "/api/stream", b"[" * 100_000 + b"]" * 100_000, 400, "invalid_request"),
         ("GET", "/api/stream", b"", 405, "method_not_allowed"),
         ("DELETE", "/api/generations", b"", 405, "method_not_allowed"),
@@ -150,8 +170,9 @@ async def test_cancel_before_streaming(engine):
         ("POST", "/api/stream", b"x" * 300_000, 413, "body_too_large"),
     ],
 )
-async def test_bad_input_is_a_json_error_before_any_stream(engine, method, path, payload,
-                                                             status, code):
+async def test_bad_input_is_a_json_error_before_any_stream(
+    engine, method, path, payload, status, code
+):
     exchange = await (await Exchange(method, path, payload).start()).read_all()
     assert exchange.status == status
     assert exchange.headers["content-type"] == "application/json"
@@ -171,10 +192,17 @@ async def test_the_engine_says_what_an_unset_setting_means(engine, settings):
     exchange = await (await Exchange("GET", "/api/engine").start()).read_all()
     assert exchange.status == 200
     assert json.loads(exchange.payload) == {
-        "engine": "deterministic", "model": engine.model,
-        "defaults": {"temperature": 1.0, "top_p": 1.0, "top_k": None,
-                     "max_tokens": settings.STREAM_DEFAULT_MAX_TOKENS},
-        "max_tokens_limit": settings.STREAM_MAX_TOKENS_LIMIT, "context_tokens": None}
+        "engine": "deterministic",
+        "model": engine.model,
+        "defaults": {
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "top_k": None,
+            "max_tokens": settings.STREAM_DEFAULT_MAX_TOKENS,
+        },
+        "max_tokens_limit": settings.STREAM_MAX_TOKENS_LIMIT,
+        "context_tokens": None,
+    }
 
 
 async def test_stats_shape(engine):

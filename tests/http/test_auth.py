@@ -30,8 +30,9 @@ def bearer(key: str) -> list[tuple[bytes, bytes]]:
     return [(b"authorization", f"Bearer {key}".encode())]
 
 
-async def reply(method: str, path: str, payload: bytes = b"", headers=None,
-                peer: str = "127.0.0.1") -> Exchange:
+async def reply(
+    method: str, path: str, payload: bytes = b"", headers=None, peer: str = "127.0.0.1"
+) -> Exchange:
     exchange = Exchange(method, path, payload, headers)
     exchange.app.scope["client"] = (peer, 4000)
     return await (await exchange.start()).read_all()
@@ -40,11 +41,18 @@ async def reply(method: str, path: str, payload: bytes = b"", headers=None,
 SOME_ID = "0123456789abcdef0123456789abcdef"  # well formed: malformed ids are 404 before auth
 
 
-@pytest.mark.parametrize(("method", "path"), [
-    ("POST", "/api/stream"), ("POST", "/api/generations"), ("GET", "/api/stats"),
-    ("GET", f"/api/generations/{SOME_ID}"), ("POST", f"/api/generations/{SOME_ID}/cancel"),
-    ("POST", "/v1/chat/completions"), ("GET", "/v1/models"),
-])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/api/stream"),
+        ("POST", "/api/generations"),
+        ("GET", "/api/stats"),
+        ("GET", f"/api/generations/{SOME_ID}"),
+        ("POST", f"/api/generations/{SOME_ID}/cancel"),
+        ("POST", "/v1/chat/completions"),
+        ("GET", "/v1/models"),
+    ],
+)
 async def test_without_a_key_every_api_is_401(engine, method, path):
     refused = await reply(method, path, body(prompt="hi"))
     assert refused.status == 401
@@ -72,20 +80,28 @@ async def test_a_key_works_is_stored_hashed_records_its_use_and_can_be_revoked(e
 async def test_a_generation_is_its_owners_alone(engine):
     _, alice = await sync_to_async(ApiKey.issue)("alice")
     bob_row, bob = await sync_to_async(ApiKey.issue)("bob")
-    created = json.loads((await reply("POST", "/api/generations", body(prompt="hi", max_tokens=2),
-                                      bearer(alice))).payload)
-    for method, path in [("GET", f"/api/generations/{created['id']}"),
-                         ("GET", created["stream_url"]), ("POST", created["cancel_url"])]:
+    created = json.loads(
+        (
+            await reply("POST", "/api/generations", body(prompt="hi", max_tokens=2), bearer(alice))
+        ).payload
+    )
+    for method, path in [
+        ("GET", f"/api/generations/{created['id']}"),
+        ("GET", created["stream_url"]),
+        ("POST", created["cancel_url"]),
+    ]:
         assert (await reply(method, path, headers=bearer(bob))).status == 404
     streamed = await reply("GET", created["stream_url"], headers=bearer(alice))
     assert streamed.events[-1].data == "[DONE]"
     await log_writer.flush()
     row = await GenerationLog.objects.aget(generation_id=created["id"])
     assert row.owner.startswith("key:") and row.owner != f"key:{bob_row.pk}"
-    assert (await reply("GET", f"/api/generations/{created['id']}",
-                        headers=bearer(bob))).status == 404
-    assert (await reply("GET", f"/api/generations/{created['id']}",
-                        headers=bearer(alice))).status == 200
+    assert (
+        await reply("GET", f"/api/generations/{created['id']}", headers=bearer(bob))
+    ).status == 404
+    assert (
+        await reply("GET", f"/api/generations/{created['id']}", headers=bearer(alice))
+    ).status == 200
 
 
 async def test_a_key_issued_for_a_user_acts_as_that_user(engine):
@@ -95,16 +111,20 @@ async def test_a_key_issued_for_a_user_acts_as_that_user(engine):
     _, first = await sync_to_async(ApiKey.issue)("laptop", user)
     _, second = await sync_to_async(ApiKey.issue)("phone", user)
     _, stranger = await sync_to_async(ApiKey.issue)("nobody's")
-    created = json.loads((await reply("POST", "/api/generations", body(prompt="hi", max_tokens=2),
-                                      bearer(first))).payload)
+    created = json.loads(
+        (
+            await reply("POST", "/api/generations", body(prompt="hi", max_tokens=2), bearer(first))
+        ).payload
+    )
     state = f"/api/generations/{created['id']}"
     assert (await reply("GET", state, headers=bearer(second))).status == 200
     assert (await reply("GET", state, headers=bearer(stranger))).status == 404
     streamed = await reply("GET", created["stream_url"], headers=bearer(second))
     assert streamed.events[-1].data == "[DONE]"
     await log_writer.flush()
-    assert (await GenerationLog.objects.aget(generation_id=created["id"])).owner == \
-        f"user:{user.pk}"
+    assert (
+        await GenerationLog.objects.aget(generation_id=created["id"])
+    ).owner == f"user:{user.pk}"
 
 
 def session_cookies() -> tuple[str, str]:
@@ -120,8 +140,9 @@ async def test_a_logged_in_users_posts_need_the_csrf_token(engine):
     cookie = (b"cookie", f"sessionid={session}; csrftoken={token}".encode())
     forged = await reply("POST", "/api/generations", body(prompt="hi"), [cookie])
     assert forged.status == 403 and b'"forbidden"' in forged.payload
-    own = await reply("POST", "/api/generations", body(prompt="hi"),
-                      [cookie, (b"x-csrftoken", token.encode())])
+    own = await reply(
+        "POST", "/api/generations", body(prompt="hi"), [cookie, (b"x-csrftoken", token.encode())]
+    )
     assert own.status == 201
 
 
@@ -134,11 +155,14 @@ def test_the_chat_page_wants_a_login_and_the_admin_staff(required):
     assert client.get("/admin/").status_code == 302  # not staff: sent to the login page
 
 
-@pytest.mark.parametrize(("peer", "headers", "status"), [
-    ("127.0.0.1", [], 200),
-    ("10.1.2.3", [], 401),  # bound beyond loopback and reached from elsewhere
-    ("127.0.0.1", [(b"x-forwarded-for", b"203.0.113.9")], 401),  # through a proxy
-])
+@pytest.mark.parametrize(
+    ("peer", "headers", "status"),
+    [
+        ("127.0.0.1", [], 200),
+        ("10.1.2.3", [], 401),  # bound beyond loopback and reached from elsewhere
+        ("127.0.0.1", [(b"x-forwarded-for", b"203.0.113.9")], 401),  # through a proxy
+    ],
+)
 async def test_auto_is_open_only_on_loopback(engine, required, peer, headers, status):
     required.STREAM_REQUIRE_AUTH = "auto"
     assert (await reply("GET", "/api/stats", headers=headers, peer=peer)).status == status

@@ -17,27 +17,62 @@ from tests.support.asgi import Exchange
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-KEYS = ["prompt", "messages", "max_tokens", "temperature", "top_p", "seed", "fault", "model",
-        "stream", "stream_options", "role", "content", "at", "kind", "code", "n", "stop"]
+KEYS = [
+    "prompt",
+    "messages",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "fault",
+    "model",
+    "stream",
+    "stream_options",
+    "role",
+    "content",
+    "at",
+    "kind",
+    "code",
+    "n",
+    "stop",
+]
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**200), max_value=2**200),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**200), max_value=2**200),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
     st.sampled_from(["\x00", "\ud800", "user", "deterministic", "x" * 40_000]),
 )
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=4)),
-    max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 bodies = st.one_of(
     st.binary(max_size=300),
     st.dictionaries(st.sampled_from(KEYS), values, max_size=6).map(
-        lambda d: json.dumps(d, allow_nan=True).encode()),
+        lambda d: json.dumps(d, allow_nan=True).encode()
+    ),
     st.integers(1, 50_000).map(lambda depth: b"[" * depth + b"]" * depth),
-    st.sampled_from([b"\xff\xfe", b'{"prompt": "\xed\xa0\x80"}', b'{"prompt": "a\\u0000b"}',
-                     b"{" * 10_000, b'{"max_tokens": 1e999, "prompt": "x"}']),
+    st.sampled_from(
+        [
+            b"\xff\xfe",
+            b'{"prompt": "\xed\xa0\x80"}',
+            b'{"prompt": "a\\u0000b"}',
+            b"{" * 10_000,
+            b'{"max_tokens": 1e999, "prompt": "x"}',
+        ]
+    ),
 )
 ids = st.one_of(st.text(max_size=80), st.sampled_from(["..", "%00", "x" * 5000, "\x00"]))
-ENDPOINTS = [("POST", "/api/stream"), ("POST", "/api/generations"),
-             ("POST", "/v1/chat/completions")]
+ENDPOINTS = [
+    ("POST", "/api/stream"),
+    ("POST", "/api/generations"),
+    ("POST", "/v1/chat/completions"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -63,15 +98,17 @@ def check(sent: Exchange) -> None:
         assert isinstance(error["code"], str) and error["code"]
 
 
-@hypothesis_settings(max_examples=200, deadline=None,
-                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(endpoint=st.sampled_from(ENDPOINTS), payload=bodies)
 def test_bodies(engine, endpoint, payload):
     check(async_to_sync(exchange)(*endpoint, payload))
 
 
-@hypothesis_settings(max_examples=100, deadline=None,
-                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hypothesis_settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(generation_id=ids, suffix=st.sampled_from(["", "/stream", "/cancel"]))
 def test_bad_ids(engine, generation_id, suffix):
     method = "POST" if suffix == "/cancel" else "GET"
@@ -79,10 +116,13 @@ def test_bad_ids(engine, generation_id, suffix):
     check(async_to_sync(exchange)(method, path, b""))
 
 
-@hypothesis_settings(max_examples=30, deadline=None,
-                     suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.binary(min_size=1, max_size=40).filter(lambda b: b":" not in b),
-       value=st.binary(max_size=20_000))
+@hypothesis_settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    name=st.binary(min_size=1, max_size=40).filter(lambda b: b":" not in b),
+    value=st.binary(max_size=20_000),
+)
 def test_odd_headers(engine, name, value):
     headers = [(name.lower(), value), (b"authorization", value[:200])]
     check(async_to_sync(exchange)("POST", "/api/stream", b'{"prompt": "hi"}', headers))
@@ -91,21 +131,30 @@ def test_odd_headers(engine, name, value):
 def test_nothing_stored_beyond_the_caps(engine, settings):
     settings.PROMPT_LOGGING = "full"
     prompt = "가" * settings.STREAM_MAX_PROMPT_CHARS
-    check(async_to_sync(exchange)("POST", "/api/stream",
-                                  json.dumps({"prompt": prompt + "!"}).encode()))
-    async_to_sync(exchange)("POST", "/api/stream",
-                            json.dumps({"prompt": "a\x00" + prompt[2:], "max_tokens": 1}).encode())
+    check(
+        async_to_sync(exchange)(
+            "POST", "/api/stream", json.dumps({"prompt": prompt + "!"}).encode()
+        )
+    )
+    async_to_sync(exchange)(
+        "POST",
+        "/api/stream",
+        json.dumps({"prompt": "a\x00" + prompt[2:], "max_tokens": 1}).encode(),
+    )
     async_to_sync(log_writer.flush)()
     assert GenerationLog.objects.count() == 1
     assert len(GenerationLog.objects.get().prompt) <= settings.STREAM_MAX_PROMPT_CHARS + 10
 
 
-@pytest.mark.parametrize(("mode", "kept"), [("none", ""), ("truncated", "user: " + "q" * 14),
-                                            ("full", "user: " + "q" * 300)])
+@pytest.mark.parametrize(
+    ("mode", "kept"),
+    [("none", ""), ("truncated", "user: " + "q" * 14), ("full", "user: " + "q" * 300)],
+)
 def test_prompt_logging(engine, settings, mode, kept):
     settings.PROMPT_LOGGING, settings.PROMPT_LOG_CHARS = mode, 20
-    async_to_sync(exchange)("POST", "/api/stream",
-                            json.dumps({"prompt": "q" * 300, "max_tokens": 1}).encode())
+    async_to_sync(exchange)(
+        "POST", "/api/stream", json.dumps({"prompt": "q" * 300, "max_tokens": 1}).encode()
+    )
     async_to_sync(log_writer.flush)()
     assert GenerationLog.objects.get().prompt == kept
 
@@ -118,11 +167,14 @@ LONE = "hi \ud800 there"  # valid JSON once escaped, but no text: UTF-8 cannot c
 def bodies_with(value, model: str) -> list[tuple[str, dict]]:
     """`value` in every text field of every API that takes a body."""
     turns = [{"role": "user", "content": value}]
-    return [("/api/stream", {"prompt": value}), ("/api/generations", {"messages": turns}),
-            ("/v1/chat/completions", {"model": model, "messages": turns}),
-            ("/v1/responses", {"model": model, "input": value}),
-            ("/v1/responses", {"model": model, "input": "hi", "instructions": value}),
-            ("/v1/responses", {"model": model, "input": "hi", "metadata": {"note": value}})]
+    return [
+        ("/api/stream", {"prompt": value}),
+        ("/api/generations", {"messages": turns}),
+        ("/v1/chat/completions", {"model": model, "messages": turns}),
+        ("/v1/responses", {"model": model, "input": value}),
+        ("/v1/responses", {"model": model, "input": "hi", "instructions": value}),
+        ("/v1/responses", {"model": model, "input": "hi", "metadata": {"note": value}}),
+    ]
 
 
 async def test_a_lone_surrogate_is_refused_at_the_edge_with_a_400(engine):
@@ -136,15 +188,19 @@ async def test_a_lone_surrogate_is_refused_at_the_edge_with_a_400(engine):
     assert (await exchange("POST", "/api/stream", emoji)).status == 200
 
 
-async def test_a_failing_producer_ends_its_stream_frees_its_slot_and_writes_its_row(engine,
-                                                                                    monkeypatch):
+async def test_a_failing_producer_ends_its_stream_frees_its_slot_and_writes_its_row(
+    engine, monkeypatch
+):
     async def broken(stream):
         stream.push("half")
         raise RuntimeError("a bug in the producer")
 
     monkeypatch.setattr(engine, "_produce", broken)
-    sent = await (await Exchange("POST", "/api/stream", json.dumps(
-        {"prompt": "hi", "max_tokens": 5}).encode()).start()).read_all()
+    sent = await (
+        await Exchange(
+            "POST", "/api/stream", json.dumps({"prompt": "hi", "max_tokens": 5}).encode()
+        ).start()
+    ).read_all()
     assert sent.status == 200
     assert [e.event for e in sent.events] == ["message", "error"]
     assert json.loads(sent.events[-1].data)["code"] == "engine_error"
@@ -175,8 +231,11 @@ async def test_an_event_id_of_thousands_of_digits_is_refused_not_a_500(engine):
     digits = "9" * 4400  # past int()'s 4,300-digit limit
     again = await exchange("GET", stream_url, b"", [(b"last-event-id", digits.encode())])
     assert again.status == 400
-    response = await exchange("POST", "/v1/responses", json.dumps(
-        {"model": engine.model, "input": "hi", "max_output_tokens": 3}).encode())
+    response = await exchange(
+        "POST",
+        "/v1/responses",
+        json.dumps({"model": engine.model, "input": "hi", "max_output_tokens": 3}).encode(),
+    )
     response_id = json.loads(response.payload)["id"]
     reread = Exchange("GET", f"/v1/responses/{response_id}")
     reread.app.scope["query_string"] = f"stream=true&starting_after={digits}".encode()
@@ -184,7 +243,10 @@ async def test_an_event_id_of_thousands_of_digits_is_refused_not_a_500(engine):
 
 
 async def test_max_output_tokens_is_named_in_its_own_error(engine):
-    sent = await exchange("POST", "/v1/responses", json.dumps(
-        {"model": engine.model, "input": "hi", "max_output_tokens": 0}).encode())
+    sent = await exchange(
+        "POST",
+        "/v1/responses",
+        json.dumps({"model": engine.model, "input": "hi", "max_output_tokens": 0}).encode(),
+    )
     assert sent.status == 400
     assert "`max_output_tokens`" in json.loads(sent.payload)["error"]["message"]

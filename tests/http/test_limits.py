@@ -21,7 +21,6 @@ def fresh_limits(settings):
     limits.reset()
 
 
-
 async def stream_from(address: str, **fields) -> Exchange:
     exchange = Exchange("POST", "/api/stream", body(**fields))
     exchange.app.scope["client"] = (address, 4000)
@@ -69,8 +68,7 @@ async def test_service_wide_cap_is_503_with_retry_after(engine, fresh_limits):
 
 async def test_rate_per_minute_covers_every_api(engine, fresh_limits):
     fresh_limits.STREAM_RATE_PER_MIN = 3
-    chat = {"model": engine.model, "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": 2}
+    chat = {"model": engine.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
     sent = [
         Exchange("POST", "/api/generations", body(prompt="a", max_tokens=2)),
         Exchange("POST", "/api/stream", body(prompt="a", max_tokens=2)),
@@ -78,8 +76,10 @@ async def test_rate_per_minute_covers_every_api(engine, fresh_limits):
     ]
     for exchange in sent:
         assert (await (await exchange.start()).read_all()).status in (200, 201)
-    for path, payload in [("/api/stream", body(prompt="a")),
-                          ("/v1/chat/completions", json.dumps(chat).encode())]:
+    for path, payload in [
+        ("/api/stream", body(prompt="a")),
+        ("/v1/chat/completions", json.dumps(chat).encode()),
+    ]:
         over = await Exchange("POST", path, payload).start()
         assert over.status == 429
         assert 1 <= int(over.headers["retry-after"]) <= 60
@@ -91,8 +91,9 @@ async def test_a_refused_stream_takes_no_slot(engine, fresh_limits):
     fresh_limits.STREAM_MAX_STREAMS_PER_CLIENT = 1
     bad = await stream_from("10.0.0.1", prompt="a", max_tokens=10**9)
     assert bad.status == 400
-    created = await (await Exchange("POST", "/api/generations",
-                                    body(prompt="a", max_tokens=3)).start()).read_all()
+    created = await (
+        await Exchange("POST", "/api/generations", body(prompt="a", max_tokens=3)).start()
+    ).read_all()
     url = json.loads(created.payload)["stream_url"]
     done = await (await Exchange("GET", url).start()).read_all()
     assert done.events[-1].data == "[DONE]"
@@ -130,4 +131,3 @@ async def test_one_client_cannot_fill_the_pending_cap_for_everyone(engine, fresh
     url = json.loads(created[0].payload)["stream_url"]
     await (await Exchange("GET", url).start()).read_all()
     assert (await create_from("10.0.0.1", prompt="a")).status == 201
-

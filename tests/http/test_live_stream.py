@@ -17,8 +17,13 @@ def server(request, asgi_server, daphne_server):
 
 
 def post_stream(server, **fields) -> RawStream:
-    return RawStream(server.port, "/api/stream", method="POST", body=json.dumps(fields).encode(),
-                     headers={"Accept-Encoding": "gzip"})
+    return RawStream(
+        server.port,
+        "/api/stream",
+        method="POST",
+        body=json.dumps(fields).encode(),
+        headers={"Accept-Encoding": "gzip"},
+    )
 
 
 def create(server, **fields) -> dict:
@@ -179,8 +184,13 @@ def test_unknown_id_and_wrong_method_are_json(server):
 def test_oversized_body_is_refused_before_it_is_read(asgi_server):
     # Only the declared length is sent: uvicorn hands us the request at once and we refuse it
     # without waiting for 50 MB.
-    stream = RawStream(asgi_server.port, "/api/stream", method="POST", body=b"",
-                       headers={"Content-Length": str(50 * 1024 * 1024)})
+    stream = RawStream(
+        asgi_server.port,
+        "/api/stream",
+        method="POST",
+        body=b"",
+        headers={"Content-Length": str(50 * 1024 * 1024)},
+    )
     assert stream.status == 413
 
 

@@ -46,10 +46,16 @@ def test_non_streamed_completion_matches_the_native_answer(openai_client, model,
 
 
 def test_streamed_chunks_role_first_then_finish_then_usage(openai_client, model, asgi_server):
-    chunks = list(openai_client.chat.completions.create(
-        model=model, messages=MESSAGES, max_completion_tokens=5, seed=4, stream=True,
-        stream_options={"include_usage": True},
-    ))
+    chunks = list(
+        openai_client.chat.completions.create(
+            model=model,
+            messages=MESSAGES,
+            max_completion_tokens=5,
+            seed=4,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     *content, last, usage = chunks
     # The role travels with the first text, so the first chunk's time is the true TTFT.
     assert content[0].choices[0].delta.role == "assistant"
@@ -63,8 +69,9 @@ def test_streamed_chunks_role_first_then_finish_then_usage(openai_client, model,
 
 
 def test_natural_end_is_stop(openai_client, model):
-    completion = openai_client.chat.completions.create(model=model, messages=MESSAGES,
-                                                       max_tokens=4096)
+    completion = openai_client.chat.completions.create(
+        model=model, messages=MESSAGES, max_tokens=4096
+    )
     assert completion.choices[0].finish_reason == "stop"
     assert completion.usage.completion_tokens >= 48  # the engine's shortest natural answer
 
@@ -129,8 +136,18 @@ def test_error_in_a_non_streamed_reply_is_its_status(openai_client, model):
         ("response_format", {"response_format": {"type": "json_object"}}),
         ("presence_penalty", {"presence_penalty": 0.5}),
         ("bogus", {"extra_body": {"bogus": 1}}),
-        ("messages[1].content", {"messages": [MESSAGES[0], {"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}),
+        (
+            "messages[1].content",
+            {
+                "messages": [
+                    MESSAGES[0],
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}],
+                    },
+                ]
+            },
+        ),
     ],
 )
 def test_unsupported_parameters_are_refused_by_name(openai_client, model, param, kwargs):
@@ -154,7 +171,8 @@ def test_stop_ends_the_answer_before_it_streamed_or_not(openai_client, model, as
     assert completion.choices[0].finish_reason == "stop"
     assert completion.usage.completion_tokens == at + 2
     *content, last, usage = openai_client.chat.completions.create(
-        **ask, stop=stop, stream=True, stream_options={"include_usage": True})
+        **ask, stop=stop, stream=True, stream_options={"include_usage": True}
+    )
     assert "".join(c.choices[0].delta.content for c in content) == before
     assert last.choices[0].finish_reason == "stop"
     assert usage.usage.completion_tokens == at + 2
@@ -162,8 +180,11 @@ def test_stop_ends_the_answer_before_it_streamed_or_not(openai_client, model, as
 
 @pytest.mark.parametrize(
     ("stop", "names"),
-    [(["a", "b", "c", "d", "e"], "`stop` may hold at most 4"), (["a", 1], "`stop[1]`"),
-     ("", "`stop` must not be empty")],
+    [
+        (["a", "b", "c", "d", "e"], "`stop` may hold at most 4"),
+        (["a", 1], "`stop[1]`"),
+        ("", "`stop` must not be empty"),
+    ],
 )
 def test_bad_stop_strings_are_refused_by_name(openai_client, model, stop, names):
     with pytest.raises(openai.BadRequestError) as caught:
@@ -174,10 +195,19 @@ def test_bad_stop_strings_are_refused_by_name(openai_client, model, stop, names)
 
 def test_harmless_and_neutral_parameters_are_accepted(openai_client, model):
     completion = openai_client.chat.completions.create(
-        model=model, max_tokens=2, user="u-1", n=1, presence_penalty=0, frequency_penalty=0,
-        logprobs=False, response_format={"type": "text"}, store=False,
-        messages=[{"role": "developer", "content": "Be brief."},
-                  {"role": "user", "content": [{"type": "text", "text": "hello"}]}],
+        model=model,
+        max_tokens=2,
+        user="u-1",
+        n=1,
+        presence_penalty=0,
+        frequency_penalty=0,
+        logprobs=False,
+        response_format={"type": "text"},
+        store=False,
+        messages=[
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "hello"}]},
+        ],
     )
     assert completion.usage.completion_tokens == 2
 
@@ -195,8 +225,7 @@ def test_errors_before_the_stream_are_openai_json(asgi_server, model):
 
 def test_disconnect_aborts_the_generation(asgi_server, model):
     body = json.dumps({"model": model, "messages": MESSAGES, "stream": True, "max_tokens": 500})
-    stream = RawStream(asgi_server.port, "/v1/chat/completions", method="POST",
-                       body=body.encode())
+    stream = RawStream(asgi_server.port, "/v1/chat/completions", method="POST", body=body.encode())
     first = json.loads(stream.next_event().data)
     generation_id = first["id"].removeprefix("chatcmpl-")
     # Causal check: a token arrived while the generation was still running.

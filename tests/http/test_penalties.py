@@ -27,27 +27,33 @@ async def post(path: str, body: dict) -> tuple[int, dict]:
 
 
 def chat(model: str, **fields) -> dict:
-    return {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
-            **fields}
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 3,
+        **fields,
+    }
 
 
 @pytest.mark.parametrize("name", ["frequency_penalty", "presence_penalty", "repetition_penalty"])
 async def test_the_deterministic_engine_refuses_a_penalty_by_name(engine, name):
-    for path, body in (("/api/generations", {"prompt": "hi", name: 1.5}),
-                       ("/v1/chat/completions", chat(engine.model, **{name: 1.5}))):
+    for path, body in (
+        ("/api/generations", {"prompt": "hi", name: 1.5}),
+        ("/v1/chat/completions", chat(engine.model, **{name: 1.5})),
+    ):
         status, answer = await post(path, body)
         assert status == 400, (path, answer)
         assert answer["error"]["code"] == "unsupported_parameter"
-        assert answer["error"]["message"] == (f"`{name}`: the deterministic engine does not "
-                                              "honour it.")
+        assert answer["error"]["message"] == (
+            f"`{name}`: the deterministic engine does not honour it."
+        )
 
 
 async def test_a_penalty_out_of_range_is_a_400_naming_it(engine):
     status, answer = await post("/api/generations", {"prompt": "hi", "presence_penalty": 3})
     assert status == 400
     assert answer["error"]["message"] == "`presence_penalty` must be in [-2, 2]; got 3."
-    status, answer = await post("/v1/chat/completions",
-                                chat(engine.model, repetition_penalty=-1))
+    status, answer = await post("/v1/chat/completions", chat(engine.model, repetition_penalty=-1))
     assert status == 400
     assert answer["error"]["message"] == "`repetition_penalty` must be in (0, ∞); got -1."
 
@@ -61,8 +67,10 @@ async def test_penalties_at_the_value_that_changes_nothing_are_accepted_by_any_e
 
 
 async def test_the_responses_api_has_no_penalties_as_openais_has_none(engine):
-    status, answer = await post("/v1/responses", {"model": engine.model, "input": "hi",
-                                                  "frequency_penalty": 0.5})
+    status, answer = await post(
+        "/v1/responses", {"model": engine.model, "input": "hi", "frequency_penalty": 0.5}
+    )
     assert status == 400
-    assert answer["error"]["message"] == ("Unrecognized request argument supplied: "
-                                          "frequency_penalty.")
+    assert answer["error"]["message"] == (
+        "Unrecognized request argument supplied: frequency_penalty."
+    )

@@ -36,16 +36,22 @@ def open_stalled_stream(
     server: LiveServer, port: int, headers: dict[str, str] | None = None
 ) -> tuple[str, RawStream]:
     """A generation that stops after STALL_AT tokens without ending, read through `port`."""
-    created = server.post("/api/generations", json={
-        "prompt": "hello", "fault": {"at": STALL_AT, "kind": "stall"},
-    })
+    created = server.post(
+        "/api/generations",
+        json={
+            "prompt": "hello",
+            "fault": {"at": STALL_AT, "kind": "stall"},
+        },
+    )
     generation_id = created.json()["id"]
-    return generation_id, RawStream(port, f"/api/generations/{generation_id}/stream",
-                                    headers=headers)
+    return generation_id, RawStream(
+        port, f"/api/generations/{generation_id}/stream", headers=headers
+    )
 
 
-def assert_streams(server: LiveServer, port: int, headers: dict[str, str] | None = None
-                   ) -> RawStream:
+def assert_streams(
+    server: LiveServer, port: int, headers: dict[str, str] | None = None
+) -> RawStream:
     """Tokens reach the client one by one through whatever listens on `port`."""
     generation_id, stream = open_stalled_stream(server, port, headers)
     try:
@@ -105,9 +111,15 @@ def test_gzip_with_the_header_ignored_holds_the_whole_answer(paced_server, nginx
     assert stream.header("Content-Encoding") == "gzip"
 
 
-@pytest.mark.parametrize("setup", [
-    "buffered", "buffered_http10", "buffered_small_buffers", "buffered_no_temp_file",
-])
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "buffered",
+        "buffered_http10",
+        "buffered_small_buffers",
+        "buffered_no_temp_file",
+    ],
+)
 def test_proxy_buffering_alone_does_not_lump_a_reading_client(paced_server, nginx_factory, setup):
     # The article blames nginx's proxy buffer for ~4 KB lumps. nginx 1.22 with buffering forced
     # on (X-Accel-Buffering ignored) passes each upstream read on to a client that keeps up,
@@ -161,8 +173,9 @@ def deploy_site() -> str:
     """deploy/nginx.conf with its ports replaced by the test's."""
     site = (ROOT / "deploy" / "nginx.conf").read_text()
     site, listens = re.subn(r"listen 80;", "listen 127.0.0.1:{port};", site)
-    site, upstreams = re.subn(r"server 127\.0\.0\.1:8000;", "server 127.0.0.1:{upstream_port};",
-                              site)
+    site, upstreams = re.subn(
+        r"server 127\.0\.0\.1:8000;", "server 127.0.0.1:{upstream_port};", site
+    )
     assert (listens, upstreams) == (1, 1), "deploy/nginx.conf changed shape: update this test"
     return site
 
@@ -183,14 +196,16 @@ def test_the_deploy_example_streams_aborts_and_compresses_pages(paced_server, ng
 
 def test_the_deploy_example_closes_requests_slow_to_arrive(asgi_server, nginx_factory):
     # deploy/nginx.conf's client_header_timeout and client_body_timeout, patched down to 1 s.
-    site, patched = re.subn(r"client_(header|body)_timeout \d+s;", r"client_\1_timeout 1s;",
-                            deploy_site())
+    site, patched = re.subn(
+        r"client_(header|body)_timeout \d+s;", r"client_\1_timeout 1s;", deploy_site()
+    )
     assert patched == 2, "deploy/nginx.conf lost its request timeouts"
     proxy = nginx_factory(asgi_server, site=site)
     trickling = SlowClient(proxy.port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
     # A body that stops: client_body_timeout is between two reads, not for the whole body.
-    stopped = SlowClient(proxy.port, b"POST /api/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                     b"Content-Length: 100\r\n\r\n{")
+    stopped = SlowClient(
+        proxy.port, b"POST /api/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{"
+    )
     started = time.monotonic()
     try:
         wait_until(lambda: trickling.trickle() and stopped.closed(), 15, interval=0.05)
@@ -202,16 +217,20 @@ def test_the_deploy_example_closes_requests_slow_to_arrive(asgi_server, nginx_fa
 
 
 @pytest.mark.parametrize("tokens_per_s", ["1000", "20"])
-def test_a_reader_that_stops_reading_behind_the_deploy_config_is_cut(server_factory,
-                                                                     nginx_factory, tokens_per_s):
+def test_a_reader_that_stops_reading_behind_the_deploy_config_is_cut(
+    server_factory, nginx_factory, tokens_per_s
+):
     # A reader that takes nothing, behind nginx as deployed (send_timeout 30 s). nginx keeps
     # taking the stream into its buffers, so before the app watched nginx's client connection
     # this ran over a minute at 1,000 tokens/s and over ten at 20.
-    server = server_factory(env={
-        **FLOOD, "DETERMINISTIC_TPS": tokens_per_s,
-        # nginx's X-Forwarded-For would make "auto" ask for a key
-        "STREAM_REQUIRE_AUTH": "false",
-    })
+    server = server_factory(
+        env={
+            **FLOOD,
+            "DETERMINISTIC_TPS": tokens_per_s,
+            # nginx's X-Forwarded-For would make "auto" ask for a key
+            "STREAM_REQUIRE_AUTH": "false",
+        }
+    )
     proxy = nginx_factory(server, site=deploy_site())
     generation = server.post("/api/generations", json={"prompt": "x", "max_tokens": 100000})
     sock = stalled_reader(proxy.port, generation.json()["stream_url"])
@@ -245,6 +264,7 @@ def test_systemd_units_run_real_commands_with_real_options():
     assert options and options <= set(re.findall(r"(--[a-z-]+)", usage.stdout))
     worker = (ROOT / "deploy" / "systemd" / "chatsite-worker@.service").read_text()
     assert "manage.py runworker model-worker" in worker
-    runworker = subprocess.run([sys.executable, "manage.py", "help", "runworker"], cwd=ROOT,
-                               capture_output=True, text=True)
+    runworker = subprocess.run(
+        [sys.executable, "manage.py", "help", "runworker"], cwd=ROOT, capture_output=True, text=True
+    )
     assert runworker.returncode == 0, runworker.stderr

@@ -32,26 +32,54 @@ from tests.support.slow_client import SlowClient
 HERE, PEER = socket.inet_aton("127.0.0.1"), socket.inet_aton("10.1.2.3")
 
 
-def connection(*, port: int = 51234, inode: int = 1, unacked: int = 0, acked: int | None = 0,
-               received: int = 0, sent_ms: int = 500, received_ms: int = 500) -> TcpSocket:
+def connection(
+    *,
+    port: int = 51234,
+    inode: int = 1,
+    unacked: int = 0,
+    acked: int | None = 0,
+    received: int = 0,
+    sent_ms: int = 500,
+    received_ms: int = 500,
+) -> TcpSocket:
     """A connection of ours from 10.1.2.3 as a dump gives it."""
-    return TcpSocket(socket.AF_INET, HERE, 8000, PEER, port, TCP_ESTABLISHED, inode, unacked,
-                     acked, received, sent_ms if acked is not None else None,
-                     received_ms if acked is not None else None)
+    return TcpSocket(
+        socket.AF_INET,
+        HERE,
+        8000,
+        PEER,
+        port,
+        TCP_ESTABLISHED,
+        inode,
+        unacked,
+        acked,
+        received,
+        sent_ms if acked is not None else None,
+        received_ms if acked is not None else None,
+    )
 
 
 # --- Which connections owe a request ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(("fields", "owes"), [
-    ({}, True),  # connected, and nothing sent either way
-    ({"received": 30}, True),  # a first head arriving: we never answered
-    ({"acked": 2000, "received": 100, "sent_ms": 1000, "received_ms": 1005}, False),  # keep-alive
-    ({"acked": 2000, "received": 130, "sent_ms": 1000, "received_ms": 10}, True),  # the next head
-    ({"acked": 2000, "received": 130, "sent_ms": 1000, "received_ms": 1000}, False),  # same ms
-    ({"unacked": 500, "received": 100, "sent_ms": 30, "received_ms": 10}, False),  # answering
-    ({"acked": None}, False),  # no tcp_info: the kernel does not say
-])
+@pytest.mark.parametrize(
+    ("fields", "owes"),
+    [
+        ({}, True),  # connected, and nothing sent either way
+        ({"received": 30}, True),  # a first head arriving: we never answered
+        (
+            {"acked": 2000, "received": 100, "sent_ms": 1000, "received_ms": 1005},
+            False,
+        ),  # keep-alive
+        (
+            {"acked": 2000, "received": 130, "sent_ms": 1000, "received_ms": 10},
+            True,
+        ),  # the next head
+        ({"acked": 2000, "received": 130, "sent_ms": 1000, "received_ms": 1000}, False),  # same ms
+        ({"unacked": 500, "received": 100, "sent_ms": 30, "received_ms": 10}, False),  # answering
+        ({"acked": None}, False),  # no tcp_info: the kernel does not say
+    ],
+)
 def test_a_connection_owes_a_request_when_the_peer_spoke_last_or_nobody_did(fields, owes):
     assert owes_a_request(connection(**fields)) is owes
 
@@ -119,9 +147,13 @@ class Accepted:
     def kernel_view(self) -> TcpSocket:
         """The server's end as the watch reads it."""
         port = self.client.getsockname()[1]
-        [seen] = [c for c in sock_diag.dump(socket.AF_INET, sock_diag.states(TCP_ESTABLISHED),
-                                            {self.listener.getsockname()[1]})
-                  if c.remote_port == port]
+        [seen] = [
+            c
+            for c in sock_diag.dump(
+                socket.AF_INET, sock_diag.states(TCP_ESTABLISHED), {self.listener.getsockname()[1]}
+            )
+            if c.remote_port == port
+        ]
         return seen
 
     def read_end(self) -> bool:
@@ -180,7 +212,8 @@ async def test_an_answered_connection_is_left_alone(accepted):
 async def test_a_body_that_stops_arriving_is_refused_with_408(settings):
     settings.STREAM_REQUEST_TIMEOUT_S = 0.2
     app = ApplicationCommunicator(
-        application, scope("POST", "/api/stream", [(b"content-length", b"100")]))
+        application, scope("POST", "/api/stream", [(b"content-length", b"100")])
+    )
     await app.send_input({"type": "http.request", "body": b'{"prompt": ', "more_body": True})
     start = await app.receive_output(5)
     body = await app.receive_output(5)
@@ -227,8 +260,7 @@ async def test_a_request_without_a_body_gets_the_servers_own_receive():
     async def receive():
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    await BodyLimits(inner, timeout_s=0.2)(scope("GET", "/api/generations/x/stream"), receive,
-                                           None)
+    await BodyLimits(inner, timeout_s=0.2)(scope("GET", "/api/generations/x/stream"), receive, None)
     assert seen == [receive]  # nothing wraps it: a stream's GET pays for no deadline
 
 
@@ -241,7 +273,8 @@ HEAD = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 @pytest.mark.live
 @pytest.mark.parametrize("server", ["uvicorn", "daphne"])
 def test_heads_slow_to_arrive_are_closed_and_an_idle_keep_alive_connection_is_not(
-        server_factory, server):
+    server_factory, server
+):
     live = server_factory(server=server, env=TIMEOUT)
     idle = SlowClient(live.port, HEAD + b"\r\n")
     assert idle.whole_response().startswith(b"HTTP/1.1 200")
@@ -267,8 +300,9 @@ def test_a_body_slow_to_arrive_is_refused_or_closed(server_factory, server, answ
     # uvicorn hands the app the head at once, and the app answers 408; daphne reads the whole
     # request first, so there it is a head still arriving, closed from the kernel.
     live = server_factory(server=server, env=TIMEOUT)
-    trickling = SlowClient(live.port, b"POST /api/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                      b"Content-Length: 1000\r\n\r\n{")
+    trickling = SlowClient(
+        live.port, b"POST /api/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{"
+    )
     try:
         wait_until(lambda: trickling.trickle(b" "), 15, interval=0.05)
     finally:
@@ -293,8 +327,15 @@ def test_answers_longer_than_the_timeout_are_not_cut(server_factory, server):
         # Nothing is sent until the answer is whole: in a request, however quiet.
         model = httpx.get(live.url + "/v1/models").json()["data"][0]["id"]
         started = time.monotonic()
-        completion = httpx.post(live.url + "/v1/chat/completions", timeout=10, json={
-            "model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 40})
+        completion = httpx.post(
+            live.url + "/v1/chat/completions",
+            timeout=10,
+            json={
+                "model": model,
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 40,
+            },
+        )
         assert time.monotonic() - started > 1.5
         assert completion.status_code == 200
         assert completion.json()["usage"]["completion_tokens"] == 40

@@ -28,8 +28,14 @@ def test_open_streams_hold_no_thread_each(server_factory):
     # With API keys every request looks its key up through the ORM, which starts the request's
     # sync thread; a stream must still not keep it while it is sent.
     server = server_factory(env={"STREAM_REQUIRE_AUTH": "true", "DETERMINISTIC_TPS": "5"})
-    key = subprocess.run([sys.executable, "manage.py", "create_api_key", "threads"], cwd=ROOT,
-                         env=server.env, check=True, capture_output=True, text=True).stdout.strip()
+    key = subprocess.run(
+        [sys.executable, "manage.py", "create_api_key", "threads"],
+        cwd=ROOT,
+        env=server.env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     headers = {"Authorization": f"Bearer {key}"}
     body = json.dumps({"prompt": "スレッドは要らない", "max_tokens": 3}).encode()
     warm = RawStream(server.port, "/api/stream", method="POST", body=body, headers=headers)
@@ -37,8 +43,10 @@ def test_open_streams_hold_no_thread_each(server_factory):
     before = threads_of(server.process.pid)
 
     body = json.dumps({"prompt": "スレッドは要らない", "max_tokens": 2000}).encode()
-    streams = [RawStream(server.port, "/api/stream", method="POST", body=body, headers=headers)
-               for _ in range(STREAMS)]
+    streams = [
+        RawStream(server.port, "/api/stream", method="POST", body=body, headers=headers)
+        for _ in range(STREAMS)
+    ]
     for stream in streams:
         assert stream.status == 200, stream.raw
         assert stream.next_event() is not None  # streaming: past the view and the middleware
@@ -60,6 +68,7 @@ def test_request_started_has_no_sync_receiver_under_asgi():
         "print([len(request_started._live_receivers(s)[0]) for s in (ASGIHandler, WSGIHandler)])"
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "chatsite.settings"}
-    counts = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, check=True,
-                            capture_output=True, text=True).stdout.strip()
+    counts = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
     assert counts == "[0, 2]"  # none run for ASGI requests; WSGI keeps Django's two

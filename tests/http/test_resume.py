@@ -89,7 +89,10 @@ def test_a_second_reader_without_an_id_gets_the_whole_answer_beside_the_first(re
     assert "".join(tokens_of(first.read_all())) == whole
     final = resuming.wait_final(urls["id"])
     assert (final["status"], final["tokens_generated"], final["tokens_after_abort"]) == (
-        "completed", 80, 0)
+        "completed",
+        80,
+        0,
+    )
 
 
 def test_a_reconnect_while_the_old_connection_still_looks_open_continues(resuming):
@@ -98,15 +101,19 @@ def test_a_reconnect_while_the_old_connection_still_looks_open_continues(resumin
     urls = create(resuming, max_tokens=80)
     first = read_some(resuming, urls["stream_url"], 5)  # then silent, never closed: half-open
     read = tokens_of(first.events)
-    second = RawStream(resuming.port, urls["stream_url"],
-                       headers={"Last-Event-ID": first.parser.last_event_id})
+    second = RawStream(
+        resuming.port, urls["stream_url"], headers={"Last-Event-ID": first.parser.last_event_id}
+    )
     assert second.status == 200
     events = second.read_all()
     assert events[-1].data == "[DONE]"
     assert "".join(read + tokens_of(events)) == "".join(uninterrupted(resuming, 80))
     final = resuming.wait_final(urls["id"])
     assert (final["status"], final["tokens_generated"], final["tokens_after_abort"]) == (
-        "completed", 80, 0)
+        "completed",
+        80,
+        0,
+    )
 
 
 def test_last_event_id_in_the_query_is_the_header_for_a_new_event_source(resuming):
@@ -117,10 +124,12 @@ def test_last_event_id_in_the_query_is_the_header_for_a_new_event_source(resumin
     again = RawStream(resuming.port, f"{urls['stream_url']}?last_event_id={last_id}")
     assert again.status == 200
     assert "".join(tokens_of(first.events) + tokens_of(again.read_all())) == "".join(
-        uninterrupted(resuming, 30))
+        uninterrupted(resuming, 30)
+    )
     # The header wins over the query (EventSource's own reconnect sends the newer one).
-    header = RawStream(resuming.port, f"{urls['stream_url']}?last_event_id=0",
-                       headers={"Last-Event-ID": last_id})
+    header = RawStream(
+        resuming.port, f"{urls['stream_url']}?last_event_id=0", headers={"Last-Event-ID": last_id}
+    )
     assert tokens_of(header.read_all()) == tokens_of(again.events)
 
 
@@ -198,8 +207,9 @@ def test_grace_expiry_aborts_and_counts_what_nobody_read(brief):
     assert final["tokens_after_abort"] > 0
     assert final["tokens_generated"] >= 3 + final["tokens_after_abort"]
     # Its log is kept for the retention period: a late reader learns what happened.
-    late = RawStream(brief.port, urls["stream_url"],
-                     headers={"Last-Event-ID": stream.parser.last_event_id})
+    late = RawStream(
+        brief.port, urls["stream_url"], headers={"Last-Event-ID": stream.parser.last_event_id}
+    )
     assert late.status == 200
     events = late.read_all()
     assert json.loads(events[-1].data)["code"] == "client_disconnected"
@@ -220,7 +230,9 @@ def test_grace_expiry_with_several_readers_that_all_left_aborts_once(brief):
         with sqlite3.connect(brief.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
             return db.execute(
                 "SELECT status, tokens_after_abort FROM streaming_generationlog"
-                " WHERE generation_id = ?", (urls["id"],)).fetchall()
+                " WHERE generation_id = ?",
+                (urls["id"],),
+            ).fetchall()
 
     wait_until(rows)  # the log writer writes its batch a moment after the state is final
     assert rows() == [("client_disconnected", final["tokens_after_abort"])]

@@ -26,8 +26,9 @@ def rss_kib(pid: int) -> int:
 
 
 async def test_an_unread_log_costs_its_text_and_eight_bytes_a_chunk_nothing_more():
-    stream = TokenStream(GenerationRequest("x", (Message("user", "hi"),), 100_000), Counters(),
-                         max_log_bytes=1 << 30)
+    stream = TokenStream(
+        GenerationRequest("x", (Message("user", "hi"),), 100_000), Counters(), max_log_bytes=1 << 30
+    )
     for _ in range(100_000):
         stream.push("ab")
     assert stream.log_bytes == 200_000 + CHUNK_OVERHEAD_BYTES * 100_000
@@ -39,13 +40,22 @@ async def test_an_unread_log_costs_its_text_and_eight_bytes_a_chunk_nothing_more
 
 @pytest.mark.live
 def test_a_reader_that_stops_reading_is_dropped_and_its_generation_aborted(server_factory):
-    server = server_factory(env={
-        "DETERMINISTIC_TPS": "0", "DETERMINISTIC_TTFT_MS": "0",
-        "STREAM_MAX_TOKENS_LIMIT": str(TOKENS), "STREAM_SEND_TIMEOUT_S": "1",
-    })
-    created = server.post("/api/generations", json={
-        "prompt": "flood", "max_tokens": TOKENS, "fault": {"at": TOKENS, "kind": "stall"},
-    }).json()
+    server = server_factory(
+        env={
+            "DETERMINISTIC_TPS": "0",
+            "DETERMINISTIC_TTFT_MS": "0",
+            "STREAM_MAX_TOKENS_LIMIT": str(TOKENS),
+            "STREAM_SEND_TIMEOUT_S": "1",
+        }
+    )
+    created = server.post(
+        "/api/generations",
+        json={
+            "prompt": "flood",
+            "max_tokens": TOKENS,
+            "fault": {"at": TOKENS, "kind": "stall"},
+        },
+    ).json()
     baseline = rss_kib(server.process.pid)
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window

@@ -25,9 +25,18 @@ from tests.support.stalled import FLOOD, stalled_reader
 # --- The netlink answer, byte for byte --------------------------------------------------------
 
 
-def diag_message(*, local_port: int, remote_port: int, inode: int, unacked: int,
-                 bytes_acked: int | None, bytes_received: int = 0, last_sent_ms: int = 0,
-                 last_received_ms: int = 0, sequence: int = 1) -> bytes:
+def diag_message(
+    *,
+    local_port: int,
+    remote_port: int,
+    inode: int,
+    unacked: int,
+    bytes_acked: int | None,
+    bytes_received: int = 0,
+    last_sent_ms: int = 0,
+    last_received_ms: int = 0,
+    sequence: int = 1,
+) -> bytes:
     """One SOCK_DIAG_BY_FAMILY answer for an IPv4 socket, as the kernel writes it."""
     message = struct.pack("=BBBB", socket.AF_INET, TCP_ESTABLISHED, 0, 0)
     message += struct.pack(">HH", local_port, remote_port)
@@ -42,25 +51,44 @@ def diag_message(*, local_port: int, remote_port: int, inode: int, unacked: int,
         struct.pack_into("=I", info, sock_diag.LAST_DATA_SENT_AT, last_sent_ms)
         struct.pack_into("=I", info, sock_diag.LAST_DATA_RECEIVED_AT, last_received_ms)
         message += struct.pack("=HH", 4 + len(info), sock_diag.INET_DIAG_INFO) + info
-    return struct.pack("=IHHII", 16 + len(message), sock_diag.SOCK_DIAG_BY_FAMILY, 2,
-                       sequence, 0) + message
+    return (
+        struct.pack("=IHHII", 16 + len(message), sock_diag.SOCK_DIAG_BY_FAMILY, 2, sequence, 0)
+        + message
+    )
 
 
 DONE = struct.pack("=IHHII", 20, sock_diag.NLMSG_DONE, 2, 1, 0) + b"\0\0\0\0"
 
 
 def test_the_answer_is_parsed_field_by_field():
-    data = (diag_message(local_port=8000, remote_port=51234, inode=777, unacked=9000,
-                         bytes_acked=123_456, bytes_received=789, last_sent_ms=40,
-                         last_received_ms=2_500)
-            + diag_message(local_port=8000, remote_port=51235, inode=778, unacked=0,
-                           bytes_acked=None))
+    data = diag_message(
+        local_port=8000,
+        remote_port=51234,
+        inode=777,
+        unacked=9000,
+        bytes_acked=123_456,
+        bytes_received=789,
+        last_sent_ms=40,
+        last_received_ms=2_500,
+    ) + diag_message(local_port=8000, remote_port=51235, inode=778, unacked=0, bytes_acked=None)
     connections, done = sock_diag.parse(data)
     assert not done
     here, peer = socket.inet_aton("127.0.0.1"), socket.inet_aton("10.1.2.3")
     assert connections == [
-        TcpSocket(socket.AF_INET, here, 8000, peer, 51234, TCP_ESTABLISHED, 777, 9000, 123_456,
-                  bytes_received=789, last_sent_ms=40, last_received_ms=2_500),
+        TcpSocket(
+            socket.AF_INET,
+            here,
+            8000,
+            peer,
+            51234,
+            TCP_ESTABLISHED,
+            777,
+            9000,
+            123_456,
+            bytes_received=789,
+            last_sent_ms=40,
+            last_received_ms=2_500,
+        ),
         TcpSocket(socket.AF_INET, here, 8000, peer, 51235, TCP_ESTABLISHED, 778, 0, None),
     ]
     assert connections[0].endpoints == (socket.AF_INET, here, 8000, peer, 51234)
@@ -69,16 +97,34 @@ def test_the_answer_is_parsed_field_by_field():
     assert sock_diag.parse(DONE) == ([], True)
 
 
-@pytest.mark.parametrize(("header", "endpoints"), [
-    (b"10.1.2.3 51234 127.0.0.1 443",
-     (socket.AF_INET, socket.inet_aton("127.0.0.1"), 443, socket.inet_aton("10.1.2.3"), 51234)),
-    (b"2001:db8::7 40000 2001:db8::1 80",
-     (socket.AF_INET6, socket.inet_pton(socket.AF_INET6, "2001:db8::1"), 80,
-      socket.inet_pton(socket.AF_INET6, "2001:db8::7"), 40000)),
-    (b"10.1.2.3 51234", None),  # not four words
-    (b"10.1.2.3 port 127.0.0.1 443", None),
-    (b"10.1.2.999 51234 127.0.0.1 443", None),
-])
+@pytest.mark.parametrize(
+    ("header", "endpoints"),
+    [
+        (
+            b"10.1.2.3 51234 127.0.0.1 443",
+            (
+                socket.AF_INET,
+                socket.inet_aton("127.0.0.1"),
+                443,
+                socket.inet_aton("10.1.2.3"),
+                51234,
+            ),
+        ),
+        (
+            b"2001:db8::7 40000 2001:db8::1 80",
+            (
+                socket.AF_INET6,
+                socket.inet_pton(socket.AF_INET6, "2001:db8::1"),
+                80,
+                socket.inet_pton(socket.AF_INET6, "2001:db8::7"),
+                40000,
+            ),
+        ),
+        (b"10.1.2.3 51234", None),  # not four words
+        (b"10.1.2.3 port 127.0.0.1 443", None),
+        (b"10.1.2.999 51234 127.0.0.1 443", None),
+    ],
+)
 def test_the_proxy_names_its_client_connection_in_a_header(header, endpoints):
     scope = {"headers": [(b"host", b"x"), (stalled_readers.PROXIED_HEADER, header)]}
     assert stalled_readers.proxied_client(scope) == endpoints
@@ -98,7 +144,8 @@ def test_the_request_asks_for_tcp_info_of_the_states_given():
     assert sock_diag.request(socket.AF_INET6, states, sequence=7) == (
         struct.pack("=IHHII", 72, 20, 0x301, 7, 0)
         + struct.pack("=BBBBI", socket.AF_INET6, socket.IPPROTO_TCP, 0b10, 0, states)
-        + bytes(48))
+        + bytes(48)
+    )
 
 
 # --- The watch over real sockets of this process ----------------------------------------------
@@ -179,6 +226,7 @@ async def test_a_reader_that_takes_bytes_starts_the_clock_again(pair):
 
 def _settled_bytes_acked(sock: socket.socket) -> int:
     """Bytes the peer acknowledged, once two reads 20 ms apart agree."""
+
     def acked() -> int:
         info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
         return struct.unpack_from("=Q", info, sock_diag.BYTES_ACKED_AT)[0]
@@ -221,11 +269,13 @@ def test_a_reader_that_takes_nothing_is_gone_soon_after_the_timeout(server_facto
 def test_a_slow_reader_that_keeps_reading_is_never_cut(server_factory, server):
     # 1 KB/s at 50 tokens/s with a 4 KB window: the window opens every few seconds, always
     # within the timeout; the answer takes longer than the timeout to read.
-    live = server_factory(server=server, env={"DETERMINISTIC_TPS": "50",
-                                              "STREAM_SEND_TIMEOUT_S": "10"})
+    live = server_factory(
+        server=server, env={"DETERMINISTIC_TPS": "50", "STREAM_SEND_TIMEOUT_S": "10"}
+    )
     body = {"prompt": "a slow reader", "max_tokens": 300, "seed": 3}
-    expected = RawStream(live.port, "/api/stream", method="POST",
-                         body=json.dumps(body).encode()).read_all()
+    expected = RawStream(
+        live.port, "/api/stream", method="POST", body=json.dumps(body).encode()
+    ).read_all()
     generation = live.post("/api/generations", json=body).json()
     sock = stalled_reader(live.port, generation["stream_url"])
     received = b""
@@ -254,5 +304,5 @@ def _events(response: bytes) -> list[Event]:
         size = int(size_line, 16)
         if size == 0:
             break
-        payload, body = payload + rest[:size], rest[size + 2:]
+        payload, body = payload + rest[:size], rest[size + 2 :]
     return EventParser().feed(payload)

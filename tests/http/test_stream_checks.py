@@ -23,8 +23,11 @@ EVENT_STREAM = "text/event-stream; charset=utf-8"
 
 def streaming_ids() -> list[str]:
     """Ids of this project's messages, deploy checks included."""
-    return sorted(message.id for message in checks.run_checks(include_deployment_checks=True)
-                  if message.id.startswith("streaming."))
+    return sorted(
+        message.id
+        for message in checks.run_checks(include_deployment_checks=True)
+        if message.id.startswith("streaming.")
+    )
 
 
 def test_the_project_settings_pass():
@@ -32,9 +35,13 @@ def test_the_project_settings_pass():
 
 
 def test_plain_gzip_middleware_is_flagged(settings):
-    settings.MIDDLEWARE = [m.replace("streaming.http.middleware.StreamSafeGZipMiddleware",
-                                     "django.middleware.gzip.GZipMiddleware")
-                           for m in settings.MIDDLEWARE]
+    settings.MIDDLEWARE = [
+        m.replace(
+            "streaming.http.middleware.StreamSafeGZipMiddleware",
+            "django.middleware.gzip.GZipMiddleware",
+        )
+        for m in settings.MIDDLEWARE
+    ]
     assert streaming_ids() == ["streaming.W001"]
 
 
@@ -53,10 +60,13 @@ class CompressNothing:
         return self.get_response(request)
 
 
-@pytest.mark.parametrize(("wsgi", "asgi"), [
-    ("chatsite.wsgi.application", "chatsite.asgi.application"),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("wsgi", "asgi"),
+    [
+        ("chatsite.wsgi.application", "chatsite.asgi.application"),
+        (None, None),
+    ],
+)
 def test_wsgi_is_flagged_for_deploy(settings, wsgi, asgi):
     settings.WSGI_APPLICATION = wsgi
     settings.ASGI_APPLICATION = asgi
@@ -78,13 +88,16 @@ def test_a_sync_view_at_a_stream_endpoint_is_flagged(settings):
     assert streaming_ids() == ["streaming.W003"]
 
 
-@pytest.mark.parametrize(("heartbeat", "timeout", "ids"), [
-    (15.0, 60.0, []),
-    (48.0, 60.0, []),
-    (50.0, 60.0, ["streaming.W004"]),
-    (90.0, 60.0, ["streaming.W004"]),
-    (90.0, 300.0, []),
-])
+@pytest.mark.parametrize(
+    ("heartbeat", "timeout", "ids"),
+    [
+        (15.0, 60.0, []),
+        (48.0, 60.0, []),
+        (50.0, 60.0, ["streaming.W004"]),
+        (90.0, 60.0, ["streaming.W004"]),
+        (90.0, 300.0, []),
+    ],
+)
 def test_heartbeat_must_beat_the_proxy_read_timeout(settings, heartbeat, timeout, ids):
     settings.STREAM_HEARTBEAT_S = heartbeat
     settings.STREAM_PROXY_READ_TIMEOUT_S = timeout
@@ -93,8 +106,13 @@ def test_heartbeat_must_beat_the_proxy_read_timeout(settings, heartbeat, timeout
 
 def test_check_deploy_command_reports_it():
     env = {**os.environ, "STREAM_HEARTBEAT_S": "90", "DJANGO_SETTINGS_MODULE": "chatsite.settings"}
-    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT, env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert "(streaming.W004) STREAM_HEARTBEAT_S (90 s)" in result.stderr + result.stdout
 
 
@@ -114,17 +132,33 @@ def guard(response):
     return EventStreamGuardMiddleware(lambda request: response)
 
 
-@pytest.mark.parametrize(("request_factory", "make_response", "reason"), [
-    (AsyncRequestFactory, lambda: StreamingHttpResponse(_sync_frames(), content_type=EVENT_STREAM),
-     "its iterator is synchronous"),
-    (AsyncRequestFactory, lambda: HttpResponse(b"data: 1\n\n", content_type=EVENT_STREAM),
-     "built whole in memory"),
-    (RequestFactory, lambda: StreamingHttpResponse(_frames(), content_type=EVENT_STREAM),
-     "served through WSGI"),
-    (AsyncRequestFactory, lambda: StreamingHttpResponse(
-        _frames(), content_type=EVENT_STREAM, headers={"Content-Encoding": "gzip"}),
-     "Content-Encoding: gzip"),
-])
+@pytest.mark.parametrize(
+    ("request_factory", "make_response", "reason"),
+    [
+        (
+            AsyncRequestFactory,
+            lambda: StreamingHttpResponse(_sync_frames(), content_type=EVENT_STREAM),
+            "its iterator is synchronous",
+        ),
+        (
+            AsyncRequestFactory,
+            lambda: HttpResponse(b"data: 1\n\n", content_type=EVENT_STREAM),
+            "built whole in memory",
+        ),
+        (
+            RequestFactory,
+            lambda: StreamingHttpResponse(_frames(), content_type=EVENT_STREAM),
+            "served through WSGI",
+        ),
+        (
+            AsyncRequestFactory,
+            lambda: StreamingHttpResponse(
+                _frames(), content_type=EVENT_STREAM, headers={"Content-Encoding": "gzip"}
+            ),
+            "Content-Encoding: gzip",
+        ),
+    ],
+)
 def test_guard_logs_a_buffered_stream_once(caplog, request_factory, make_response, reason):
     middleware = guard(make_response())
     with caplog.at_level(logging.WARNING, logger="streaming.http.middleware"):
@@ -134,11 +168,14 @@ def test_guard_logs_a_buffered_stream_once(caplog, request_factory, make_respons
     assert reason in caplog.records[0].getMessage()
 
 
-@pytest.mark.parametrize("make_response", [
-    lambda: StreamingHttpResponse(_frames(), content_type=EVENT_STREAM),
-    lambda: HttpResponse(b"{}", content_type="application/json"),
-    lambda: StreamingHttpResponse(_sync_frames(), content_type="text/csv"),
-])
+@pytest.mark.parametrize(
+    "make_response",
+    [
+        lambda: StreamingHttpResponse(_frames(), content_type=EVENT_STREAM),
+        lambda: HttpResponse(b"{}", content_type="application/json"),
+        lambda: StreamingHttpResponse(_sync_frames(), content_type="text/csv"),
+    ],
+)
 def test_guard_is_silent_for_healthy_streams_and_other_responses(caplog, make_response):
     with caplog.at_level(logging.WARNING, logger="streaming.http.middleware"):
         guard(make_response())(AsyncRequestFactory().get("/api/stream"))

@@ -14,12 +14,22 @@ pytestmark = pytest.mark.django_db
 def make_row(generation_id: str, status: str, minutes_ago: int, **fields) -> GenerationLog:
     created = datetime.now(UTC) - timedelta(minutes=minutes_ago)
     defaults = {
-        "generation_id": generation_id, "created_at": created,
-        "finished_at": created + timedelta(seconds=2), "client": "127.0.0.1",
-        "prompt_chars": 12, "max_tokens": 64, "engine": "deterministic",
-        "model": "deterministic-200ms-20tps", "status": status, "tokens_generated": 30,
-        "ttft_ms": 201.5, "tpot_ms": 50.1, "itl_p50_ms": 50.0, "itl_p99_ms": 61.25,
-        "itl_max_ms": 70.0, "total_ms": 1700.0,
+        "generation_id": generation_id,
+        "created_at": created,
+        "finished_at": created + timedelta(seconds=2),
+        "client": "127.0.0.1",
+        "prompt_chars": 12,
+        "max_tokens": 64,
+        "engine": "deterministic",
+        "model": "deterministic-200ms-20tps",
+        "status": status,
+        "tokens_generated": 30,
+        "ttft_ms": 201.5,
+        "tpot_ms": 50.1,
+        "itl_p50_ms": 50.0,
+        "itl_p99_ms": 61.25,
+        "itl_max_ms": 70.0,
+        "total_ms": 1700.0,
     }
     return GenerationLog.objects.create(**{**defaults, **fields})
 
@@ -28,7 +38,7 @@ def test_changelist_lists_every_generation_newest_first(admin_client):
     make_row("old", "completed", 10)
     make_row("new", "client_disconnected", 1, tokens_after_abort=0)
     page = admin_client.get("/admin/streaming/generationlog/").content.decode()
-    table = page[page.index('id="result_list"'):]
+    table = page[page.index('id="result_list"') :]
     assert table.index("Client Disconnected") < table.index("Completed")
     assert "201.5" in page and "61.25" in page  # TTFT and gap p99 columns
 
@@ -45,8 +55,9 @@ def test_filters_and_search(admin_client):
 def test_read_only(admin_client):
     row = make_row("cccc", "completed", 1)
     assert admin_client.get("/admin/streaming/generationlog/add/").status_code == 403
-    change = admin_client.post(f"/admin/streaming/generationlog/{row.pk}/change/",
-                               {"status": "error"})
+    change = admin_client.post(
+        f"/admin/streaming/generationlog/{row.pk}/change/", {"status": "error"}
+    )
     assert change.status_code == 403
     row.refresh_from_db()
     assert row.status == "completed"

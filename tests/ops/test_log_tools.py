@@ -18,16 +18,36 @@ pytestmark = pytest.mark.django_db
 NOW = timezone.now()
 
 
-def add_row(n: int, *, age: timedelta = timedelta(0), status: str = "completed",
-            engine: str = "deterministic", model: str = "m1", ttft: float | None = 100.0,
-            tpot: float | None = 50.0, tokens: int = 10, after: int = 0,
-            error_code: str = "") -> GenerationLog:
+def add_row(
+    n: int,
+    *,
+    age: timedelta = timedelta(0),
+    status: str = "completed",
+    engine: str = "deterministic",
+    model: str = "m1",
+    ttft: float | None = 100.0,
+    tpot: float | None = 50.0,
+    tokens: int = 10,
+    after: int = 0,
+    error_code: str = "",
+) -> GenerationLog:
     created = NOW - age
     return GenerationLog.objects.create(
-        generation_id=f"g{n}", created_at=created, finished_at=created + timedelta(seconds=1),
-        prompt_chars=5, max_tokens=16, engine=engine, model=model, status=status,
-        error_code=error_code, tokens_generated=tokens, tokens_after_abort=after, ttft_ms=ttft,
-        tpot_ms=tpot, itl_p50_ms=tpot, itl_p99_ms=None if tpot is None else tpot * 2,
+        generation_id=f"g{n}",
+        created_at=created,
+        finished_at=created + timedelta(seconds=1),
+        prompt_chars=5,
+        max_tokens=16,
+        engine=engine,
+        model=model,
+        status=status,
+        error_code=error_code,
+        tokens_generated=tokens,
+        tokens_after_abort=after,
+        ttft_ms=ttft,
+        tpot_ms=tpot,
+        itl_p50_ms=tpot,
+        itl_p99_ms=None if tpot is None else tpot * 2,
         total_ms=None if ttft is None else ttft + 450,
     )
 
@@ -40,16 +60,26 @@ def report(*args: str) -> str:
 
 def row_of(text: str, label: str) -> list[str]:
     line = next(line for line in text.splitlines() if line.startswith(label))
-    return line[len(label):].split()
+    return line[len(label) :].split()
 
 
 def test_report_percentiles_shares_and_waste():
-    statuses = (["completed"] * 90 + ["client_disconnected"] * 4 + ["cancelled"]
-                + ["error"] * 3 + ["truncated"] * 2)
+    statuses = (
+        ["completed"] * 90
+        + ["client_disconnected"] * 4
+        + ["cancelled"]
+        + ["error"] * 3
+        + ["truncated"] * 2
+    )
     for n, status in enumerate(statuses):
-        add_row(n, status=status, ttft=float(n + 1), tpot=10.0 + n % 10,
-                after=3 if n in (90, 94) else 0,
-                error_code={95: "engine_error", 96: "engine_error", 97: "timeout"}.get(n, ""))
+        add_row(
+            n,
+            status=status,
+            ttft=float(n + 1),
+            tpot=10.0 + n % 10,
+            after=3 if n in (90, 94) else 0,
+            error_code={95: "engine_error", 96: "engine_error", 97: "timeout"}.get(n, ""),
+        )
 
     text = report()
 
@@ -57,8 +87,10 @@ def test_report_percentiles_shares_and_waste():
     # 1..100 ms: numpy's linear percentiles are 50.5, 90.1 and 99.01.
     assert row_of(text, "TTFT") == ["50.5", "90.1", "99.0", "100"]
     assert row_of(text, "ITL p99 (per generation)")[3] == "100"
-    assert ("completed 90.0% (90) · cancelled 1.0% (1) · client disconnected 4.0% (4) · "
-            "error 3.0% (3) · truncated 2.0% (2)") in text
+    assert (
+        "completed 90.0% (90) · cancelled 1.0% (1) · client disconnected 4.0% (4) · "
+        "error 3.0% (3) · truncated 2.0% (2)"
+    ) in text
     assert "failures by code: engine_error × 2, timeout × 1" in text
     assert "6 after an abort (wasted), in 2 of 5 aborted generations" in text
 
@@ -84,18 +116,32 @@ def test_report_of_nothing():
     assert "(nothing to report)" in report("--period", "1h")
 
 
-@pytest.mark.parametrize("args", [
-    ["--period", "3w"], ["--period", "0h"], ["--since", "yesterday"], ["--until", "2025-02-30"],
-    ["--since", "1h", "--until", "2h"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--period", "3w"],
+        ["--period", "0h"],
+        ["--since", "yesterday"],
+        ["--until", "2025-02-30"],
+        ["--since", "1h", "--until", "2h"],
+    ],
+)
 def test_report_refuses_bad_periods(args):
     with pytest.raises(CommandError):
         report(*args)
 
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("90s", 90), ("15m", 900), ("12h", 43200), ("30d", 2592000), ("1.5d", 129600), (" 2H ", 7200),
-])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90s", 90),
+        ("15m", 900),
+        ("12h", 43200),
+        ("30d", 2592000),
+        ("1.5d", 129600),
+        (" 2H ", 7200),
+    ],
+)
 def test_spans(text, seconds):
     assert reports.parse_span(text) == timedelta(seconds=seconds)
 

@@ -18,8 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def finished(index: int) -> Generation:
-    request = GenerationRequest(id=f"{index:032x}", messages=(Message("user", "x"),),
-                                max_tokens=1)
+    request = GenerationRequest(id=f"{index:032x}", messages=(Message("user", "x"),), max_tokens=1)
     generation = Generation(request, DeterministicEngine(ttft_s=0, tokens_per_s=0))
     generation.status = "completed"
     return generation

@@ -13,10 +13,17 @@ from streaming.wire.sse import EventParser
 def scope(method: str, path: str, headers: list[tuple[bytes, bytes]] | None = None) -> dict:
     path, _, query = path.partition("?")  # a path may carry its query, as in a browser
     return {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-        "scheme": "http", "path": path, "raw_path": path.encode(),
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
         "query_string": query.encode(),
-        "root_path": "", "headers": headers or [], "client": ("127.0.0.1", 5555),
+        "root_path": "",
+        "headers": headers or [],
+        "client": ("127.0.0.1", 5555),
         "server": ("testserver", 80),
     }
 
@@ -36,8 +43,7 @@ class Exchange:
         self.payload = b""
 
     async def start(self):
-        await self.app.send_input({"type": "http.request", "body": self.body,
-                                   "more_body": False})
+        await self.app.send_input({"type": "http.request", "body": self.body, "more_body": False})
         start = await self.app.receive_output(5)
         assert start["type"] == "http.response.start"
         self.status = start["status"]

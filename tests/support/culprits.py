@@ -31,8 +31,9 @@ async def lumps(request: HttpRequest) -> HttpResponse:
     """An output buffer that flushes only when it holds `size` bytes (PHP's output_buffering)."""
     response = await _stream(request)
     if isinstance(response, StreamingHttpResponse):
-        response.streaming_content = _regroup(response.streaming_content,
-                                              int(request.GET.get("size", "256")))
+        response.streaming_content = _regroup(
+            response.streaming_content, int(request.GET.get("size", "256"))
+        )
     return response
 
 
@@ -52,8 +53,9 @@ async def late_start(request: HttpRequest) -> HttpResponse:
     """A buffer that holds the first `hold` bytes, then lets the rest through."""
     response = await _stream(request)
     if isinstance(response, StreamingHttpResponse):
-        response.streaming_content = _hold_start(response.streaming_content,
-                                                 int(request.GET.get("hold", "512")))
+        response.streaming_content = _hold_start(
+            response.streaming_content, int(request.GET.get("hold", "512"))
+        )
     return response
 
 

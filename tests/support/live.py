@@ -29,9 +29,24 @@ from streaming.tools.liveserver import (
 from streaming.tools.stream_measure import ContentDecoder
 from streaming.wire.sse import Event, EventParser
 
-__all__ = ["BIN", "DEFAULT_ENV", "ROOT", "Fleet", "LiveServer", "RawStream", "RedisServer",
-           "WorkerProcess", "free_port", "iter_sse", "running_fleet", "start_redis",
-           "start_server", "start_worker", "tokens_of", "wait_until"]
+__all__ = [
+    "BIN",
+    "DEFAULT_ENV",
+    "ROOT",
+    "Fleet",
+    "LiveServer",
+    "RawStream",
+    "RedisServer",
+    "WorkerProcess",
+    "free_port",
+    "iter_sse",
+    "running_fleet",
+    "start_redis",
+    "start_server",
+    "start_worker",
+    "tokens_of",
+    "wait_until",
+]
 
 # Fast but still paced: tests see real gaps between tokens without waiting long.
 DEFAULT_ENV = {
@@ -63,12 +78,18 @@ class Fleet:
 
 
 @contextlib.contextmanager
-def running_fleet(directory: Path, env: dict[str, str] | None = None, *, webs: int = 2,
-                  workers: int = 1) -> Iterator[Fleet]:
+def running_fleet(
+    directory: Path, env: dict[str, str] | None = None, *, webs: int = 2, workers: int = 1
+) -> Iterator[Fleet]:
     """Start a fleet sharing one log database (quick heartbeats); stop it all afterwards."""
     redis = start_redis(directory)
-    env = {"REDIS_URL": redis.url, "DATABASE_URL": f"sqlite:///{directory / 'log.sqlite3'}",
-           "WORKER_HEARTBEAT_S": "0.3", "WORKER_TIMEOUT_S": "2.5", **(env or {})}
+    env = {
+        "REDIS_URL": redis.url,
+        "DATABASE_URL": f"sqlite:///{directory / 'log.sqlite3'}",
+        "WORKER_HEARTBEAT_S": "0.3",
+        "WORKER_TIMEOUT_S": "2.5",
+        **(env or {}),
+    }
     fleet = Fleet(redis, [], [], env)
     try:
         fleet.workers.extend(start_worker(directory, env) for _ in range(workers))
@@ -88,13 +109,22 @@ def running_fleet(directory: Path, env: dict[str, str] | None = None, *, webs: i
 class RawStream:
     """An event stream read over a plain socket, so a test controls exactly when it closes."""
 
-    def __init__(self, port: int, path: str, *, method: str = "GET", body: bytes = b"",
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        path: str,
+        *,
+        method: str = "GET",
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         headers = {"Content-Length": str(len(body)), **(headers or {})}
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        request = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
-                   f"Content-Type: application/json\r\n{extra}\r\n")
+        request = (
+            f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+            f"Content-Type: application/json\r\n{extra}\r\n"
+        )
         self.sock.sendall(request.encode() + body)
         self.parser = EventParser()
         self.raw = b""
@@ -144,7 +174,7 @@ class RawStream:
                 return
             if len(rest) < size + 2:
                 return
-            chunk, self._body = self._decoder.decode(rest[:size]), rest[size + 2:]
+            chunk, self._body = self._decoder.decode(rest[:size]), rest[size + 2 :]
             self.payload = getattr(self, "payload", b"") + chunk
             new = self.parser.feed(chunk)
             self.events.extend(new)
@@ -185,8 +215,9 @@ def tokens_of(events: list[Event]) -> list[str]:
     """The token texts among `events`."""
     import json
 
-    return [json.loads(e.data)["token"] for e in events
-            if e.event == "message" and e.data != "[DONE]"]
+    return [
+        json.loads(e.data)["token"] for e in events if e.event == "message" and e.data != "[DONE]"
+    ]
 
 
 def iter_sse(response: httpx.Response) -> Iterator[Event]:

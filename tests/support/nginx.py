@@ -73,19 +73,26 @@ SETUPS: dict[str, dict[str, str]] = {
     # Buffering really on for the stream: the set-ups the article blames for fixed-size lumps.
     "buffered": {"location": HTTP11_UPSTREAM + IGNORE_ACCEL},
     "buffered_http10": {"location": IGNORE_ACCEL},
-    "buffered_small_buffers": {"location": HTTP11_UPSTREAM + IGNORE_ACCEL + """
+    "buffered_small_buffers": {
+        "location": HTTP11_UPSTREAM
+        + IGNORE_ACCEL
+        + """
 proxy_buffer_size 1k;
 proxy_buffers 2 1k;
 proxy_busy_buffers_size 1k;
-"""},
+"""
+    },
     "buffered_no_temp_file": {
         "location": HTTP11_UPSTREAM + IGNORE_ACCEL + "proxy_max_temp_file_size 0;"
     },
     # A proxy that replaces the app's Cache-Control, dropping no-transform.
-    "cache_control_replaced": {"location": HTTP11_UPSTREAM + """
+    "cache_control_replaced": {
+        "location": HTTP11_UPSTREAM
+        + """
 proxy_hide_header Cache-Control;
 add_header Cache-Control "no-cache" always;
-"""},
+"""
+    },
 }
 
 
@@ -95,8 +102,9 @@ def nginx_binary() -> str | None:
 
 
 def _indent(directives: str, spaces: int) -> str:
-    return "\n".join(" " * spaces + line if line.strip() else ""
-                     for line in directives.strip().splitlines())
+    return "\n".join(
+        " " * spaces + line if line.strip() else "" for line in directives.strip().splitlines()
+    )
 
 
 @dataclass
@@ -124,8 +132,15 @@ class Nginx:
 
 
 def start_nginx(
-    prefix: Path, upstream_port: int, *, location: str = HTTP11_UPSTREAM, server: str = "",
-    http: str = "", site: str | None = None, ready_path: str = "/healthz", timeout: float = 20.0,
+    prefix: Path,
+    upstream_port: int,
+    *,
+    location: str = HTTP11_UPSTREAM,
+    server: str = "",
+    http: str = "",
+    site: str | None = None,
+    ready_path: str = "/healthz",
+    timeout: float = 20.0,
 ) -> Nginx:
     """Start nginx on a free port, proxying to `upstream_port`.
 
@@ -141,8 +156,11 @@ def start_nginx(
     port = free_port()
     if site is None:
         site = SITE.format(
-            port=port, upstream_port=upstream_port, http=http,
-            server=_indent(server, 4), location=_indent(location, 8),
+            port=port,
+            upstream_port=upstream_port,
+            http=http,
+            server=_indent(server, 4),
+            location=_indent(location, 8),
         )
     else:
         site = site.replace("{port}", str(port)).replace("{upstream_port}", str(upstream_port))

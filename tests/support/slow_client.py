@@ -42,8 +42,13 @@ class SlowClient:
         while b"\r\n\r\n" not in self.received:
             self.received += self.sock.recv(65536)
         head, _, body = self.received.partition(b"\r\n\r\n")
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:")))
+        length = int(
+            next(
+                line.split(b":")[1]
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+        )
         while len(body) < length:
             body += self.sock.recv(65536)
         response, self.received = head + b"\r\n\r\n" + body[:length], body[length:]

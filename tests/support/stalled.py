@@ -6,8 +6,10 @@ from __future__ import annotations
 import socket
 
 FLOOD = {  # the reported case: 1,000 tokens/s for 100 s, a 2 s timeout
-    "DETERMINISTIC_TTFT_MS": "0", "DETERMINISTIC_TPS": "1000",
-    "DETERMINISTIC_ANSWER_TOKENS": "100000", "STREAM_MAX_TOKENS_LIMIT": "100000",
+    "DETERMINISTIC_TTFT_MS": "0",
+    "DETERMINISTIC_TPS": "1000",
+    "DETERMINISTIC_ANSWER_TOKENS": "100000",
+    "STREAM_MAX_TOKENS_LIMIT": "100000",
     "STREAM_SEND_TIMEOUT_S": "2",
 }
 

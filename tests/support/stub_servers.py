@@ -29,8 +29,13 @@ class Generation:
 
     def state(self) -> dict:
         """What GET /api/generations/<id> answers; it knows nothing of aborts."""
-        return {"id": self.id, "status": self.status, "engine": "naive",
-                "tokens_generated": self.tokens_generated, "tokens_after_abort": 0}
+        return {
+            "id": self.id,
+            "status": self.status,
+            "engine": "naive",
+            "tokens_generated": self.tokens_generated,
+            "tokens_after_abort": 0,
+        }
 
 
 class NaiveServer:
@@ -62,27 +67,47 @@ class NaiveServer:
             await _json(send, 200, {"status": "ok"})
         elif path == "/api/stats":
             in_flight = sum(g.status == "streaming" for g in self.generations.values())
-            await _json(send, 200, {"tokens_generated_total": self.tokens_total,
-                                    "tokens_after_abort_total": 0, "engine": "naive",
-                                    "model": MODEL, "generations_in_flight": in_flight})
+            await _json(
+                send,
+                200,
+                {
+                    "tokens_generated_total": self.tokens_total,
+                    "tokens_after_abort_total": 0,
+                    "engine": "naive",
+                    "model": MODEL,
+                    "generations_in_flight": in_flight,
+                },
+            )
         elif path == "/v1/models":
             await _json(send, 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
         elif method == "POST" and path == "/api/generations":
             generation = self._new(data)
-            await _json(send, 201, {"id": generation.id,
-                                    "stream_url": f"/api/generations/{generation.id}/stream",
-                                    "cancel_url": f"/api/generations/{generation.id}/cancel"})
+            await _json(
+                send,
+                201,
+                {
+                    "id": generation.id,
+                    "stream_url": f"/api/generations/{generation.id}/stream",
+                    "cancel_url": f"/api/generations/{generation.id}/cancel",
+                },
+            )
         elif method == "POST" and path == "/api/stream":
             await self._native(send, self._start(self._new(data)), _watch(receive))
         elif method == "POST" and path == "/v1/chat/completions":
             include_usage = (data.get("stream_options") or {}).get("include_usage", False)
-            await self._openai(send, self._start(self._new(data)), include_usage,
-                               _watch(receive))
-        elif len(parts) == 5 and parts[:3] == ["", "api", "generations"] and parts[4] == "stream" \
-                and parts[3] in self.generations:
+            await self._openai(send, self._start(self._new(data)), include_usage, _watch(receive))
+        elif (
+            len(parts) == 5
+            and parts[:3] == ["", "api", "generations"]
+            and parts[4] == "stream"
+            and parts[3] in self.generations
+        ):
             await self._native(send, self._start(self.generations[parts[3]]), _watch(receive))
-        elif len(parts) == 4 and parts[:3] == ["", "api", "generations"] \
-                and parts[3] in self.generations:
+        elif (
+            len(parts) == 4
+            and parts[:3] == ["", "api", "generations"]
+            and parts[3] in self.generations
+        ):
             await _json(send, 200, self.generations[parts[3]].state())
         else:
             await _json(send, 404, {"error": {"code": "not_found", "message": "No such thing."}})
@@ -114,16 +139,22 @@ class NaiveServer:
         while (token := await generation.queue.get()) is not None:
             if gone.done():
                 return  # the reader left; the producer, never told, goes on
-            await _frame(send, f'id: {index}\ndata: {json.dumps({"token": token})}\n\n')
+            await _frame(send, f"id: {index}\ndata: {json.dumps({'token': token})}\n\n")
             index += 1
         await _frame(send, "data: [DONE]\n\n", more=False)
 
-    async def _openai(self, send, generation: Generation, include_usage: bool,
-                      gone: asyncio.Future) -> None:
+    async def _openai(
+        self, send, generation: Generation, include_usage: bool, gone: asyncio.Future
+    ) -> None:
         def chunk(delta: dict, finish: str | None = None, **extra) -> str:
             choice = {"index": 0, "delta": delta, "finish_reason": finish}
-            payload = {"id": f"chatcmpl-{generation.id}", "object": "chat.completion.chunk",
-                       "model": MODEL, "choices": [choice], **extra}
+            payload = {
+                "id": f"chatcmpl-{generation.id}",
+                "object": "chat.completion.chunk",
+                "model": MODEL,
+                "choices": [choice],
+                **extra,
+            }
             return f"data: {json.dumps(payload)}\n\n"
 
         await _start_stream(send)
@@ -134,12 +165,25 @@ class NaiveServer:
             await _frame(send, chunk({"content": token}))
         await _frame(send, chunk({}, "length"))
         if include_usage:
-            usage = {"prompt_tokens": 3, "completion_tokens": generation.tokens_generated,
-                     "total_tokens": generation.tokens_generated + 3}
-            await _frame(send, "data: " + json.dumps({"id": f"chatcmpl-{generation.id}",
-                                                      "object": "chat.completion.chunk",
-                                                      "model": MODEL, "choices": [],
-                                                      "usage": usage}) + "\n\n")
+            usage = {
+                "prompt_tokens": 3,
+                "completion_tokens": generation.tokens_generated,
+                "total_tokens": generation.tokens_generated + 3,
+            }
+            await _frame(
+                send,
+                "data: "
+                + json.dumps(
+                    {
+                        "id": f"chatcmpl-{generation.id}",
+                        "object": "chat.completion.chunk",
+                        "model": MODEL,
+                        "choices": [],
+                        "usage": usage,
+                    }
+                )
+                + "\n\n",
+            )
         await _frame(send, "data: [DONE]\n\n", more=False)
 
 
@@ -155,14 +199,24 @@ def _watch(receive) -> asyncio.Future:
 
 async def _json(send, status: int, payload: dict) -> None:
     body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 async def _start_stream(send) -> None:
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/event-stream; charset=utf-8")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream; charset=utf-8")],
+        }
+    )
 
 
 async def _frame(send, text: str, more: bool = True) -> None:

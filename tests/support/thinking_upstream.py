@@ -13,13 +13,24 @@ from __future__ import annotations
 import json
 
 MODEL = "thinker"
-REASONING = [{"reasoning_content": "Let me"}, {"reasoning_content": " think."},
-             {"reasoning": " Done."}]
+REASONING = [
+    {"reasoning_content": "Let me"},
+    {"reasoning_content": " think."},
+    {"reasoning": " Done."},
+]
 TOOL_CALLS = [
-    {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                     "function": {"name": "get_weather", "arguments": ""}}]},
-    {"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\": "}}]},
-    {"tool_calls": [{"index": 0, "function": {"arguments": "\"Paris\"}"}}]},
+    {
+        "tool_calls": [
+            {
+                "index": 0,
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": ""},
+            }
+        ]
+    },
+    {"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]},
+    {"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]},
 ]
 TEXT = [{"content": "Sunny"}, {"content": " in Paris."}]
 last_request: dict = {}
@@ -49,36 +60,61 @@ async def app(scope, receive, send) -> None:
     last_request.clear()
     last_request.update(data)
     if data.get("tool_choice") == "required" and not data.get("tools"):
-        return await _json(send, 400, {"error": {"message": "tool_choice 'required' needs "
-                                                            "tools", "code": None}})
-    deltas = [{"role": "assistant", "content": ""}, *REASONING,
-              *(TOOL_CALLS if data.get("tools") else TEXT)]
+        return await _json(
+            send, 400, {"error": {"message": "tool_choice 'required' needs tools", "code": None}}
+        )
+    deltas = [
+        {"role": "assistant", "content": ""},
+        *REASONING,
+        *(TOOL_CALLS if data.get("tools") else TEXT),
+    ]
     finish = "tool_calls" if data.get("tools") else "stop"
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/event-stream")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream")],
+        }
+    )
     for delta in deltas:
         logprobs = None
         if data.get("logprobs") and delta.get("content"):
-            logprobs = {"content": [{"token": delta["content"], "logprob": -0.5,
-                                     "bytes": list(delta["content"].encode()),
-                                     "top_logprobs": []}]}
+            logprobs = {
+                "content": [
+                    {
+                        "token": delta["content"],
+                        "logprob": -0.5,
+                        "bytes": list(delta["content"].encode()),
+                        "top_logprobs": [],
+                    }
+                ]
+            }
         await _frame(send, _chunk(delta, None, logprobs))
     await _frame(send, _chunk({}, finish))
     usage = {"prompt_tokens": 5, "completion_tokens": len(deltas), "total_tokens": 5 + len(deltas)}
-    await _frame(send, f'data: {json.dumps({"choices": [], "usage": usage})}\n\n')
+    await _frame(send, f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n")
     await _frame(send, "data: [DONE]\n\n", more=False)
 
 
 def _chunk(delta: dict, finish: str | None, logprobs: dict | None = None) -> str:
-    payload = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1,
-               "model": MODEL, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs,
-                                            "finish_reason": finish}]}
+    payload = {
+        "id": "chatcmpl-up",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}],
+    }
     return f"data: {json.dumps(payload)}\n\n"
 
 
 async def _json(send, status: int, payload: dict) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
 
 

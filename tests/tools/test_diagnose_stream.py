@@ -27,13 +27,23 @@ GOOD_HEADERS = {
 EVENT = 35  # bytes of one token event
 
 
-def record(pieces: list[tuple[float, int, int]], headers: dict[str, str] | None = None, *,
-           headers_at_s: float = 0.01, ended: str = "done", status: int = 200) -> Measurement:
+def record(
+    pieces: list[tuple[float, int, int]],
+    headers: dict[str, str] | None = None,
+    *,
+    headers_at_s: float = 0.01,
+    ended: str = "done",
+    status: int = 200,
+) -> Measurement:
     """A measurement from (seconds, body bytes, events) triples."""
     return Measurement(
-        "GET", "http://test/stream", status=status,
-        headers=GOOD_HEADERS if headers is None else headers, headers_at_s=headers_at_s,
-        pieces=[Piece(at, size, size, events) for at, size, events in pieces], ended=ended,
+        "GET",
+        "http://test/stream",
+        status=status,
+        headers=GOOD_HEADERS if headers is None else headers,
+        headers_at_s=headers_at_s,
+        pieces=[Piece(at, size, size, events) for at, size, events in pieces],
+        ended=ended,
     )
 
 
@@ -46,39 +56,95 @@ def lumps(size: int, count: int, gap: float = 1.0, split: int = 1) -> list:
     pieces = []
     for lump in range(count):
         for part in range(split):
-            pieces.append((0.5 + lump * gap + part * 0.0002, size // split,
-                           size // EVENT // split))
+            pieces.append((0.5 + lump * gap + part * 0.0002, size // split, size // EVENT // split))
     return pieces
 
 
 # --- The classifier, on recorded arrivals ------------------------------------------------
 
 
-@pytest.mark.parametrize(("pieces", "headers", "headers_at", "pattern", "culprits"), [
-    pytest.param(one_by_one(), None, 0.01, "streamed", set(), id="streams"),
-    # httpx hands a chunked body over chunk by chunk: pieces microseconds apart are one read.
-    pytest.param([p for at, size, n in one_by_one() for p in ((at, size, n), (at + 1e-5, 0, 0))],
-                 None, 0.01, "streamed", set(), id="streams-in-split-pieces"),
-    pytest.param([(1.8, 30 * EVENT, 30)], {**GOOD_HEADERS, "content-encoding": "gzip"}, 1.8,
-                 "all_at_end", {"compression"}, id="gzip-holds-everything"),
-    pytest.param([(1.8, 30 * EVENT, 30)], GOOD_HEADERS, 0.01, "all_at_end",
-                 {"framework_buffer"}, id="headers-early-body-late"),
-    pytest.param([(1.8, 30 * EVENT, 30)], {**GOOD_HEADERS, "via": "1.1 varnish"}, 1.8,
-                 "all_at_end", {"cdn"}, id="whole-response-cdn"),
-    pytest.param([(1.8, 30 * EVENT, 30)], GOOD_HEADERS, 1.8, "all_at_end", {"proxy_buffer"},
-                 id="whole-response-proxy"),
-    # Dumped at the end in many writes by a busy sender: still everything at the end.
-    pytest.param([(1.8, 12 * EVENT, 12), (1.85, 18 * EVENT, 18)], GOOD_HEADERS, 0.01,
-                 "all_at_end", {"framework_buffer"}, id="dumped-in-two-bursts"),
-    pytest.param(lumps(4096, 4), None, 0.01, "lumps", {"proxy_buffer"}, id="4k-lumps"),
-    pytest.param(lumps(4096, 4, split=4), None, 0.01, "lumps", {"proxy_buffer"},
-                 id="4k-lumps-in-segments"),
-    pytest.param([(0.5, 2000, 57), (1.5, 600, 17), (2.5, 3000, 85)], None, 0.01, "irregular",
-                 {"proxy_buffer"}, id="uneven-lumps"),
-    pytest.param([(0.9, 15 * EVENT, 15), *one_by_one(15, start=0.95)], None, 0.01, "late_start",
-                 {"framework_buffer"}, id="late-first-chunk"),
-    pytest.param(one_by_one(3), None, 0.01, "too_short", set(), id="too-short"),
-])
+@pytest.mark.parametrize(
+    ("pieces", "headers", "headers_at", "pattern", "culprits"),
+    [
+        pytest.param(one_by_one(), None, 0.01, "streamed", set(), id="streams"),
+        # httpx hands a chunked body over chunk by chunk: pieces microseconds apart are one read.
+        pytest.param(
+            [p for at, size, n in one_by_one() for p in ((at, size, n), (at + 1e-5, 0, 0))],
+            None,
+            0.01,
+            "streamed",
+            set(),
+            id="streams-in-split-pieces",
+        ),
+        pytest.param(
+            [(1.8, 30 * EVENT, 30)],
+            {**GOOD_HEADERS, "content-encoding": "gzip"},
+            1.8,
+            "all_at_end",
+            {"compression"},
+            id="gzip-holds-everything",
+        ),
+        pytest.param(
+            [(1.8, 30 * EVENT, 30)],
+            GOOD_HEADERS,
+            0.01,
+            "all_at_end",
+            {"framework_buffer"},
+            id="headers-early-body-late",
+        ),
+        pytest.param(
+            [(1.8, 30 * EVENT, 30)],
+            {**GOOD_HEADERS, "via": "1.1 varnish"},
+            1.8,
+            "all_at_end",
+            {"cdn"},
+            id="whole-response-cdn",
+        ),
+        pytest.param(
+            [(1.8, 30 * EVENT, 30)],
+            GOOD_HEADERS,
+            1.8,
+            "all_at_end",
+            {"proxy_buffer"},
+            id="whole-response-proxy",
+        ),
+        # Dumped at the end in many writes by a busy sender: still everything at the end.
+        pytest.param(
+            [(1.8, 12 * EVENT, 12), (1.85, 18 * EVENT, 18)],
+            GOOD_HEADERS,
+            0.01,
+            "all_at_end",
+            {"framework_buffer"},
+            id="dumped-in-two-bursts",
+        ),
+        pytest.param(lumps(4096, 4), None, 0.01, "lumps", {"proxy_buffer"}, id="4k-lumps"),
+        pytest.param(
+            lumps(4096, 4, split=4),
+            None,
+            0.01,
+            "lumps",
+            {"proxy_buffer"},
+            id="4k-lumps-in-segments",
+        ),
+        pytest.param(
+            [(0.5, 2000, 57), (1.5, 600, 17), (2.5, 3000, 85)],
+            None,
+            0.01,
+            "irregular",
+            {"proxy_buffer"},
+            id="uneven-lumps",
+        ),
+        pytest.param(
+            [(0.9, 15 * EVENT, 15), *one_by_one(15, start=0.95)],
+            None,
+            0.01,
+            "late_start",
+            {"framework_buffer"},
+            id="late-first-chunk",
+        ),
+        pytest.param(one_by_one(3), None, 0.01, "too_short", set(), id="too-short"),
+    ],
+)
 def test_arrival_patterns_name_their_culprit(pieces, headers, headers_at, pattern, culprits):
     diagnosis = diagnose(record(pieces, headers, headers_at_s=headers_at))
     assert diagnosis.pattern == pattern
@@ -95,7 +161,7 @@ def test_lumps_report_their_size():
 def test_a_hiccup_of_a_few_events_is_not_a_buffer(at):
     # A busy client or server machine delays a few reads, at the start or later on.
     pieces = one_by_one(30)
-    pieces[at:at + 5] = [(pieces[at + 4][0], 5 * EVENT, 5)]
+    pieces[at : at + 5] = [(pieces[at + 4][0], 5 * EVENT, 5)]
     assert diagnose(record(pieces)).pattern == "streamed"
 
 
@@ -105,23 +171,38 @@ def test_nothing_before_the_timeout_is_a_held_stream():
     assert diagnosis.culprits == {"proxy_buffer"}
 
 
-@pytest.mark.parametrize(("headers", "codes", "culprits"), [
-    (GOOD_HEADERS, set(), set()),
-    ({**GOOD_HEADERS, "content-encoding": "br"}, {"content_encoding"}, {"compression"}),
-    ({**GOOD_HEADERS, "content-length": "1234"}, {"content_length"}, {"framework_buffer"}),
-    ({**GOOD_HEADERS, "cache-control": "no-cache"}, {"cache_control"}, {"cdn"}),
-    ({**GOOD_HEADERS, "cache-control": "no-store, no-transform"}, set(), set()),
-    ({**GOOD_HEADERS, "age": "12"}, {"cached"}, {"cdn"}),
-    ({**GOOD_HEADERS, "cf-cache-status": "HIT"}, {"cached"}, {"cdn"}),
-    ({k: v for k, v in GOOD_HEADERS.items() if k != "x-accel-buffering"}, {"x_accel_missing"},
-     {"proxy_buffer"}),
-    ({**GOOD_HEADERS, "x-accel-buffering": "yes"}, {"x_accel_wrong"}, {"proxy_buffer"}),
-    # nginx reads X-Accel-Buffering and removes it: its absence there is not a problem.
-    ({**{k: v for k, v in GOOD_HEADERS.items() if k != "x-accel-buffering"},
-      "server": "nginx/1.22.1"}, set(), set()),
-    ({**GOOD_HEADERS, "content-type": "application/json"}, {"content_type"},
-     {"framework_buffer"}),
-])
+@pytest.mark.parametrize(
+    ("headers", "codes", "culprits"),
+    [
+        (GOOD_HEADERS, set(), set()),
+        ({**GOOD_HEADERS, "content-encoding": "br"}, {"content_encoding"}, {"compression"}),
+        ({**GOOD_HEADERS, "content-length": "1234"}, {"content_length"}, {"framework_buffer"}),
+        ({**GOOD_HEADERS, "cache-control": "no-cache"}, {"cache_control"}, {"cdn"}),
+        ({**GOOD_HEADERS, "cache-control": "no-store, no-transform"}, set(), set()),
+        ({**GOOD_HEADERS, "age": "12"}, {"cached"}, {"cdn"}),
+        ({**GOOD_HEADERS, "cf-cache-status": "HIT"}, {"cached"}, {"cdn"}),
+        (
+            {k: v for k, v in GOOD_HEADERS.items() if k != "x-accel-buffering"},
+            {"x_accel_missing"},
+            {"proxy_buffer"},
+        ),
+        ({**GOOD_HEADERS, "x-accel-buffering": "yes"}, {"x_accel_wrong"}, {"proxy_buffer"}),
+        # nginx reads X-Accel-Buffering and removes it: its absence there is not a problem.
+        (
+            {
+                **{k: v for k, v in GOOD_HEADERS.items() if k != "x-accel-buffering"},
+                "server": "nginx/1.22.1",
+            },
+            set(),
+            set(),
+        ),
+        (
+            {**GOOD_HEADERS, "content-type": "application/json"},
+            {"content_type"},
+            {"framework_buffer"},
+        ),
+    ],
+)
 def test_headers_name_their_culprit(headers, codes, culprits):
     diagnosis = diagnose(record(one_by_one(), headers))
     assert {finding.code for finding in diagnosis.problems} == codes
@@ -146,8 +227,9 @@ def test_decoder_follows_gzip_members_byte_by_byte():
     # Django's GZipMiddleware compresses each chunk of an async stream as its own gzip member.
     payload = gzip.compress(b"data: 1\n\n") + gzip.compress(b"data: 2\n\n")
     decoder = ContentDecoder.for_encoding("gzip")
-    assert b"".join(decoder.decode(payload[i:i + 1]) for i in range(len(payload))) == (
-        b"data: 1\n\ndata: 2\n\n")
+    assert b"".join(decoder.decode(payload[i : i + 1]) for i in range(len(payload))) == (
+        b"data: 1\n\ndata: 2\n\n"
+    )
 
 
 def test_decoder_deflate_identity_and_unknown():
@@ -156,12 +238,15 @@ def test_decoder_deflate_identity_and_unknown():
     assert ContentDecoder.for_encoding("br") is None
 
 
-@pytest.mark.parametrize(("url", "method", "body_keys"), [
-    ("http://h/api/stream", "POST", {"prompt", "max_tokens"}),
-    ("http://h/api/generations", "POST", {"prompt", "max_tokens"}),
-    ("http://h/v1/chat/completions", "POST", {"model", "messages", "stream", "max_tokens"}),
-    ("http://h/api/generations/abc/stream", "GET", None),
-])
+@pytest.mark.parametrize(
+    ("url", "method", "body_keys"),
+    [
+        ("http://h/api/stream", "POST", {"prompt", "max_tokens"}),
+        ("http://h/api/generations", "POST", {"prompt", "max_tokens"}),
+        ("http://h/v1/chat/completions", "POST", {"model", "messages", "stream", "max_tokens"}),
+        ("http://h/api/generations/abc/stream", "GET", None),
+    ],
+)
 def test_plan_request_from_the_path(url, method, body_keys):
     planned = plan_request(url)
     assert planned.method == method
@@ -197,20 +282,24 @@ def test_our_server_directly_is_clean(paced_server):
 @live
 def test_two_step_api_and_human_report(paced_server):
     out = io.StringIO()
-    call_command("diagnose_stream", paced_server.url + "/api/generations", "--max-tokens", "24",
-                 stdout=out)
+    call_command(
+        "diagnose_stream", paced_server.url + "/api/generations", "--max-tokens", "24", stdout=out
+    )
     assert "GET " + paced_server.url + "/api/generations/" in out.getvalue()
     assert "No problem found." in out.getvalue()
 
 
 @live
 @needs_nginx
-@pytest.mark.parametrize(("setup", "pattern", "culprits"), [
-    ("defaults", "streamed", []),
-    ("gzip", "streamed", ["compression"]),  # streams, but compressed: one buffer away from not
-    ("gzip_buffered", "all_at_end", ["compression"]),
-    ("cache_control_replaced", "streamed", ["cdn"]),
-])
+@pytest.mark.parametrize(
+    ("setup", "pattern", "culprits"),
+    [
+        ("defaults", "streamed", []),
+        ("gzip", "streamed", ["compression"]),  # streams, but compressed: one buffer away from not
+        ("gzip_buffered", "all_at_end", ["compression"]),
+        ("cache_control_replaced", "streamed", ["cdn"]),
+    ],
+)
 def test_through_nginx(paced_server, nginx_factory, setup, pattern, culprits):
     proxy = nginx_factory(paced_server, **SETUPS[setup])
     status, report = diagnose_stream(proxy.url + "/api/stream")
@@ -219,17 +308,24 @@ def test_through_nginx(paced_server, nginx_factory, setup, pattern, culprits):
 
 
 @live
-@pytest.mark.parametrize(("path", "args", "pattern", "culprits"), [
-    # Django reads a sync iterator whole under ASGI (asked without gzip, to set that aside).
-    ("/culprit/sync-stream", ("-H", "Accept-Encoding: identity"), "all_at_end",
-     ["framework_buffer"]),
-    ("/culprit/lumps?size=256", (), "lumps", ["proxy_buffer"]),
-    ("/culprit/late-start?hold=512", (), "late_start", ["framework_buffer"]),
-    # Django's own GZipMiddleware compresses each chunk of an async stream on its own: it
-    # streams, one gzip member per event, with a Content-Encoding the contract forbids.
-    ("/culprit/gzip-stream", (), "streamed", ["compression"]),
-    ("/culprit/no-accel", (), "streamed", ["cdn", "proxy_buffer"]),
-])
+@pytest.mark.parametrize(
+    ("path", "args", "pattern", "culprits"),
+    [
+        # Django reads a sync iterator whole under ASGI (asked without gzip, to set that aside).
+        (
+            "/culprit/sync-stream",
+            ("-H", "Accept-Encoding: identity"),
+            "all_at_end",
+            ["framework_buffer"],
+        ),
+        ("/culprit/lumps?size=256", (), "lumps", ["proxy_buffer"]),
+        ("/culprit/late-start?hold=512", (), "late_start", ["framework_buffer"]),
+        # Django's own GZipMiddleware compresses each chunk of an async stream on its own: it
+        # streams, one gzip member per event, with a Content-Encoding the contract forbids.
+        ("/culprit/gzip-stream", (), "streamed", ["compression"]),
+        ("/culprit/no-accel", (), "streamed", ["cdn", "proxy_buffer"]),
+    ],
+)
 def test_culprits_in_the_app(paced_server, path, args, pattern, culprits):
     status, report = diagnose_stream(paced_server.url + path, *args)
     assert (status, report["pattern"], report["culprits"]) == (1, pattern, culprits)
@@ -241,12 +337,21 @@ def test_culprits_in_the_app(paced_server, path, args, pattern, culprits):
 def test_the_sync_iterator_is_named_in_the_server_log(paced_server):
     response = paced_server.post("/culprit/sync-stream?tokens=2")
     assert response.status_code == 200 and response.text.endswith("data: [DONE]\n\n")
-    wait_until(lambda: ("tests.support.culprits.sync_stream will be buffered: its iterator is "
-                        "synchronous") in paced_server.log())
+    wait_until(
+        lambda: (
+            ("tests.support.culprits.sync_stream will be buffered: its iterator is synchronous")
+            in paced_server.log()
+        )
+    )
 
 
 def test_an_unreachable_url_exits_2():
     with pytest.raises(CommandError) as error:
-        call_command("diagnose_stream", f"http://127.0.0.1:{free_port()}/api/stream",
-                     "--timeout", "5", stdout=io.StringIO())
+        call_command(
+            "diagnose_stream",
+            f"http://127.0.0.1:{free_port()}/api/stream",
+            "--timeout",
+            "5",
+            stdout=io.StringIO(),
+        )
     assert error.value.returncode == 2

@@ -32,9 +32,21 @@ def test_lab_exits_non_zero_against_a_server_that_never_stops(naive_server):
     # The naive server streams well but runs every generation to max_tokens after its reader
     # has gone: the counter keeps moving while the clock stream runs.
     result = subprocess.run(
-        [sys.executable, "manage.py", "lab", "--url", naive_server.url, "--wait", "0.5",
-         "--max-tokens", "2000"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "manage.py",
+            "lab",
+            "--url",
+            naive_server.url,
+            "--wait",
+            "0.5",
+            "--max-tokens",
+            "2000",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
     assert result.returncode != 0

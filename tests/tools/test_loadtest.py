@@ -22,8 +22,17 @@ def loadtest(tmp_path, *args: str) -> tuple[str, dict]:
 
 @pytest.mark.live
 def test_closed_loop_figures_match_the_raw_timestamps(asgi_server, tmp_path):
-    text, run = loadtest(tmp_path, "--url", asgi_server.url, "--concurrency", "3",
-                         "--requests", "6", "--max-tokens", "5")
+    text, run = loadtest(
+        tmp_path,
+        "--url",
+        asgi_server.url,
+        "--concurrency",
+        "3",
+        "--requests",
+        "6",
+        "--max-tokens",
+        "5",
+    )
 
     assert "6 requests in" in text and "6 completed, 0 failed, 0 cancelled" in text
     assert "POST /api/stream" in text
@@ -44,8 +53,19 @@ def test_closed_loop_figures_match_the_raw_timestamps(asgi_server, tmp_path):
 
 @pytest.mark.live
 def test_cancellations_are_read_back_from_the_server(asgi_server, tmp_path):
-    text, run = loadtest(tmp_path, "--url", asgi_server.url, "--rate", "20", "--requests", "4",
-                         "--max-tokens", "40", "--cancel-fraction", "1")
+    text, run = loadtest(
+        tmp_path,
+        "--url",
+        asgi_server.url,
+        "--rate",
+        "20",
+        "--requests",
+        "4",
+        "--max-tokens",
+        "40",
+        "--cancel-fraction",
+        "1",
+    )
 
     assert "POST /api/generations, GET its stream_url" in text
     assert [r["outcome"] for r in run["requests"]] == ["cancelled"] * 4
@@ -60,8 +80,18 @@ def test_cancellations_are_read_back_from_the_server(asgi_server, tmp_path):
 
 @pytest.mark.live
 def test_stream_url_reads_durable_answers_through_their_stream_url(asgi_server, tmp_path):
-    text, run = loadtest(tmp_path, "--url", asgi_server.url, "--concurrency", "2",
-                         "--requests", "4", "--max-tokens", "5", "--stream-url")
+    text, run = loadtest(
+        tmp_path,
+        "--url",
+        asgi_server.url,
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--max-tokens",
+        "5",
+        "--stream-url",
+    )
 
     assert "POST /api/generations, GET its stream_url" in text
     assert [r["outcome"] for r in run["requests"]] == ["ok"] * 4
@@ -71,8 +101,17 @@ def test_stream_url_reads_durable_answers_through_their_stream_url(asgi_server, 
 @pytest.mark.live
 def test_failures_are_counted_by_code(asgi_server, tmp_path):
     # Above the server's max_tokens limit: every request is refused with 400 invalid_request.
-    text, run = loadtest(tmp_path, "--url", asgi_server.url, "--concurrency", "1",
-                         "--requests", "3", "--max-tokens", "5000")
+    text, run = loadtest(
+        tmp_path,
+        "--url",
+        asgi_server.url,
+        "--concurrency",
+        "1",
+        "--requests",
+        "3",
+        "--max-tokens",
+        "5000",
+    )
 
     assert run["summary"]["failures"] == {"invalid_request": 3}
     assert {r["http_status"] for r in run["requests"]} == {400}
@@ -81,8 +120,19 @@ def test_failures_are_counted_by_code(asgi_server, tmp_path):
 
 @pytest.mark.live
 def test_openai_api_counts_content_chunks_and_usage(naive_server, tmp_path):
-    text, run = loadtest(tmp_path, "--url", naive_server.url, "--api", "openai",
-                         "--concurrency", "2", "--requests", "4", "--max-tokens", "7")
+    text, run = loadtest(
+        tmp_path,
+        "--url",
+        naive_server.url,
+        "--api",
+        "openai",
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--max-tokens",
+        "7",
+    )
 
     assert "POST /v1/chat/completions, model naive-model" in text
     for r in run["requests"]:
@@ -98,10 +148,17 @@ def test_refuses_targets_that_are_not_this_machine():
     LoadTestConfig(url="http://localhost:8000", concurrency=1).checked()
 
 
-@pytest.mark.parametrize("args", [
-    ["--cancel-fraction", "1.5"], ["--concurrency", "0"], ["--requests", "1000000"],
-    ["--duration", "100000"], ["--rate", "5", "--max-tokens", "0"], ["--url", "ftp://x"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--cancel-fraction", "1.5"],
+        ["--concurrency", "0"],
+        ["--requests", "1000000"],
+        ["--duration", "100000"],
+        ["--rate", "5", "--max-tokens", "0"],
+        ["--url", "ftp://x"],
+    ],
+)
 def test_refuses_out_of_bounds_flags(args):
     with pytest.raises(CommandError):
         call_command("loadtest", *args, "--no-progress")
@@ -121,18 +178,25 @@ class _Connection:
 
 def feed_in_pieces(reader: StreamReader, payload: bytes, size: int = 7) -> None:
     for start in range(0, len(payload), size):
-        reader.feed(payload[start:start + size], float(start))
+        reader.feed(payload[start : start + size], float(start))
 
 
 def test_openai_chunks_split_anywhere():
     def chunk(delta: dict, **extra) -> str:
-        return "data: " + json.dumps({"choices": [{"index": 0, "delta": delta}], **extra},
-                                     ensure_ascii=False) + "\n\n"
+        return (
+            "data: "
+            + json.dumps({"choices": [{"index": 0, "delta": delta}], **extra}, ensure_ascii=False)
+            + "\n\n"
+        )
 
-    payload = (chunk({"role": "assistant", "content": ""}) + chunk({"content": "안녕"})
-               + chunk({"content": "하세요"}) + chunk({})
-               + 'data: {"choices": [], "usage": {"completion_tokens": 2}}\n\n'
-               + "data: [DONE]\n\n").encode()
+    payload = (
+        chunk({"role": "assistant", "content": ""})
+        + chunk({"content": "안녕"})
+        + chunk({"content": "하세요"})
+        + chunk({})
+        + 'data: {"choices": [], "usage": {"completion_tokens": 2}}\n\n'
+        + "data: [DONE]\n\n"
+    ).encode()
     record = RequestRecord(0)
     feed_in_pieces(StreamReader(record, "openai", _Connection()), payload)
     assert (record.events, record.output_tokens, record.error) == (2, 2, None)
@@ -141,8 +205,10 @@ def test_openai_chunks_split_anywhere():
 
 def test_error_events_and_the_cancel_point():
     record = RequestRecord(0)
-    stream = (b'id: 0\ndata: {"token": "a"}\n\nid: 1\ndata: {"token": "b"}\n\n'
-              b'event: error\ndata: {"code": "context_length", "message": "x"}\n\n')
+    stream = (
+        b'id: 0\ndata: {"token": "a"}\n\nid: 1\ndata: {"token": "b"}\n\n'
+        b'event: error\ndata: {"code": "context_length", "message": "x"}\n\n'
+    )
     feed_in_pieces(StreamReader(record, "native", _Connection()), stream)
     assert (record.events, record.output_tokens, record.error) == (2, 2, "context_length")
 

@@ -7,8 +7,19 @@ from hypothesis import strategies as st
 
 from streaming.wire.sse import EventParser
 
-LINES = [b"data: a", b"data:  two", b"data:", b"id: 3", b"id: a\x00b", b"event: x", b": ping",
-         b"retry: 4", b"nocolon", b"", b"data: \xec\x95\x88\xed\x95\x98"]
+LINES = [
+    b"data: a",
+    b"data:  two",
+    b"data:",
+    b"id: 3",
+    b"id: a\x00b",
+    b"event: x",
+    b": ping",
+    b"retry: 4",
+    b"nocolon",
+    b"",
+    b"data: \xec\x95\x88\xed\x95\x98",
+]
 ENDS = [b"\n", b"\r\n", b"\r"]
 
 
@@ -37,5 +48,8 @@ def test_any_split_gives_the_events_of_the_whole(lines, cuts):
 
 def test_lf_only_and_crlf_streams_give_the_same_events():
     lf = b'id: 0\ndata: {"token": "a"}\n\n: ping\n\ndata: [DONE]\n\n'
-    assert events([lf])[0] == events([lf.replace(b"\n", b"\r\n")])[0] == [
-        ('{"token": "a"}', "message", "0"), ("[DONE]", "message", None)]
+    assert (
+        events([lf])[0]
+        == events([lf.replace(b"\n", b"\r\n")])[0]
+        == [('{"token": "a"}', "message", "0"), ("[DONE]", "message", None)]
+    )

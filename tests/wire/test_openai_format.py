@@ -8,20 +8,23 @@ from streaming.wire.openai_format import ChunkWriter, merge_tool_calls
 
 
 def test_tool_call_deltas_merge_by_index_with_their_arguments_concatenated():
-    deltas = [[{"index": 0, "id": "a", "type": "function",
-                "function": {"name": "f", "arguments": ""}}],
-              [{"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}}],
-              [{"index": 0, "function": {"arguments": '{"x":'}}],
-              [{"index": 0, "function": {"arguments": " 1}"}}]]
+    deltas = [
+        [{"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": ""}}],
+        [{"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}}],
+        [{"index": 0, "function": {"arguments": '{"x":'}}],
+        [{"index": 0, "function": {"arguments": " 1}"}}],
+    ]
     assert merge_tool_calls(deltas) == [
         {"id": "a", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}},
-        {"id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}}]
+        {"id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}},
+    ]
 
 
 def test_the_first_chunk_carries_the_role_whatever_its_kind():
     writer = ChunkWriter("c", "m", 1, usage=False)
     first, second = writer.reasoning("hm"), writer.tool_calls('[{"index":0}]')
-    delta = json.loads(first.decode()[len("data: "):])["choices"][0]["delta"]
+    delta = json.loads(first.decode()[len("data: ") :])["choices"][0]["delta"]
     assert delta == {"role": "assistant", "reasoning_content": "hm"}
-    assert json.loads(second.decode()[len("data: "):])["choices"][0]["delta"] == {
-        "tool_calls": [{"index": 0}]}
+    assert json.loads(second.decode()[len("data: ") :])["choices"][0]["delta"] == {
+        "tool_calls": [{"index": 0}]
+    }

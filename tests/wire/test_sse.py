@@ -17,8 +17,10 @@ from streaming.wire import sse
         ({"data": "x\n"}, b"data: x\ndata: \n\n"),
         ({"data": "x", "id": 3}, b"id: 3\ndata: x\n\n"),
         ({"data": "x", "event": "error"}, b"event: error\ndata: x\n\n"),
-        ({"data": "x", "id": "7", "event": "summary", "retry_ms": 1500},
-         b"id: 7\nevent: summary\nretry: 1500\ndata: x\n\n"),
+        (
+            {"data": "x", "id": "7", "event": "summary", "retry_ms": 1500},
+            b"id: 7\nevent: summary\nretry: 1500\ndata: x\n\n",
+        ),
         ({"data": "안녕"}, "data: 안녕\n\n".encode()),
     ],
 )
@@ -66,19 +68,27 @@ def test_constants_and_error_event():
     assert sse.DONE == b"data: [DONE]\n\n"
     assert sse.PING == b": ping\n\n"
     assert sse.encode_comment("ping") == sse.PING
-    assert sse.error_event("context_length", "입력이 너무 깁니다") == (
-        'event: error\ndata: {"code": "context_length", "message": "입력이 너무 깁니다"}\n\n'
-    ).encode()
+    assert (
+        sse.error_event("context_length", "입력이 너무 깁니다")
+        == (
+            'event: error\ndata: {"code": "context_length", "message": "입력이 너무 깁니다"}\n\n'
+        ).encode()
+    )
 
 
 def test_parser_round_trip_across_arbitrary_splits():
-    wire = (sse.token_event(0, "안녕") + sse.PING + sse.encode_event("a\nb", event="x", id=9)
-            + sse.error_event("cancelled", "stop") + sse.DONE)
+    wire = (
+        sse.token_event(0, "안녕")
+        + sse.PING
+        + sse.encode_event("a\nb", event="x", id=9)
+        + sse.error_event("cancelled", "stop")
+        + sse.DONE
+    )
     for step in (1, 2, 3, 7, len(wire)):
         parser = sse.EventParser()
         events = []
         for start in range(0, len(wire), step):
-            events += parser.feed(wire[start:start + step])
+            events += parser.feed(wire[start : start + step])
         assert [(e.event, e.data, e.id) for e in events] == [
             ("message", '{"token": "안녕"}', "0"),
             ("x", "a\nb", "9"),
@@ -97,6 +107,8 @@ def test_parser_handles_crlf_split_between_chunks():
 
 def test_reasoning_and_tool_call_chunks_are_named_events_with_their_ids():
     assert sse.reasoning_event(3, "考え", 2) == (
-        'id: 3\nevent: reasoning\ndata: {"token": "考え", "tokens": 2}\n\n'.encode())
+        'id: 3\nevent: reasoning\ndata: {"token": "考え", "tokens": 2}\n\n'.encode()
+    )
     assert sse.tool_calls_event(4, '[{"index":0}]') == (
-        b'id: 4\nevent: tool_calls\ndata: {"tool_calls": [{"index":0}]}\n\n')
+        b'id: 4\nevent: tool_calls\ndata: {"tool_calls": [{"index":0}]}\n\n'
+    )

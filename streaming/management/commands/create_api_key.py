@@ -13,9 +13,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="what the key is for, to recognise it in the admin")
-        parser.add_argument("--user", help="the user it acts as: what it creates is theirs, "
-                            "seen from their session and their other keys, and counts in their "
-                            "limits (without --user: the key's own)")
+        parser.add_argument(
+            "--user",
+            help="the user it acts as: what it creates is theirs, "
+            "seen from their session and their other keys, and counts in their "
+            "limits (without --user: the key's own)",
+        )
 
     def handle(self, *args, name: str, user: str | None, **options):
         owner = None

@@ -21,17 +21,27 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         """URL, request shape and output options."""
-        parser.add_argument("url", help="…/api/stream, …/api/generations[/<id>/stream], "
-                            "…/v1/chat/completions, or any event-stream URL")
+        parser.add_argument(
+            "url",
+            help="…/api/stream, …/api/generations[/<id>/stream], "
+            "…/v1/chat/completions, or any event-stream URL",
+        )
         parser.add_argument("--data", help="JSON body to send instead of the default one")
         parser.add_argument("--method", help="HTTP method (default: POST with a body, else GET)")
         parser.add_argument("--prompt", default=DEFAULT_PROMPT)
         parser.add_argument("--max-tokens", type=int, default=64)
-        parser.add_argument("--model", help="model for /v1/chat/completions (default: the "
-                            "first of /v1/models)")
-        parser.add_argument("-H", "--header", action="append", default=[], metavar="NAME: VALUE",
-                            help="extra or replacing request header, e.g. "
-                            "'Accept-Encoding: identity' to set compression aside")
+        parser.add_argument(
+            "--model", help="model for /v1/chat/completions (default: the first of /v1/models)"
+        )
+        parser.add_argument(
+            "-H",
+            "--header",
+            action="append",
+            default=[],
+            metavar="NAME: VALUE",
+            help="extra or replacing request header, e.g. "
+            "'Accept-Encoding: identity' to set compression aside",
+        )
         parser.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
         parser.add_argument("--json", action="store_true", help="print JSON instead")
 
@@ -40,9 +50,14 @@ class Command(BaseCommand):
         headers = dict(_header(value) for value in options["header"])
         url = options["url"]
         model = options["model"] or (_first_model(url) if "/chat/completions" in url else None)
-        request = plan_request(url, data=options["data"], method=options["method"],
-                               prompt=options["prompt"], max_tokens=options["max_tokens"],
-                               model=model)
+        request = plan_request(
+            url,
+            data=options["data"],
+            method=options["method"],
+            prompt=options["prompt"],
+            max_tokens=options["max_tokens"],
+            model=model,
+        )
         try:
             record = measure(request, headers=headers, timeout_s=options["timeout"])
         except httpx.HTTPError as error:

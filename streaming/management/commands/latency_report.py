@@ -9,8 +9,10 @@ from streaming.ops.reports import LogFilter, format_report, parse_moment, parse_
 
 
 class Command(BaseCommand):
-    help = ("Print TTFT, TPOT and inter-token gap percentiles (p50/p90/p99), the shares of "
-            "cancelled, failed and truncated streams, and tokens wasted after aborts.")
+    help = (
+        "Print TTFT, TPOT and inter-token gap percentiles (p50/p90/p99), the shares of "
+        "cancelled, failed and truncated streams, and tokens wasted after aborts."
+    )
 
     def add_arguments(self, parser):
         """Period and filters."""
@@ -38,6 +40,11 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         if since and until and since >= until:
             raise CommandError("the period is empty: --since must come before --until")
-        log_filter = LogFilter(since=since, until=until, engine=options["engine"],
-                               model=options["model"], api=options["api"])
+        log_filter = LogFilter(
+            since=since,
+            until=until,
+            engine=options["engine"],
+            model=options["model"],
+            api=options["api"],
+        )
         self.stdout.write(format_report(report(log_filter, by_time=options["by"])))

@@ -13,8 +13,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         """The age, and a dry run."""
         parser.add_argument("--older-than", required=True, help="e.g. 30d, 12h, 90m, 3600s")
-        parser.add_argument("--dry-run", action="store_true",
-                            help="count what would be deleted; delete nothing")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
+        )
 
     def handle(self, *args, **options):
         """Parse the span, then prune."""
@@ -28,5 +29,7 @@ class Command(BaseCommand):
         if result.deleted:
             self.stdout.write(f"Deleted {result.rows:,} log rows created before {cutoff}.")
         else:
-            self.stdout.write(f"Would delete {result.rows:,} log rows created before {cutoff}"
-                              f"{oldest}. Nothing was deleted (--dry-run).")
+            self.stdout.write(
+                f"Would delete {result.rows:,} log rows created before {cutoff}"
+                f"{oldest}. Nothing was deleted (--dry-run)."
+            )

@@ -89,8 +89,9 @@ def _watch_the_server_process() -> int:
         signal.signal(signum, pass_on)
     environment = {**os.environ, autoreload.DJANGO_AUTORELOAD_ENV: "true"}
     while True:
-        server = subprocess.Popen(autoreload.get_child_arguments(), env=environment,
-                                  close_fds=False)
+        server = subprocess.Popen(
+            autoreload.get_child_arguments(), env=environment, close_fds=False
+        )
         code = server.wait()
         if code != 3:
             return code

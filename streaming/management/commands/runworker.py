@@ -23,8 +23,9 @@ class ModelWorker(Worker):
     async def handle(self):
         """Create the consumers now, then listen."""
         for channel in self.channels:
-            self.get_or_create_application_instance(channel, {"type": "channel",
-                                                              "channel": channel})
+            self.get_or_create_application_instance(
+                channel, {"type": "channel", "channel": channel}
+            )
         await super().handle()
 
     async def listener(self, channel):
@@ -38,7 +39,8 @@ class ModelWorker(Worker):
                 continue
             if message.get("type"):
                 queue = self.get_or_create_application_instance(
-                    channel, {"type": "channel", "channel": channel})
+                    channel, {"type": "channel", "channel": channel}
+                )
                 await queue.put(message)
 
 
