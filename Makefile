@@ -44,6 +44,7 @@ POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 
 test: setup browser-deps nginx
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 	DATABASE_URL=$(POSTGRES_URL) $(BIN)/python -m pytest -m django_db -q
 
