@@ -8,6 +8,7 @@ names them: an unsupported parameter silently ignored would change the answer wi
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -85,6 +86,7 @@ WHY_NOT = {
     "n": "more than one choice per request",
     "response_format": 'structured output (only {"type": "text"})',
 }
+ACCEPTED = SUPPORTED | IGNORED  # once, not per request
 STREAM_OPTIONS = {"include_usage", "include_obfuscation"}
 MESSAGE_KEYS = {"role", "content", "name"}  # `name` labels a participant; the engines ignore it
 
@@ -133,13 +135,20 @@ def check_parameters(
             )
 
 
+@functools.cache
+def refusals(engine_name: str) -> dict[str, str]:
+    """What refusing each field says, for this engine (built once per engine, not per request:
+    a dozen f-strings)."""
+    return {**WHY_NOT, **why_not(engine_name)}
+
+
 def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, ChatOptions]:
     """Validate a chat-completions body into a GenerationRequest and the reply's options."""
     data = decode_json_object(body)
     model, upstream = engine.model, engine.capabilities.upstream_options
     # With the openai engine, what only its upstream acts on goes to it (upstream_options.py).
     options_json = take_upstream_options(data) if upstream else ""
-    check_parameters(data, SUPPORTED | IGNORED, NEUTRAL, {**WHY_NOT, **why_not(engine.name)})
+    check_parameters(data, ACCEPTED, NEUTRAL, refusals(engine.name))
     requested = data.get("model")
     if not isinstance(requested, str) or not requested:
         raise UnsupportedParameter("model", "`model` must be a non-empty string.")

@@ -54,6 +54,7 @@ NEUTRAL = {
     "max_tool_calls": is_none_or(),
     "prompt": is_none_or(),
 }
+ACCEPTED = SUPPORTED | IGNORED  # once, not per request
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 TEXT_PARTS = {"input_text", "output_text", "text"}
 RESPONSE_ID = re.compile(re.escape(ID_PREFIX) + "([0-9a-f]{32})")
@@ -132,7 +133,7 @@ class ResponseBody:
 def parse_response_body(body: bytes) -> ResponseBody:
     """Check every field that needs no engine; `ResponseBody.build` does the rest."""
     data = decode_json_object(body)
-    check_parameters(data, SUPPORTED | IGNORED, NEUTRAL)
+    check_parameters(data, ACCEPTED, NEUTRAL)
     if not isinstance(data.get("model"), str) or not data["model"]:
         raise UnsupportedParameter("model", "`model` must be a non-empty string.")
     if data.get("input") is None:

