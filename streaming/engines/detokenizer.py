@@ -43,7 +43,8 @@ class IncrementalDetokenizer:
         return text[len(prefix_text) :]
 
     def flush(self) -> str:
-        """At the end: whatever text is left, without the bytes of a character that never ended."""
+        """At the end: whatever text is left, without the bytes of a character that never ended
+        (a real U+FFFD last of all reads the same, and goes too)."""
         if not self.pending_tokens:
             return ""
         prefix_text = self._decode(self._ids[self._prefix_offset : self._read_offset])
