@@ -126,17 +126,25 @@ def child(name: str, tokens: int) -> dict[str, Any]:
     if options.get("forward_compile"):
         model.forward = torch.compile(model.forward, dynamic=True)
     started = time.perf_counter()
-    manager = batching.new_manager(model, eos_ids=eos, max_batch=MAX_BATCH, page_tokens=256,
-                                   cpu_kv_tokens=MAX_BATCH * 1024, cpu_prefill_tokens=256,
-                                   top_k=sampling.top_k)
+    manager = batching.new_manager(
+        model,
+        eos_ids=eos,
+        max_batch=MAX_BATCH,
+        page_tokens=256,
+        cpu_kv_tokens=MAX_BATCH * 1024,
+        cpu_prefill_tokens=256,
+        top_k=sampling.top_k,
+    )
     out["manager_start_s"] = time.perf_counter() - started
     try:
         started = time.perf_counter()
         batching.warm_up(manager, ids, MAX_BATCH, timeout_s=600)
         out["manager_warmup_s"] = time.perf_counter() - started
         for streams in (1, MAX_BATCH):
-            runs = [cb_run(manager, ids, streams, tokens, sampling.temperature, sampling.top_p)
-                    for _ in range(2)]  # the first warms up
+            runs = [
+                cb_run(manager, ids, streams, tokens, sampling.temperature, sampling.top_p)
+                for _ in range(2)
+            ]  # the first warms up
             out[f"cb{streams}_tok_s"], out[f"cb{streams}_tokens"] = runs[-1][0], runs[-1][2]
             if streams == 1:
                 out["ttft_ms"] = runs[-1][1] * 1000
@@ -148,26 +156,37 @@ def child(name: str, tokens: int) -> dict[str, Any]:
     with torch.inference_mode():
         for _ in range(2):  # the first warms up (and compiles, with forward_compile)
             started = time.perf_counter()
-            generated = model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
-                                       max_new_tokens=tokens, min_new_tokens=tokens,
-                                       do_sample=False, pad_token_id=min(eos))
+            generated = model.generate(
+                input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                max_new_tokens=tokens,
+                min_new_tokens=tokens,
+                do_sample=False,
+                pad_token_id=min(eos),
+            )
             elapsed = time.perf_counter() - started
     out["generate_tok_s"] = (generated.shape[1] - input_ids.shape[1]) / elapsed
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
-def cb_run(manager: Any, ids: list[int], streams: int, tokens: int, temperature: float,
-           top_p: float) -> tuple[float, float, int]:
+def cb_run(
+    manager: Any, ids: list[int], streams: int, tokens: int, temperature: float, top_p: float
+) -> tuple[float, float, int]:
     """(total tokens/s, seconds to the first token of the first stream, tokens) of `streams`
     requests of `tokens` tokens, sent at once, read with get_result as the engine reads."""
     counts: dict[str, int] = {}
     first: float | None = None
     started = time.perf_counter()
     for index in range(streams):
-        manager.add_request(ids, request_id=f"s{index}-{time.monotonic_ns()}",
-                            max_new_tokens=tokens, streaming=True, temperature=temperature,
-                            top_p=top_p)
+        manager.add_request(
+            ids,
+            request_id=f"s{index}-{time.monotonic_ns()}",
+            max_new_tokens=tokens,
+            streaming=True,
+            temperature=temperature,
+            top_p=top_p,
+        )
     while len(counts) < streams:
         output = manager.get_result(timeout=120)
         if output is None:
@@ -192,9 +211,14 @@ def cb_greedy(manager: Any, tokenizer: Any) -> list[list[int]]:
     for index, prompt in enumerate(GREEDY_PROMPTS):
         name = f"g{index}-{time.monotonic_ns()}"
         names[name] = index
-        manager.add_request(batching.encode_chat(tokenizer, [{"role": "user", "content": prompt}]),
-                            request_id=name, max_new_tokens=GREEDY_TOKENS, streaming=False,
-                            temperature=TransformersEngine.MIN_TEMPERATURE, top_p=1.0)
+        manager.add_request(
+            batching.encode_chat(tokenizer, [{"role": "user", "content": prompt}]),
+            request_id=name,
+            max_new_tokens=GREEDY_TOKENS,
+            streaming=False,
+            temperature=TransformersEngine.MIN_TEMPERATURE,
+            top_p=1.0,
+        )
     answers: list[list[int]] = [[] for _ in GREEDY_PROMPTS]
     pending = set(names)
     while pending:
@@ -213,12 +237,20 @@ def run_child(name: str, tokens: int, timeout: float) -> dict[str, Any]:
     threads = CONFIGS[name].get("threads")
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    command = [sys.executable, "-m", "bench.cpu_decode_bench", "--child", name,
-               "--tokens", str(tokens)]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.cpu_decode_bench",
+        "--child",
+        name,
+        "--tokens",
+        str(tokens),
+    ]
     started = time.perf_counter()
     try:
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return {"config": name, "error": f"over the {timeout:.0f} s limit"}
     wall = time.perf_counter() - started
@@ -244,32 +276,45 @@ def table(rounds: list[list[dict[str, Any]]], names: list[str]) -> str:
         values = [r[key] for rnd in rounds for r in rnd if r["config"] == name and key in r]
         return statistics.median(values) if values else float("nan")
 
-    reference = next((r["greedy"] for rnd in rounds for r in rnd
-                      if r["config"] == "fp32" and "greedy" in r), None)
-    lines = ["| config | generate tok/s | CB 1-stream tok/s | CB 8-stream total tok/s | "
-             "TTFT 1 stream ms | RSS MB | greedy = fp32 | generate × | CB1 × | CB8 × | "
-             "TTFT × |", "|---" * 11 + "|"]
+    reference = next(
+        (r["greedy"] for rnd in rounds for r in rnd if r["config"] == "fp32" and "greedy" in r),
+        None,
+    )
+    lines = [
+        "| config | generate tok/s | CB 1-stream tok/s | CB 8-stream total tok/s | "
+        "TTFT 1 stream ms | RSS MB | greedy = fp32 | generate × | CB1 × | CB8 × | "
+        "TTFT × |",
+        "|---" * 11 + "|",
+    ]
     for name in names:
-        errors = [r["error"] for rnd in rounds for r in rnd
-                  if r["config"] == name and "error" in r]
+        errors = [r["error"] for rnd in rounds for r in rnd if r["config"] == name and "error" in r]
         if errors and all(r.get("error") for rnd in rounds for r in rnd if r["config"] == name):
             lines.append(f"| {name} | failed: {errors[0]} |" + " |" * 9)
             continue
         figures = [median(name, key) for key in keys]
-        greedy = next((r["greedy"] for rnd in rounds for r in rnd
-                       if r["config"] == name and "greedy" in r), None)
-        share = (f"{greedy_share(greedy, reference):.0%}"
-                 if greedy is not None and reference is not None else "?")
+        greedy = next(
+            (r["greedy"] for rnd in rounds for r in rnd if r["config"] == name and "greedy" in r),
+            None,
+        )
+        share = (
+            f"{greedy_share(greedy, reference):.0%}"
+            if greedy is not None and reference is not None
+            else "?"
+        )
         ratios = [figures[i] / median("fp32", keys[i]) for i in range(4)]
-        lines.append(f"| {name} | {figures[0]:.1f} | {figures[1]:.1f} | {figures[2]:.1f} | "
-                     f"{figures[3]:.0f} | {figures[4]:.0f} | {share} | "
-                     + " | ".join(f"{r:.2f}" for r in ratios) + " |")
+        lines.append(
+            f"| {name} | {figures[0]:.1f} | {figures[1]:.1f} | {figures[2]:.1f} | "
+            f"{figures[3]:.0f} | {figures[4]:.0f} | {share} | "
+            + " | ".join(f"{r:.2f}" for r in ratios)
+            + " |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--tokens", type=int, default=64)
@@ -292,13 +337,18 @@ def main(argv: list[str] | None = None) -> None:
         for name in names:
             result = run_child(name, args.tokens, args.timeout)
             rounds[-1].append(result)
-            shown = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in result.items()
-                     if k not in ("greedy", "options")}
+            shown = {
+                k: (round(v, 1) if isinstance(v, float) else v)
+                for k, v in result.items()
+                if k not in ("greedy", "options")
+            }
             print(f"round {index + 1} {name}: {shown}", flush=True)
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(rounds, indent=1))
-    print(f"\n{args.tokens} tokens a stream; medians of {args.rounds} round(s), configs in "
-          "turns, each in its own process; ratios against fp32 in this run")
+    print(
+        f"\n{args.tokens} tokens a stream; medians of {args.rounds} round(s), configs in "
+        "turns, each in its own process; ratios against fp32 in this run"
+    )
     print(table(rounds, names))
 
 

@@ -2,6 +2,10 @@
 
     .venv/bin/python -m bench.quality_bench [--seeds 0,1,2] [--max-tokens 48] [--model M]
                                             [--settings defaults,neutral,greedy] [--json PATH]
+                                            [--dtype auto|float32|bfloat16] [--against JSON]
+
+`--dtype` and `--against` compare precisions: run fp32 with `--json fp32.json`, then bf16 with
+`--against fp32.json`, and it prints the share of greedy answers token for token alike.
 
 The questions are bench/quality_questions.json: short ones in English and Japanese, each with
 the spellings that count as right. An answer is right when it contains one of them,
@@ -208,6 +212,19 @@ def markdown(results: dict[str, Any], questions: list[Question]) -> str:
     return "\n".join(lines)
 
 
+def greedy_alike(results: dict[str, Any], earlier: dict[str, Any]) -> tuple[int, int]:
+    """How many greedy answers are token for token the earlier run's (the same text, of the
+    same length in tokens), out of those both runs answered."""
+    ours = {a["id"]: a for a in results["greedy"]["runs"][0]["answers"]}
+    theirs = {a["id"]: a for a in earlier["settings"]["greedy"]["runs"][0]["answers"]}
+    both = sorted(set(ours) & set(theirs))
+    alike = sum(
+        (ours[i]["text"], ours[i]["tokens"]) == (theirs[i]["text"], theirs[i]["tokens"])
+        for i in both
+    )
+    return alike, len(both)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -217,6 +234,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--model", default="", help="STREAMING_MODEL's value (default: packaged)")
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--json", type=Path, default=RESULTS / "quality.json")
+    parser.add_argument(
+        "--dtype", default="auto", choices=("auto", "float32", "bfloat16"), help="STREAMING_DTYPE"
+    )
+    parser.add_argument(
+        "--against", type=Path, help="an earlier run's JSON: the share of greedy answers alike"
+    )
     args = parser.parse_args(argv)
     settings = args.settings.split(",")
     unknown = sorted(set(settings) - set(SETTINGS))
@@ -228,7 +251,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     cache = os.environ.get("STREAMING_MODEL_CACHE") or ROOT / ".cache" / "models"
     engine = TransformersEngine(
-        model=args.model, cache_dir=cache, max_batch=MAX_BATCH, max_queue=len(questions)
+        model=args.model,
+        cache_dir=cache,
+        max_batch=MAX_BATCH,
+        max_queue=len(questions),
+        dtype=args.dtype,
     )
     engine.load()
     print(
@@ -244,9 +271,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         engine.close()
     elapsed = time.perf_counter() - started
     print(markdown(results, questions))
+    if args.against is not None and "greedy" in results:
+        alike, total = greedy_alike(results, json.loads(args.against.read_text()))
+        print(
+            f"\ngreedy answers identical to {args.against}'s: {alike}/{total} ({alike / total:.2f})"
+        )
     print(f"\n{elapsed:.0f} s in all, model load included")
     report = {
         "model": engine.model,
+        "dtype": args.dtype,
         "defaults": engine.sampling_defaults.as_json(),
         "max_tokens": args.max_tokens,
         "seconds": round(elapsed, 1),

@@ -153,6 +153,9 @@ STREAMING_ENGINE = env_str("STREAMING_ENGINE", "deterministic", choices=tuple(ST
 # the one STREAMING_ENGINE names.
 STREAMING_FLEET_ENGINE = "streaming.fleet.engine.ChannelLayerEngine"
 STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-135M-Instruct
+# The transformers engine's weights: `auto` = bf16 on a GPU and on a CPU with native BF16
+# (AVX-512 BF16, AMX), fp32 elsewhere (streaming/engines/precision.py).
+STREAMING_DTYPE = env_str("STREAMING_DTYPE", "auto", choices=("auto", "float32", "bfloat16"))
 # Where the transformers engine keeps the dequantized GGUF, so a second start skips the ~15 s
 # conversion. Delete the folder to rebuild it.
 STREAMING_MODEL_CACHE = env_str("STREAMING_MODEL_CACHE", str(BASE_DIR / ".cache" / "models"))

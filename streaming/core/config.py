@@ -89,6 +89,7 @@ class EngineSettings:
     paths: Mapping[str, str] = setting("STREAMING_ENGINES")  # name: dotted path of its class
     fleet_path: str = setting("STREAMING_FLEET_ENGINE")  # a web process's, with REDIS_URL
     model: str = setting("STREAMING_MODEL")
+    dtype: Literal["auto", "float32", "bfloat16"] = setting("STREAMING_DTYPE")  # transformers'
     model_cache: str = setting("STREAMING_MODEL_CACHE")
     context_tokens: int = setting("STREAMING_CONTEXT_TOKENS")  # 0: the engine's default
     max_batch: int = setting("STREAMING_MAX_BATCH")  # 0: the engine's default

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streaming.core.request import Sampling
-from streaming.engines import batching, model_source
+from streaming.engines import batching, model_source, precision
 from streaming.engines.decode_loop import DecodeLoop
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ class LoadsModel:
     PREFILL_CHUNK_TOKENS = 256  # prompt tokens per step, so a long prompt never stalls the others
 
     model_setting: str
+    dtype_setting: precision.Precision
     cache_dir: Path | None
     device: str | None
     max_batch: int
@@ -60,8 +61,10 @@ class LoadsModel:
 
             started = time.perf_counter()
             device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            # bf16 halves memory and doubles speed on a GPU; most CPUs have no fast bf16 matmul.
-            dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+            cpu_flag = None if device.startswith("cuda") else precision.cpu_bf16_flag()
+            dtype_name, why = precision.choose(self.dtype_setting, device, cpu_flag=cpu_flag)
+            logger.info("Weights in %s on %s: %s", dtype_name, device, why)
+            dtype = getattr(torch, dtype_name)
             self.source = model_source.resolve(self.model_setting)
             self._model, self._tokenizer = model_source.load(
                 self.source, cache_root=self.cache_dir, device=device, dtype=dtype

@@ -43,6 +43,7 @@ from streaming.engines.base import Engine
 from streaming.engines.decode_loop import DecodeLoop
 from streaming.engines.detokenizer import IncrementalDetokenizer
 from streaming.engines.loading import LoadsModel
+from streaming.engines.precision import Precision
 from streaming.engines.stop import StopGate
 
 if TYPE_CHECKING:
@@ -86,11 +87,12 @@ class TransformersEngine(LoadsModel, Engine):
 
     @classmethod
     def from_config(cls, config: Config) -> TransformersEngine:
-        """The model, its cache and window, and the batch (STREAMING_*)."""
+        """The model, its cache, precision and window, and the batch (STREAMING_*)."""
         engine = config.engine
         return cls(
             model=engine.model,
             cache_dir=engine.model_cache,
+            dtype=engine.dtype,
             max_batch=engine.max_batch,
             max_queue=engine.max_queue,
             context_tokens=engine.context_tokens,
@@ -105,9 +107,11 @@ class TransformersEngine(LoadsModel, Engine):
         max_queue: int = 64,
         context_tokens: int = 0,
         device: str | None = None,
+        dtype: Precision = "auto",
     ) -> None:
         super().__init__()
         self.model_setting = model
+        self.dtype_setting = dtype
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.max_batch = max_batch or self.DEFAULT_MAX_BATCH
         self.max_queue = max_queue

@@ -1,0 +1,51 @@
+"""The precision the engine chooses answers as well as fp32: the small form of
+bench/quality_bench.py (the full set, both precisions, token for token: docs/model.md)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.conf import settings
+
+from bench import quality_bench
+
+pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.model
+
+# Questions the packaged model answers right greedily in fp32 (in Japanese it answers none of
+# the set right in either precision: bench/quality_bench.py, docs/model.md).
+ASKED = (
+    "en-capital-france",
+    "en-capital-germany",
+    "en-two-plus-two",
+    "en-water-formula",
+    "en-largest-ocean",
+    "en-tallest-mountain",
+)
+GREEDY = quality_bench.SETTINGS["greedy"]
+
+
+def answers_in(dtype: str) -> tuple[str, list[dict]]:
+    """The chosen precision's name and its greedy answers to ASKED."""
+    from streaming.engines.transformers import TransformersEngine
+
+    questions = [q for q in quality_bench.load_questions() if q.id in ASKED]
+    engine = TransformersEngine(
+        cache_dir=settings.STREAMING_MODEL_CACHE, max_batch=8, max_queue=8, dtype=dtype
+    )
+    engine.load()
+    try:
+        answers = asyncio.run(quality_bench.answer_all(engine, questions, GREEDY, None, 24))
+        return str(engine._model.dtype).removeprefix("torch."), answers
+    finally:
+        engine.close()
+
+
+def test_the_default_precision_gets_as_many_answers_right_as_fp32():
+    chosen, ours = answers_in("auto")
+    _, fp32 = answers_in("float32")
+    right = sum(a["right"] for a in ours)
+    assert right >= sum(a["right"] for a in fp32), (chosen, ours, fp32)
+    assert right >= len(ASKED) - 1  # the set is one the model knows: a broken load fails here
