@@ -132,3 +132,19 @@ def test_a_penalty_at_the_value_that_changes_nothing_is_unset_and_needs_no_engin
     assert BY_NAME["repetition_penalty"].parse(1) is None
     assert BY_NAME["presence_penalty"].parse(1) == 1.0
     assert asked({"frequency_penalty": 0.5}, "responses") == {}  # OpenAI's Responses has none
+
+
+def test_docs_api_md_gives_each_native_field_its_type_from_the_table():
+    from tests.support.live import ROOT
+
+    reference = (ROOT / "docs" / "api.md").read_text()
+    body = reference[reference.index("### Request body") :]
+    rows = [line for line in body[: body.index("\n### ", 1)].splitlines() if line.startswith("| `")]
+    for field in FIELDS:
+        if field.native is None:
+            continue
+        row = next((r for r in rows if f"`{field.native}`" in r.split("|")[1]), None)
+        assert row is not None, f"docs/api.md's request body lacks `{field.native}`"
+        if field.kind is not None:
+            kind = {int: "integer", float: "number"}[field.kind]
+            assert row.split("|")[2].strip() == kind, row
