@@ -242,7 +242,7 @@ def asked(data: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
 
 
 def parse_asked(
-    sampling: dict[str, Any], dialect: Dialect | Naming, highs: Mapping[str, float] | None = None
+    values: dict[str, Any], dialect: Dialect | Naming, highs: Mapping[str, float] | None = None
 ) -> dict[str, Any]:
     """`asked`'s fields checked, named in errors as `dialect` (or a `naming` of it, computed
     once) names them; `highs`: the upper bounds the table leaves to parse time, by field.
@@ -250,7 +250,7 @@ def parse_asked(
     reads as its own default)."""
     named = NAMED[dialect] if isinstance(dialect, str) else dialect
     checked, highs = {}, highs or {}
-    for name, value in sampling.items():
+    for name, value in values.items():
         entry = named.get(name)
         if entry is None:  # a caller's mistake, not the asker's
             raise TypeError(f"build_request() got an unexpected field {name!r}")

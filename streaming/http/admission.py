@@ -107,6 +107,23 @@ def owned(request: HttpRequest, generation: Generation | None) -> Generation | N
     return generation if generation is None or may_see(request, generation.owner) else None
 
 
+async def publish(request: HttpRequest, generation: Generation) -> None:
+    """A created generation, not started: with REDIS_URL it goes to Redis, the only home of a
+    created generation, where whichever web process gets its stream claims it (so no process
+    keeps a copy that could go stale); without, it stays in this process's registry."""
+    if store.enabled():
+        registry.discard(generation)
+        await store.put_pending(
+            generation.request,
+            api=generation.api,
+            client=generation.client,
+            created_at=generation.created_at,
+            owner=generation.owner,
+            asker=principal(request),
+            in_conversation=generation.in_conversation,
+        )
+
+
 async def start_new(request: HttpRequest, generation: Generation, *, durable: bool = False) -> None:
     """Start the engine on a generation that has only just been created (no reader yet)."""
     try:

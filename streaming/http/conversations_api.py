@@ -21,7 +21,7 @@ from streaming.conversations.answers import settle
 from streaming.core import config
 from streaming.core.exceptions import BadRequest
 from streaming.http import turns
-from streaming.http.admission import api_view
+from streaming.http.admission import api_view, publish
 from streaming.http.auth import conversation_owner
 from streaming.http.validation import decode_json_object, refuse_unknown, sampling
 from streaming.models import Conversation, ConversationItem, ItemStatus
@@ -212,7 +212,7 @@ async def _answered(
     except BaseException:
         turns.forget(generation)
         raise
-    await turns.publish(request, generation)
+    await publish(request, generation)
     return JsonResponse(await _branch(found), status=201)
 
 

@@ -24,8 +24,7 @@ from streaming.generations.answer import retry_ms
 from streaming.generations.record import FIGURES, state_json
 from streaming.generations.registry import PENDING, STREAMING, Generation, registry
 from streaming.http import cancel
-from streaming.http.admission import admit, api_view, owned, start_new
-from streaming.http.auth import principal
+from streaming.http.admission import admit, api_view, owned, publish, start_new
 from streaming.http.elsewhere import logged, may_see_elsewhere, streamed_elsewhere
 from streaming.http.event_stream import cancelled_stream, open_event_stream
 from streaming.http.lookup import FIRST, NeverStarted, Position, locate
@@ -46,18 +45,7 @@ def _native_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, None]:
 async def create_generation(request: HttpRequest) -> HttpResponse:
     """`POST /api/generations` → 201 with the stream and cancel URLs."""
     generation, _ = await admit(request, _native_body)
-    if store.enabled():
-        # Redis is the only home of a created generation: whichever process gets the stream
-        # claims it from there, so no process keeps a copy that could go stale.
-        registry.discard(generation)
-        await store.put_pending(
-            generation.request,
-            api=generation.api,
-            client=generation.client,
-            created_at=generation.created_at,
-            owner=generation.owner,
-            asker=principal(request),
-        )
+    await publish(request, generation)
     base = f"/api/generations/{generation.id}"
     return JsonResponse(
         {"id": generation.id, "stream_url": f"{base}/stream", "cancel_url": f"{base}/cancel"},

@@ -22,7 +22,6 @@ from streaming.fleet import store
 from streaming.generations.registry import Generation, registry
 from streaming.http import cancel
 from streaming.http.admission import admit
-from streaming.http.auth import principal
 from streaming.http.elsewhere import abort_elsewhere
 from streaming.http.validation import build_request
 from streaming.models import Conversation
@@ -88,28 +87,12 @@ async def answer(
     request: HttpRequest, conversation: Conversation, turns: list[tuple[str, str]]
 ) -> Generation:
     """The generation of an answer to `turns`: admitted and registered, not started (its
-    item is written next, then `publish`, then its reader's stream starts it)."""
+    item is written next, then `admission.publish`, then its reader's stream starts it)."""
     generation, _ = await admit(
         request, lambda body, engine: (request_for(turns, engine, conversation), None)
     )
     generation.in_conversation = True
     return generation
-
-
-async def publish(request: HttpRequest, generation: Generation) -> None:
-    """Its item is written: with REDIS_URL the created generation goes to Redis, where any web
-    process may claim it (native_api's create does the same)."""
-    if store.enabled():
-        registry.discard(generation)
-        await store.put_pending(
-            generation.request,
-            api=generation.api,
-            client=generation.client,
-            created_at=generation.created_at,
-            owner=generation.owner,
-            asker=principal(request),
-            in_conversation=True,
-        )
 
 
 def forget(generation: Generation) -> None:
