@@ -13,7 +13,7 @@ STREAMING_ENGINE ?= transformers
 # A reloaded page rejoins its answer: it runs on this long with nobody reading (README).
 STREAM_RESUME_GRACE_S ?= 10
 
-.PHONY: setup browser-deps nginx run test lint bench gpu-carry gpu-bench clean
+.PHONY: setup browser-deps nginx run test lint bench llama-cpp gpu-carry gpu-bench clean
 
 setup: $(STAMP)
 
@@ -61,6 +61,12 @@ lint: setup
 bench: setup
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# llama.cpp for bench/llama_cpp_bench.py only, never at run time: built from source (about 8
+# minutes); a native build dies with a general protection fault in libggml-cpu on these CPUs.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+llama-cpp: setup
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q -e '.[bench,llama-cpp]'
 
 # The GPU run (docs/model.md, "On a GPU"): gpu-carry/ holds the wheels and the tokenizer that a
 # GPU machine without network needs; gpu-bench runs the same benchmark here, on this machine's

@@ -17,7 +17,8 @@ engine does; `STREAMING_MODEL_CACHE` or `.cache/models`), applies its option, an
 - **greedy**: the first 32 greedy tokens of 5 short prompts through the manager; the parent
   reports the share identical to fp32's from the same run.
 
-Configurations (`CONFIGS`): fp32 (today's), bf16 weights, the manager's own compile
+Configurations (`CONFIGS`): fp32 (today's), bf16 weights, linear layers packed for oneDNN
+(`packed_linear.py`, in fp32 and bf16), the manager's own compile
 (`ContinuousBatchingConfig.default_compile_level`, the varlen path: on a CPU with SDPA there is
 no decode fast path), `torch.compile(model.forward)` for generate, torchao int8 weight-only,
 and thread settings. Prints a markdown table with ratios against fp32 in the same run; writes
@@ -55,6 +56,8 @@ MAX_BATCH = 8
 CONFIGS: dict[str, dict[str, Any]] = {
     "fp32": {},
     "bf16": {"dtype": "bfloat16"},
+    "fp32-packed": {"pack": True},
+    "bf16-packed": {"dtype": "bfloat16", "pack": True},
     "fp32-cbcompile1": {"cb_compile": 1},
     "fp32-cbcompile3": {"cb_compile": 3},
     # transformers pads a compiled varlen batch to 64 query tokens and 16384 KV tokens by
@@ -88,19 +91,27 @@ def child(name: str, tokens: int) -> dict[str, Any]:
     if "threads" in options:
         torch.set_num_threads(options["threads"])
     from streaming.engines import batching, model_source
+    from streaming.engines.background import in_passing_thread
 
     out: dict[str, Any] = {"config": name, "options": options}
     cache = Path(os.environ.get("STREAMING_MODEL_CACHE") or ROOT / ".cache" / "models")
     dtype = getattr(torch, options.get("dtype", "float32"))
     started = time.perf_counter()
     source = model_source.resolve("")
-    model, tokenizer = model_source.load(source, cache_root=cache, device="cpu", dtype=dtype)
+    # Loaded on a thread that then ends, as the engine loads (background.in_passing_thread).
+    model, tokenizer = in_passing_thread(
+        lambda: model_source.load(source, cache_root=cache, device="cpu", dtype=dtype)
+    )
+    if options.get("pack"):
+        from streaming.engines import packed_linear
+
+        out["packed_layers"] = in_passing_thread(lambda: packed_linear.pack_linears(model))
     if options.get("int8"):
         import torchao
         from torchao.quantization import Int8WeightOnlyConfig, quantize_
 
         out["torchao"] = torchao.__version__
-        quantize_(model, Int8WeightOnlyConfig())
+        in_passing_thread(lambda: quantize_(model, Int8WeightOnlyConfig()))
     out["load_s"] = time.perf_counter() - started
     out["rss_after_load_mb"] = rss_mb()
     out["threads"] = torch.get_num_threads()

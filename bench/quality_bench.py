@@ -2,10 +2,12 @@
 
     .venv/bin/python -m bench.quality_bench [--seeds 0,1,2] [--max-tokens 48] [--model M]
                                             [--settings defaults,neutral,greedy] [--json PATH]
-                                            [--dtype auto|float32|bfloat16] [--against JSON]
+                                            [--dtype auto|float32|bfloat16] [--packed auto|off]
+                                            [--against JSON]
 
-`--dtype` and `--against` compare precisions: run fp32 with `--json fp32.json`, then bf16 with
-`--against fp32.json`, and it prints the share of greedy answers token for token alike.
+`--dtype`, `--packed` and `--against` compare configurations: run fp32 as loaded with
+`--dtype float32 --packed off --json fp32.json`, then the default with `--against fp32.json`,
+and it prints the share of greedy answers token for token alike.
 
 The questions are bench/quality_questions.json: short ones in English and Japanese, each with
 the spellings that count as right. An answer is right when it contains one of them,
@@ -238,6 +240,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--dtype", default="auto", choices=("auto", "float32", "bfloat16"), help="STREAMING_DTYPE"
     )
     parser.add_argument(
+        "--packed", default="auto", choices=("auto", "off"), help="STREAMING_PACKED_WEIGHTS"
+    )
+    parser.add_argument(
         "--against", type=Path, help="an earlier run's JSON: the share of greedy answers alike"
     )
     args = parser.parse_args(argv)
@@ -256,6 +261,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         max_batch=MAX_BATCH,
         max_queue=len(questions),
         dtype=args.dtype,
+        packed_weights=args.packed,
     )
     engine.load()
     print(
@@ -280,6 +286,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = {
         "model": engine.model,
         "dtype": args.dtype,
+        "packed_weights": args.packed,
         "defaults": engine.sampling_defaults.as_json(),
         "max_tokens": args.max_tokens,
         "seconds": round(elapsed, 1),

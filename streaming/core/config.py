@@ -90,6 +90,7 @@ class EngineSettings:
     fleet_path: str = setting("STREAMING_FLEET_ENGINE")  # a web process's, with REDIS_URL
     model: str = setting("STREAMING_MODEL")
     dtype: Literal["auto", "float32", "bfloat16"] = setting("STREAMING_DTYPE")  # transformers'
+    packed_weights: Literal["auto", "off"] = setting("STREAMING_PACKED_WEIGHTS")  # on a CPU
     model_cache: str = setting("STREAMING_MODEL_CACHE")
     context_tokens: int = setting("STREAMING_CONTEXT_TOKENS")  # 0: the engine's default
     max_batch: int = setting("STREAMING_MAX_BATCH")  # 0: the engine's default

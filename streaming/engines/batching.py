@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from streaming.core.exceptions import EngineUnavailable
+from streaming.engines.background import in_passing_thread
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -86,11 +87,21 @@ def new_manager(
         # the RAM, so size it from the window and the batch instead.
         options["num_blocks"] = -(-cpu_kv_tokens // page_tokens)
         options["max_batch_tokens"] = cpu_prefill_tokens
-    manager = model.init_continuous_batching(
-        generation_config=generation_config,
-        continuous_batching_config=ContinuousBatchingConfig(**options),
-    )
-    manager.warmup()  # captures CUDA graphs where there are any; a no-op on CPU
+
+    from streaming.engines import top_p  # imports torch and transformers: only here
+
+    def made() -> ContinuousBatchingManager:
+        manager = model.init_continuous_batching(
+            generation_config=generation_config,
+            continuous_batching_config=ContinuousBatchingConfig(**options),
+        )
+        top_p.install(manager.logit_processor.logits_processor)  # the same tokens, sooner
+        manager.warmup()  # allocates the KV cache; captures CUDA graphs where there are any
+        return manager
+
+    # The cache is filled with zeros by parallel ops: on a thread that ends, not the caller's
+    # (a watchdog's, for a restart), so that only the decode loop's thread keeps OpenMP workers.
+    manager = in_passing_thread(made, "transformers-manager-setup")
     manager.start()
     return manager
 

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 
 from streaming.core.request import Sampling
 from streaming.engines import batching, model_source, precision
+from streaming.engines.background import in_passing_thread
 from streaming.engines.decode_loop import DecodeLoop
 
 if TYPE_CHECKING:
+    import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
     from transformers.generation.continuous_batching import ContinuousBatchingManager
 
@@ -35,6 +37,7 @@ class LoadsModel:
 
     model_setting: str
     dtype_setting: precision.Precision
+    packed_setting: str
     cache_dir: Path | None
     device: str | None
     max_batch: int
@@ -66,8 +69,8 @@ class LoadsModel:
             logger.info("Weights in %s on %s: %s", dtype_name, device, why)
             dtype = getattr(torch, dtype_name)
             self.source = model_source.resolve(self.model_setting)
-            self._model, self._tokenizer = model_source.load(
-                self.source, cache_root=self.cache_dir, device=device, dtype=dtype
+            self._model, self._tokenizer = in_passing_thread(
+                lambda: self._load_weights(device, dtype), "transformers-load"
             )
             self.sampling_defaults = model_source.sampling_defaults(self.source)
             window = int(getattr(self._model.config, "max_position_embeddings", 0) or 2048)
@@ -92,6 +95,31 @@ class LoadsModel:
             logger.info("Warm-up done in %.1f s; the engine is ready", self.warmup_seconds)
             self.decode_loop.start(manager)
             self._loaded.set()
+
+    def _load_weights(
+        self, device: str, dtype: torch.dtype
+    ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+        """The model on `device` in `dtype`, its linear layers packed where that is possible
+        (on a thread that ends: background.in_passing_thread)."""
+        assert self.source is not None
+        model, tokenizer = model_source.load(
+            self.source, cache_root=self.cache_dir, device=device, dtype=dtype
+        )
+        from streaming.engines import packed_linear  # imports torch: only once loading
+
+        why = "STREAMING_PACKED_WEIGHTS=off" if self.packed_setting == "off" else None
+        why = why or packed_linear.why_not(device, dtype)
+        if why is None:
+            started = time.perf_counter()
+            count = packed_linear.pack_linears(model)
+            logger.info(
+                "Linear layers packed for oneDNN: %d in %.1f s",
+                count,
+                time.perf_counter() - started,
+            )
+        else:
+            logger.info("Linear layers as loaded (not packed): %s", why)
+        return model, tokenizer
 
     def _new_manager(self) -> ContinuousBatchingManager:
         """A started manager, sized for this machine (batching.new_manager)."""

@@ -93,6 +93,7 @@ class TransformersEngine(LoadsModel, Engine):
             model=engine.model,
             cache_dir=engine.model_cache,
             dtype=engine.dtype,
+            packed_weights=engine.packed_weights,
             max_batch=engine.max_batch,
             max_queue=engine.max_queue,
             context_tokens=engine.context_tokens,
@@ -108,10 +109,12 @@ class TransformersEngine(LoadsModel, Engine):
         context_tokens: int = 0,
         device: str | None = None,
         dtype: Precision = "auto",
+        packed_weights: str = "auto",
     ) -> None:
         super().__init__()
         self.model_setting = model
         self.dtype_setting = dtype
+        self.packed_setting = packed_weights
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.max_batch = max_batch or self.DEFAULT_MAX_BATCH
         self.max_queue = max_queue

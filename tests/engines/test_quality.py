@@ -1,5 +1,5 @@
-"""The precision the engine chooses answers as well as fp32: the small form of
-bench/quality_bench.py (the full set, both precisions, token for token: docs/model.md)."""
+"""The configuration the engine chooses (precision, packed weights) answers as well as fp32 as
+loaded: the small form of bench/quality_bench.py (the full set, token for token: docs/model.md)."""
 
 from __future__ import annotations
 
@@ -27,13 +27,17 @@ ASKED = (
 GREEDY = quality_bench.SETTINGS["greedy"]
 
 
-def answers_in(dtype: str) -> tuple[str, list[dict]]:
+def answers_in(dtype: str, packed_weights: str) -> tuple[str, list[dict]]:
     """The chosen precision's name and its greedy answers to ASKED."""
     from streaming.engines.transformers import TransformersEngine
 
     questions = [q for q in quality_bench.load_questions() if q.id in ASKED]
     engine = TransformersEngine(
-        cache_dir=settings.STREAMING_MODEL_CACHE, max_batch=8, max_queue=8, dtype=dtype
+        cache_dir=settings.STREAMING_MODEL_CACHE,
+        max_batch=8,
+        max_queue=8,
+        dtype=dtype,
+        packed_weights=packed_weights,
     )
     engine.load()
     try:
@@ -43,9 +47,9 @@ def answers_in(dtype: str) -> tuple[str, list[dict]]:
         engine.close()
 
 
-def test_the_default_precision_gets_as_many_answers_right_as_fp32():
-    chosen, ours = answers_in("auto")
-    _, fp32 = answers_in("float32")
+def test_the_default_configuration_gets_as_many_answers_right_as_fp32_as_loaded():
+    chosen, ours = answers_in("auto", "auto")
+    _, fp32 = answers_in("float32", "off")
     right = sum(a["right"] for a in ours)
     assert right >= sum(a["right"] for a in fp32), (chosen, ours, fp32)
     assert right >= len(ASKED) - 1  # the set is one the model knows: a broken load fails here
