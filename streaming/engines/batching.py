@@ -95,7 +95,10 @@ def new_manager(
             generation_config=generation_config,
             continuous_batching_config=ContinuousBatchingConfig(**options),
         )
-        top_p.install(manager.logit_processor.logits_processor)  # the same tokens, sooner
+        if model.device.type == "cpu":
+            # The same tokens, sooner; not on a GPU, where the step is a CUDA graph and the
+            # check for a nucleus wider than the candidates could not leave the device.
+            top_p.install(manager.logit_processor.logits_processor)
         manager.warmup()  # allocates the KV cache; captures CUDA graphs where there are any
         return manager
 

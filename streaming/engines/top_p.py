@@ -7,7 +7,9 @@ few hundred tokens, and `topk` finds those in a thirtieth of the time. So: take 
 CANDIDATES, and where their probability mass reaches top-p the tokens beyond them are out
 anyway and the answer is the sort's; where it does not (a flat distribution), sort as before.
 A token stays when the probability of the tokens likelier than it is below top-p, as in
-transformers' rule (its ascending cumulative sum above 1 - top-p).
+transformers' rule (its ascending cumulative sum above 1 - top-p). On a CPU only
+(batching.new_manager): on a GPU the step is a CUDA graph, and the fallback's check would have
+to leave the device.
 """
 
 from __future__ import annotations

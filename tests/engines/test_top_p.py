@@ -3,6 +3,8 @@ sort keeps, falls back to that sort when the nucleus is wider, and leaves top-p 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -69,3 +71,31 @@ def test_install_replaces_only_transformers_top_p():
     assert install(processors) == 1
     assert processors[0] is other and isinstance(processors[1], CandidateTopP)
     assert processors[1].top_p == 0.8 and install(processors) == 0
+
+
+def test_a_manager_on_a_cpu_filters_with_the_candidates():
+    from django.conf import settings
+
+    from streaming.engines import batching, model_source, random_model
+
+    model, _ = random_model.load(
+        "tiny",
+        cache_root=Path(settings.STREAMING_MODEL_CACHE),
+        device="cpu",
+        dtype=torch.float32,
+        attention="sdpa",
+        packaged=model_source.packaged_gguf,
+    )
+    manager = batching.new_manager(
+        model,
+        eos_ids=frozenset({0}),
+        max_batch=2,
+        page_tokens=32,
+        cpu_kv_tokens=256,
+        cpu_prefill_tokens=64,
+    )
+    try:
+        kinds = [type(p).__name__ for p in manager.logit_processor.logits_processor]
+        assert "CandidateTopP" in kinds and "ContinuousBatchingTopPLogitsWarper" not in kinds
+    finally:
+        manager.stop(block=True, timeout=10)
