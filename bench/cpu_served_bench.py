@@ -51,7 +51,13 @@ import httpx
 
 from bench.servers import rss_bytes
 from streaming.engines import model_source
-from streaming.tools.liveserver import UNLIMITED, free_port, start_server, stop_process
+from streaming.tools.liveserver import (
+    UNLIMITED,
+    free_port,
+    start_server,
+    stop_process,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -105,18 +111,21 @@ def start_llama_cpp(
     command += [part for option in options.items() for part in option]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
+        # An exited process is "done" too, so that a crash fails at once, not at the deadline.
+        if process.poll() is not None:
+            return True
+        return httpx.get(f"{url}/v1/models", timeout=2.0).status_code == 200
+
+    try:
+        wait_until(ready, timeout, interval=0.5)
         if process.poll() is not None:
             raise RuntimeError(f"llama_cpp.server exited with {process.returncode}")
-        try:
-            if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                return process, url, lambda: stop_process(process)
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    stop_process(process)
-    raise RuntimeError("llama_cpp.server did not answer in time")
+    except BaseException:
+        stop_process(process)
+        raise
+    return process, url, lambda: stop_process(process)
 
 
 async def one_stream(
