@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 
 from streaming.core.request import GenerationRequest, Message, Sampling
-from streaming.engines import model_source, random_model
+from streaming.engines import model_source
 from streaming.engines.deterministic import DeterministicEngine
 from streaming.engines.remote import RemoteEngine
 from streaming.engines.script import tokens_for
@@ -98,13 +98,11 @@ def tiny_engine(tmp_path_factory):
     from streaming.engines.transformers import TransformersEngine
 
     folder = tmp_path_factory.mktemp("tiny-model")
-    model, tokenizer = random_model.load(
-        "tiny",
+    model, tokenizer = model_source.load(
+        model_source.resolve("random:tiny"),
         cache_root=Path(settings.STREAMING_MODEL_CACHE),
         device="cpu",
         dtype=torch.float32,
-        attention="sdpa",
-        packaged=model_source.packaged_gguf,
     )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

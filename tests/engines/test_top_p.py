@@ -76,15 +76,13 @@ def test_install_replaces_only_transformers_top_p():
 def test_a_manager_on_a_cpu_filters_with_the_candidates():
     from django.conf import settings
 
-    from streaming.engines import batching, model_source, random_model
+    from streaming.engines import batching, model_source
 
-    model, _ = random_model.load(
-        "tiny",
+    model, _ = model_source.load(
+        model_source.resolve("random:tiny"),
         cache_root=Path(settings.STREAMING_MODEL_CACHE),
         device="cpu",
         dtype=torch.float32,
-        attention="sdpa",
-        packaged=model_source.packaged_gguf,
     )
     manager = batching.new_manager(
         model,
