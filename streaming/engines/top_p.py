@@ -37,9 +37,10 @@ class CandidateTopP(ContinuousBatchingTopPLogitsWarper):
         count = min(self.CANDIDATES, scores.size(-1))
         values, indices = torch.topk(scores, count, dim=-1)  # descending, [B, K]
         probs = (values - torch.logsumexp(scores, dim=-1, keepdim=True)).exp()
-        likelier = probs.cumsum(dim=-1) - probs  # mass of the candidates above each one
+        cumulative = probs.cumsum(dim=-1)
+        likelier = cumulative - probs  # mass of the candidates above each one
         whole = top_p >= 1.0  # keeps every token with any probability: leave the row alone
-        if not bool(((likelier[:, -1:] + probs[:, -1:] >= top_p) | whole).all()):
+        if not bool(((cumulative[:, -1:] >= top_p) | whole).all()):
             return super().__call__(scores, tensor_arg)  # a nucleus wider than the candidates
         keep = likelier < top_p
         keep[:, : self.min_tokens_to_keep] = True
