@@ -32,9 +32,6 @@ import redis.asyncio as aioredis
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from redis.utils import HIREDIS_AVAILABLE
 
-from streaming.fleet.outbox import Outbox
-from streaming.fleet.protocol import Chunks
-
 RESULTS = Path(__file__).parent / "results"
 PREFIX = "bench:log:"
 TOKEN = " word"  # ~5 bytes, a typical BPE token
@@ -184,14 +181,24 @@ async def run_pubsub(url: str, generations: int, tokens: int, limit_s: float) ->
 # --- scenario 2: Redis Streams --------------------------------------------------------------
 
 
+def merged(items: list[Item]) -> list[Item]:
+    """One chunk per generation: its items' text joined, its tokens summed."""
+    by_generation: dict[str, Item] = {}
+    for generation_id, index, text, count in items:
+        if (item := by_generation.get(generation_id)) is None:
+            by_generation[generation_id] = [generation_id, index, text, count]
+        else:
+            item[2] += text
+            item[3] += count
+    return list(by_generation.values())
+
+
 def stream_sender(writer: aioredis.Redis, merge: bool) -> Callable[[list[Item]], Awaitable[None]]:
     """One pipeline per flush: an XADD per chunk (or, merged, per generation), no MULTI."""
 
     async def send(items: list[Item]) -> None:
-        if merge:  # the worker's own merge: one chunk per generation
-            outbox = Outbox()
-            outbox.put_back(Chunks("", items))
-            items = outbox.items
+        if merge:
+            items = merged(items)
         pipe = writer.pipeline(transaction=False)
         for generation_id, index, text, count in items:
             key = PREFIX + generation_id

@@ -123,7 +123,8 @@ if REDIS_URL:
             # traffic. Every message goes to a process-specific channel (a worker's own, or a
             # web process's reply channel), so pub/sub's fan-out never duplicates work; what
             # lists would add (capacity, expiry) the worker does itself: one send in flight per
-            # web process, text merged while it waits (streaming/fleet/outbox.py, Outbox).
+            # web process, the next message gathering the tokens made while it waits
+            # (streaming/fleet/outbox.py, Outbox).
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         }

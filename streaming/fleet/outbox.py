@@ -15,7 +15,7 @@ from streaming.fleet.protocol import Chunks, End
 
 logger = logging.getLogger(__name__)
 
-RETRY_FULL_S = 0.05  # a web process' channel is full: wait this long, then send the merged text
+RETRY_FULL_S = 0.05  # a web process' channel is full: wait this long, then send again
 GIVE_UP_FULL_S = 10.0  # full this long: its reader is gone; abort what we generate for it
 
 
@@ -23,8 +23,9 @@ class Outbox:
     """Chunks waiting to go to one web process; at most one send in flight.
 
     While a send is in flight new tokens accumulate, so under load one message carries many
-    tokens (each still its own frame downstream). When the reader falls behind (ChannelFull),
-    the text of each generation merges into one chunk instead of piling up.
+    tokens (each still its own frame downstream). What a failed send held goes again, each
+    chunk as it was made; a web process whose channel stays full has its generations aborted
+    (GIVE_UP_FULL_S), which bounds what waits here.
     """
 
     def __init__(self) -> None:
@@ -53,18 +54,9 @@ class Outbox:
         return message
 
     def put_back(self, message: Chunks) -> None:
-        """A send failed: merge its content and what arrived since, one chunk per generation."""
-        items: list[list[Any]] = []
-        last: dict[str, list[Any]] = {}  # each generation's last item: merged into if alike
-        for item in message.items + self.items:
-            previous = last.get(item[0])
-            if previous is not None and previous[4:] == item[4:]:  # the same kind of text
-                previous[2] += item[2]
-                previous[3] += item[3]
-            else:
-                last[item[0]] = item = list(item)
-                items.append(item)
-        self.items = items
+        """A send failed: its content goes first again, each chunk as it was, never merged (a
+        chunk's index is an event id: a reader resumes there, in any web process)."""
+        self.items = message.items + self.items
         self.ends = message.ends + self.ends
         self.followed = message.followed + self.followed
 

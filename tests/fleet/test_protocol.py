@@ -139,7 +139,7 @@ def test_a_message_without_what_it_needs_is_refused():
         decode({"type": "follow", "v": 1, "id": "g1"})
 
 
-def test_a_failed_send_merges_only_chunks_of_the_same_kind_in_order():
+def test_a_failed_send_goes_again_first_with_every_chunk_as_it_was():
     outbox = Outbox()
     outbox.add("g", [Chunk(0, "a", 1, ChunkKind.REASONING)])
     outbox.add("g", [Chunk(1, "b", 1, ChunkKind.REASONING)])
@@ -149,9 +149,11 @@ def test_a_failed_send_merges_only_chunks_of_the_same_kind_in_order():
     outbox.add("g", [Chunk(3, "d", 1, 0)])
     outbox.put_back(message)
     assert outbox.items == [
-        ["g", 0, "ab", 2, ChunkKind.REASONING],
-        ["g", 2, "cd", 2],
+        ["g", 0, "a", 1, ChunkKind.REASONING],
+        ["g", 1, "b", 1, ChunkKind.REASONING],
+        ["g", 2, "c", 1],
         ["h", 0, "x", 1],
+        ["g", 3, "d", 1],
     ]
 
 
@@ -164,6 +166,6 @@ def test_an_answer_to_follow_comes_after_the_chunks_it_hands_over_and_survives_a
     outbox.add("g", [Chunk(1, "b", 1, 0)])
     outbox.put_back(message)
     again = outbox.take("w")
-    assert (again.items, again.followed) == ([["g", 0, "ab", 2]], [["g", "live"]])
+    assert (again.items, again.followed) == ([["g", 0, "a", 1], ["g", 1, "b", 1]], [["g", "live"]])
     outbox.add("g", [Chunk(2, "c", 1, 0)])
     assert outbox.take("w").followed == []  # only in answer to `follow`
