@@ -17,7 +17,7 @@ from streaming.core.chunk_log import Chunk
 from streaming.engines.script import tokens_for
 from streaming.fleet import outbox
 from streaming.fleet.sharing import FleetSharing
-from tests.fleet.in_memory import eventually, read, request
+from tests.fleet.in_memory import durable, eventually, read, request
 
 PACED = {"DETERMINISTIC_TPS": 200.0, "WORKER_TIMEOUT_S": 0.3}
 
@@ -63,6 +63,33 @@ async def test_a_killed_workers_answers_go_on_on_the_other_whole(start_fleet):
             [first, second] if stream.id in on_first else [fleet.web.assignments[stream.id].worker]
         )
         assert all(part["tokens"] >= 5 for part in made)  # each made some (see start_answers)
+
+
+async def test_a_durable_answer_handed_over_keeps_its_chunks_for_replicas_and_its_log(
+    start_fleet,
+):
+    # The new worker logs the chunks carried over as they were (TokenStream.carry_over): a
+    # replica following it from the first token, and the log it writes, have an event a token.
+    fleet = await start_fleet(workers=2, **PACED)
+    asked = request(200)
+    stream = fleet.web.generate(asked)
+    FleetSharing(fleet.web).keep(asked.id, options := durable())
+    stream.max_log_bytes = options["max_bytes"]  # kept whole here, as its Answer does
+    home = asyncio.create_task(read(stream))
+    replicas = await fleet.another_web()
+    await eventually(lambda: stream.tokens_generated >= 5)
+    first = next(n for n, w in enumerate(fleet.workers) if asked.id in w.audiences)
+    going_on = fleet.workers[1 - first]
+
+    await fleet.kill_worker(first)
+    await eventually(lambda: sum(kind == "r" for kind, _ in fleet.logs[asked.id]) == 2)
+    generation = await replicas.replicate(asked.id)
+
+    assert replicas.fleet.reply_channel in going_on.audiences[asked.id].fed  # from its worker
+    assert_whole(asked, *await read(generation.stream))
+    assert_whole(asked, *await home)
+    logged = [item for kind, items in fleet.logs[asked.id] if kind == "c" for item in items]
+    assert logged == [[n, token, 1] for n, token in enumerate(tokens_for(asked)[0])]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -59,7 +59,7 @@ def test_a_worker_going_loses_no_answer(tmp_path, how):
 
 def test_a_redis_restart_loses_no_answer(tmp_path):
     """The worker holds each running answer whole: once Redis is back, what was lost on the way
-    is sent again, and readers see a pause, not an end."""
+    is sent again, each token its own event, and readers see a pause, not an end."""
     with one_of_each(tmp_path, DETERMINISTIC_TPS="20") as (redis, _, web):
         readers = []
         for n in range(5):
@@ -78,3 +78,5 @@ def test_a_redis_restart_loses_no_answer(tmp_path):
             events = reader.read_all()
             assert events[-1].data == "[DONE]", (n, events[-3:])
             assert tokens_of(events) == expected_tokens(f"question {n}", 100, n)
+            ids = [int(e.id) for e in events if e.id is not None]
+            assert ids == list(range(len(ids)))  # an event per token, as an uninterrupted run
