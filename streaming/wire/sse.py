@@ -59,8 +59,9 @@ def encode_comment(text: str) -> bytes:
 def token_event(index: int, text: str, tokens: int = 1) -> bytes:
     """Frame one chunk: the hot path, so a single format call rather than encode_event.
 
-    A chunk that merges several tokens (its reader fell behind) says how many, so a client's
-    count stays exact; the id is always the index of its first token.
+    A chunk of several tokens (made as one piece of text: a decode step's, or text held back
+    while it might begin a stop string) says how many, so a client's count stays exact; the id
+    is always the index of its first token.
     """
     if tokens == 1:
         return f'id: {index}\ndata: {{"token": {_dumps(text)}}}\n\n'.encode()
