@@ -283,14 +283,15 @@ class Registry:
         generation.status = status
         generation.error_code = error_code
         generation.ended_mono = time.monotonic()
+        self._live.pop(generation.id, None)
+        _release(generation)
+        # Before its engine lets it go (a fleet's forgets which workers made it, which its row
+        # records) and before its log may be freed (a stored response's row takes its text).
+        generation_finished.send(Generation, generation=generation)
         if generation.stream is not None:
             if generation.runs_here:
                 generation.engine.release(generation.id)
             generation.sharing.release(generation.id)
-        self._live.pop(generation.id, None)
-        _release(generation)
-        # Before its log may be freed: a stored response's row takes its text.
-        generation_finished.send(Generation, generation=generation)
         answer = generation.answer
         if answer is not None:
             answer.ended()

@@ -132,12 +132,15 @@ def shown_conversation(page: Any) -> dict:
     raise AssertionError(f"no conversation of this browser holds {item_id}")
 
 
-def create_user(server: LiveServer, username: str, password: str) -> int:
-    """A person who may sign in to the chat; their id."""
+def create_user(
+    server: LiveServer, username: str, password: str, *, superuser: bool = False
+) -> int:
+    """A person who may sign in to the chat (`superuser`: and to the whole admin); their id."""
+    create = "create_superuser" if superuser else "create_user"
     code = (
         "import sys; from django.contrib.auth.models import User; "
         "name, password = sys.stdin.read().split('\\n'); "
-        "print(User.objects.create_user(name, password=password).pk)"
+        f"print(User.objects.{create}(name, password=password).pk)"
     )
     return int(django_shell(server, code, f"{username}\n{password}").split()[-1])
 

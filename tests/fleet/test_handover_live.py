@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from tests.fleet.test_workers import expected_tokens
+from tests.fleet.test_workers import expected_tokens, made_by
 from tests.support.fleet import one_of_each
-from tests.support.live import RawStream, running_fleet, tokens_of
+from tests.support.live import RawStream, running_fleet, tokens_of, wait_until
 
 pytestmark = pytest.mark.live
 
@@ -43,6 +43,7 @@ def test_a_worker_going_loses_no_answer(tmp_path, how):
         else:
             going.process.send_signal(signal.SIGTERM)
 
+        rows = []  # who made each answer, as its log row says
         for n, urls, readers in answers:
             for reader in readers:
                 events = reader.read_all()
@@ -52,6 +53,14 @@ def test_a_worker_going_loses_no_answer(tmp_path, how):
                 assert ids == list(range(len(ids)))  # no gap, no repeat
             final = home.wait_final(urls["id"])
             assert (final["status"], final["tokens_generated"]) == ("completed", len(ids))
+            rows.append(made_by(fleet, urls["id"]))
+            assert sum(part["tokens"] for part in rows[-1]) == len(ids)
+        # Each row names who made its tokens: the worker that went, then the one that went on.
+        (survivor,) = wait_until(lambda: len(w := home.stats()["workers"]) == 1 and w)
+        handed_over = [made for made in rows if len(made) > 1]
+        assert handed_over
+        for made in handed_over:
+            assert [part["worker"] == survivor["worker"] for part in made] == [False, True]
         if how == "sigterm":
             assert going.process.wait(15) is not None
             assert "handing over" in going.log()

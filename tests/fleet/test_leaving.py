@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import threading
 
 import pytest
@@ -27,15 +26,6 @@ def last_code(events) -> str | None:
     """The code of a stream's final `event: error`, or None if it ended otherwise."""
     last = events[-1]
     return json.loads(last.data)["code"] if last.event == "error" else None
-
-
-def logged(fleet, generation_id: str) -> tuple[str, str] | None:
-    """(status, error_code) of its log row in the fleet's database, if written."""
-    with sqlite3.connect(fleet.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
-        return db.execute(
-            "SELECT status, error_code FROM streaming_generationlog WHERE generation_id = ?",
-            (generation_id,),
-        ).fetchone()
 
 
 @pytest.mark.parametrize("leaving", ["home", "follower"])
@@ -57,7 +47,8 @@ def test_a_process_that_shuts_down_never_stops_an_answer_read_elsewhere(tmp_path
         stayed = readers[staying].read_all()
         assert stayed[-1].data == "[DONE]"
         assert len(tokens_of(stayed)) == 150
-        assert wait_until(lambda: logged(fleet, urls["id"])) == ("completed", "")
+        ended = wait_until(lambda: fleet.logged(urls["id"], "status, error_code"))
+        assert ended == ("completed", "")
 
 
 def test_a_process_that_shuts_down_ends_an_answer_only_it_reads_and_logs_it(tmp_path):
@@ -68,7 +59,7 @@ def test_a_process_that_shuts_down_ends_an_answer_only_it_reads_and_logs_it(tmp_
         home.process.send_signal(signal.SIGTERM)
         assert last_code(reader.read_all()) == "server_shutdown"
         home.process.wait(15)
-        assert logged(fleet, urls["id"]) == ("error", "server_shutdown")
+        assert fleet.logged(urls["id"], "status, error_code") == ("error", "server_shutdown")
 
 
 def test_ctrl_c_stops_a_model_worker_running_the_model(tmp_path):

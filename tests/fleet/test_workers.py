@@ -30,6 +30,12 @@ def fleet(tmp_path_factory):
         yield fleet
 
 
+def made_by(fleet, generation_id: str) -> list[dict]:
+    """Who made its tokens, as its log row says, once written."""
+    (workers,) = wait_until(lambda: fleet.logged(generation_id, "workers"))
+    return json.loads(workers)
+
+
 def stream(server, **fields) -> RawStream:
     return RawStream(server.port, "/api/stream", method="POST", body=json.dumps(fields).encode())
 
@@ -90,6 +96,15 @@ def test_created_on_one_web_process_streamed_on_another(fleet):
     again = RawStream(web_a.port, urls["stream_url"]).read_all()
     assert tokens_of(again) == tokens_of(events)
     assert web_b.state(urls["id"])["tokens_generated"] == 6
+
+
+def test_the_log_row_names_the_worker_that_made_the_answer(fleet):
+    web = fleet.webs[0]
+    urls = web.post("/api/generations", json={"prompt": "who", "max_tokens": 12, "seed": 5}).json()
+    assert len(tokens_of(RawStream(web.port, urls["stream_url"]).read_all())) == 12
+    made = made_by(fleet, urls["id"])
+    assert [part["tokens"] for part in made] == [12]
+    assert made[0]["worker"] in {worker["worker"] for worker in web.stats()["workers"]}
 
 
 def test_cancel_from_another_web_process_stops_the_worker(fleet):

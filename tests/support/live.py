@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,14 @@ class Fleet:
     workers: list[WorkerProcess]
     webs: list[LiveServer]
     env: dict[str, str]
+
+    def logged(self, generation_id: str, columns: str) -> tuple[Any, ...] | None:
+        """`columns` of its log row in the fleet's database, if written."""
+        with sqlite3.connect(self.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
+            return db.execute(
+                f"SELECT {columns} FROM streaming_generationlog WHERE generation_id = ?",
+                (generation_id,),
+            ).fetchone()
 
 
 @contextlib.contextmanager
