@@ -105,6 +105,10 @@ def drain_on_signals() -> None:
     previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
 
     def hand_over(signum: int) -> None:
+        if not callable(previous[signum]):
+            # No server handler to re-raise to: started with SIGINT ignored (a script's
+            # `daphne … &`), Twisted leaves it ignored. Every server stops on SIGTERM.
+            signum = signal.SIGTERM
         signal.signal(signum, previous[signum])
         signal.raise_signal(signum)
 

@@ -3,15 +3,17 @@ process exits, whatever the server and the engine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sqlite3
+from collections.abc import Iterator
 
 import pytest
 
 from streaming.http import admission
 from tests.support.asgi import Exchange, body
-from tests.support.live import RawStream
+from tests.support.live import LiveServer, RawStream
 
 
 @pytest.mark.django_db(transaction=True)
@@ -30,9 +32,35 @@ def test_a_signal_ends_open_streams_with_server_shutdown_and_logs_them(
     server_factory, server_name, signum
 ):
     # daphne has no lifespan: its first request sets the drain up (ServeOnFirstRequest).
-    server = server_factory(
-        server=server_name, env={"DETERMINISTIC_TPS": "20", "STREAM_SHUTDOWN_GRACE_S": "5"}
-    )
+    server = server_factory(server=server_name, env=PACED)
+    drains_and_exits(server, signum)
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("server_name", ["uvicorn", "daphne"])
+def test_sigint_drains_and_ends_a_server_started_with_sigint_ignored(server_factory, server_name):
+    """A script's `daphne … &` starts it with SIGINT ignored, which Twisted then leaves
+    ignored: the drain must still stop the server, not re-raise into nothing."""
+    with sigint_ignored():  # inherited by the server process, as from a shell's `&`
+        server = server_factory(server=server_name, env=PACED)
+    drains_and_exits(server, signal.SIGINT)
+
+
+PACED = {"DETERMINISTIC_TPS": "20", "STREAM_SHUTDOWN_GRACE_S": "5"}  # streams still open
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored in this process meanwhile, so processes started now inherit it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def drains_and_exits(server: LiveServer, signum: int) -> None:
+    """`signum` ends two open streams with `server_shutdown`, logs them, and the server exits."""
     ids, streams = [], []
     for prompt in ("one", "two"):
         created = server.post(
@@ -48,7 +76,7 @@ def test_a_signal_ends_open_streams_with_server_shutdown_and_logs_them(
         last = events[-1]
         assert last.event == "error" and json.loads(last.data)["code"] == "server_shutdown"
         assert all(e.data != "[DONE]" for e in events)
-    server.process.wait(15)  # bounded: nothing is left for uvicorn to wait on
+    server.process.wait(15)  # bounded: nothing is left for the server to wait on
     rows = logged(server)
     assert {rows[i][0] for i in ids} == {"server_shutdown"}
     assert all(rows[i][1] <= 1 for i in ids)  # aborted at once, not left to run
