@@ -4,11 +4,14 @@
         [--before DIR] [--streams 1,8] [--tokens 96] [--rounds 2] [--json PATH]
 
 Every server runs on this machine at once, started once and measured in turns, `--rounds`
-times; an idle one takes no CPU. Ours is `make run`'s server (uvicorn, the transformers engine
-on the packaged SmolLM2-135M-Instruct, batch 8) under each configuration of `OURS`:
+times, every other round in reverse order; an idle one takes no CPU. Ours is `make run`'s
+server (uvicorn, the transformers engine on the packaged SmolLM2-135M-Instruct, batch 8) under
+each configuration of `OURS`:
 
 - **before**: another checkout's code (`--before DIR`, say `git worktree add /tmp/before
   21ed5f3`) in fp32, as `make run` served before issue 28;
+- **before-default**: that checkout's code as its `make run` serves it (its own defaults), to
+  measure a change of the default path: `--servers before-default,default`;
 - **fp32**: this code, fp32 weights as loaded;
 - **bf16**: bf16 weights as loaded;
 - **fp32-packed**: fp32, linear layers packed for oneDNN;
@@ -64,8 +67,11 @@ RESULTS = ROOT / "bench" / "results"
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 LLAMA_CPP = "llama.cpp"
 BEFORE = "before"
+BEFORE_DEFAULT = "before-default"
+FROM_BEFORE = (BEFORE, BEFORE_DEFAULT)  # the servers that run `--before`'s checkout
 OURS: dict[str, dict[str, str]] = {
     BEFORE: {"STREAMING_DTYPE": "float32"},
+    BEFORE_DEFAULT: {},
     "fp32": {"STREAMING_DTYPE": "float32", "STREAMING_PACKED_WEIGHTS": "off"},
     "bf16": {"STREAMING_DTYPE": "bfloat16", "STREAMING_PACKED_WEIGHTS": "off"},
     "fp32-packed": {"STREAMING_DTYPE": "float32", "STREAMING_PACKED_WEIGHTS": "auto"},
@@ -75,11 +81,11 @@ OURS: dict[str, dict[str, str]] = {
 
 def start_ours(name: str, before: Path | None) -> tuple[subprocess.Popen, str, Callable[[], None]]:
     """Our server under configuration `name` (`before`: that checkout's), once it is ready."""
-    if name == BEFORE and before is None:
-        raise SystemExit("--servers before needs --before DIR (another checkout)")
+    if name in FROM_BEFORE and before is None:
+        raise SystemExit(f"--servers {name} needs --before DIR (another checkout)")
     server = start_server(
         Path(tempfile.mkdtemp(prefix=f"cpu-served-{name}-")),
-        root=before if name == BEFORE else ROOT,
+        root=before if name in FROM_BEFORE else ROOT,
         env={
             **UNLIMITED,
             "STREAMING_ENGINE": "transformers",
@@ -251,7 +257,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rss_mb[name] = rss_bytes(process.pid) / 1e6
         for round_ in range(args.rounds):
             for streams in counts:
-                for name in names:
+                # Every other round in reverse, so that going first or second favours none.
+                for name in names if round_ % 2 == 0 else names[::-1]:
                     _, url, _ = started[name]
                     result = asyncio.run(load(url, models[name], streams, args.tokens, sampling))
                     print(f"round {round_ + 1} {name} x{streams}: {result}", flush=True)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.core.request import GenerationRequest, Message
+from streaming.engines.precision import Precision
 from streaming.engines.transformers import TransformersEngine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,11 +142,12 @@ def run(
     settings: list[str],
     seeds: list[int],
     max_tokens: int,
+    table: dict[str, dict[str, float]] = SETTINGS,
 ) -> dict[str, Any]:
-    """Every setting's runs: the answers and the shares right."""
+    """Every setting's runs (`table`: the fields each sets): the answers and the shares right."""
     results: dict[str, Any] = {}
     for name in settings:
-        sampling = SETTINGS[name]
+        sampling = table[name]
         runs = []
         for seed in seeds if name in SAMPLED else [None]:
             started = time.perf_counter()
@@ -227,6 +229,23 @@ def greedy_alike(results: dict[str, Any], earlier: dict[str, Any]) -> tuple[int,
     return alike, len(both)
 
 
+def load_engine(
+    model: str, queue: int, dtype: Precision = "auto", packed: str = "auto"
+) -> TransformersEngine:
+    """The project's engine in this process, loaded: the default batch, `queue` waiting."""
+    cache = os.environ.get("STREAMING_MODEL_CACHE") or ROOT / ".cache" / "models"
+    engine = TransformersEngine(
+        model=model,
+        cache_dir=cache,
+        max_batch=MAX_BATCH,
+        max_queue=queue,
+        dtype=dtype,
+        packed_weights=packed,
+    )
+    engine.load()
+    return engine
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -254,16 +273,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     questions = load_questions()
     started = time.perf_counter()
-    cache = os.environ.get("STREAMING_MODEL_CACHE") or ROOT / ".cache" / "models"
-    engine = TransformersEngine(
-        model=args.model,
-        cache_dir=cache,
-        max_batch=MAX_BATCH,
-        max_queue=len(questions),
-        dtype=args.dtype,
-        packed_weights=args.packed,
-    )
-    engine.load()
+    engine = load_engine(args.model, len(questions), args.dtype, args.packed)
     print(
         f"{engine.model}: defaults {engine.sampling_defaults}; {len(questions)} questions, "
         f"{args.max_tokens} tokens at most",

@@ -9,7 +9,7 @@ import random
 import pytest
 import redis
 
-from bench import apis_bench, apps, model, quality_bench, redis_log_bench
+from bench import apis_bench, apps, loop_bench, model, quality_bench, redis_log_bench
 from bench.client import StreamProtocol
 from streaming.wire import sse
 from tests.support.live import RawStream, start_redis
@@ -198,6 +198,30 @@ def test_the_quality_questions_are_enough_and_each_has_its_answers():
 )
 def test_an_answer_is_right_when_it_contains_an_accepted_spelling(text, answers, right):
     assert quality_bench.is_right(text, answers) is right
+
+
+def test_the_open_prompts_are_enough_in_both_languages_and_none_is_a_quality_question():
+    prompts = loop_bench.load_prompts()
+    langs = [p.lang for p in prompts]
+    assert len(prompts) >= 30 and langs.count("en") >= 15 and langs.count("ja") >= 10
+    assert len({p.id for p in prompts}) == len(prompts)
+    asked = {q.question for q in quality_bench.load_questions()}
+    assert all(p.question and p.question not in asked for p in prompts)
+
+
+@pytest.mark.parametrize(
+    ("text", "looping"),
+    [
+        ("A gentle rain, a gentle rain, a gentle rain, a gentle rain.", True),
+        ("a silent witness, a silent witness, a silent witness", False),  # 3 words, not 4
+        ("The Sea, the sea and THE SEA. The sea and the sea and the sea.", True),  # any case
+        ("It rains. It rains often here, and it rains a lot in spring.", False),
+        ("ではくわださいではくわださいではくわださい", True),  # a character is a word
+        ("東京は日本の首都です。東京は大きい都市です。", False),
+    ],
+)
+def test_an_answer_loops_when_some_four_words_come_three_times(text, looping):
+    assert loop_bench.loops(text) is looping
 
 
 @pytest.mark.live

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -65,20 +66,39 @@ class GenerationRequest:
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
-    """How an engine samples: temperature 0 is greedy, top_p 1 and top_k None cut nothing."""
+    """How an engine samples: temperature 0 is greedy, top_p 1 and top_k None cut nothing, and
+    the penalties at 1, 0 and 0 change nothing."""
 
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int | None = None
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
 
     def for_request(self, request: GenerationRequest) -> Sampling:
-        """The request's temperature and top_p where it sets them, these defaults elsewhere."""
+        """The request's temperature, top_p and penalties where it sets them, these defaults
+        elsewhere."""
         return Sampling(
-            self.temperature if request.temperature is None else request.temperature,
-            self.top_p if request.top_p is None else request.top_p,
-            self.top_k,
+            *(
+                default if (asked := getattr(request, name, None)) is None else asked
+                for name, default in zip(SAMPLING_FIELDS, dataclasses.astuple(self), strict=True)
+            )
         )
+
+    def without_penalties(self) -> Sampling:
+        """These defaults with the penalties at the values that change nothing."""
+        return dataclasses.replace(self, **NEUTRAL_PENALTIES)
+
+    def penalties(self) -> dict[str, float]:
+        """The three penalties by name, as a request to transformers' manager names them."""
+        return {name: float(getattr(self, name)) for name in NEUTRAL_PENALTIES}
 
     def as_json(self) -> dict[str, float | int | None]:
         """As `GET /api/engine` and a worker's heartbeat show it."""
-        return {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
+        return dataclasses.asdict(self)
+
+
+SAMPLING_FIELDS = tuple(field.name for field in dataclasses.fields(Sampling))
+# Each penalty at the value that changes nothing.
+NEUTRAL_PENALTIES = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}

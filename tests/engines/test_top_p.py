@@ -3,8 +3,6 @@ sort keeps, falls back to that sort when the nucleus is wider, and leaves top-p 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -73,27 +71,6 @@ def test_install_replaces_only_transformers_top_p():
     assert processors[1].top_p == 0.8 and install(processors) == 0
 
 
-def test_a_manager_on_a_cpu_filters_with_the_candidates():
-    from django.conf import settings
-
-    from streaming.engines import batching, model_source
-
-    model, _ = model_source.load(
-        model_source.resolve("random:tiny"),
-        cache_root=Path(settings.STREAMING_MODEL_CACHE),
-        device="cpu",
-        dtype=torch.float32,
-    )
-    manager = batching.new_manager(
-        model,
-        eos_ids=frozenset({0}),
-        max_batch=2,
-        page_tokens=32,
-        cpu_kv_tokens=256,
-        cpu_prefill_tokens=64,
-    )
-    try:
-        kinds = [type(p).__name__ for p in manager.logit_processor.logits_processor]
-        assert "CandidateTopP" in kinds and "ContinuousBatchingTopPLogitsWarper" not in kinds
-    finally:
-        manager.stop(block=True, timeout=10)
+def test_a_manager_on_a_cpu_filters_with_the_candidates(tiny_manager):
+    kinds = [type(p).__name__ for p in tiny_manager.logit_processor.logits_processor]
+    assert "CandidateTopP" in kinds and "ContinuousBatchingTopPLogitsWarper" not in kinds

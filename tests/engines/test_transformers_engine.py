@@ -20,7 +20,6 @@ from streaming.core.exceptions import (
     EngineBusy,
     EngineUnavailable,
     GenerationError,
-    NotHonoured,
     PromptTooLong,
 )
 from streaming.core.request import Fault, GenerationRequest, Message
@@ -114,9 +113,19 @@ def test_a_request_without_sampling_gets_the_packaged_models_recommended_values(
     )
     _stream, _texts, error = asyncio.run(generate(engine, dataclasses.replace(unset, max_tokens=2)))
     assert error is None
-    # The SmolLM2 model card's values (docs/model.md): 1.0 / 1.0 makes this model ramble.
+    # The SmolLM2 model card's values (docs/model.md): 1.0 / 1.0 makes this model ramble; and
+    # a frequency penalty, without which most of its open-ended answers loop.
     assert (sent[0]["temperature"], sent[0]["top_p"]) == pytest.approx((0.2, 0.9))
-    assert engine.describe()["defaults"] == {"temperature": 0.2, "top_p": 0.9, "top_k": None}
+    assert sent[0]["frequency_penalty"] == 1.0 and sent[0]["repetition_penalty"] == 1.0
+    assert engine.describe()["defaults"] == {
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "top_k": None,
+        "repetition_penalty": 1.0,
+        "frequency_penalty": 1.0,
+        "presence_penalty": 0.0,
+    }
+    assert engine.describe()["capabilities"]["penalties"] is True
 
 
 def test_japanese_streams_as_clean_utf8(engine):
@@ -252,16 +261,34 @@ def test_a_prompt_that_does_not_fit_is_refused_before_the_stream(engine):
         engine.check_request(request("hi", fault=Fault(at=1)))
 
 
-@pytest.mark.parametrize("name", ["frequency_penalty", "presence_penalty", "repetition_penalty"])
-def test_a_penalty_is_refused_by_name_since_continuous_batching_cannot_apply_it_per_request(
-    engine, name
-):
-    with pytest.raises(
-        NotHonoured,
-        match=f"`{name}`: the transformers engine does not honour "
-        "it: transformers' continuous batching",
-    ):
-        engine.check_request(request("hi", **{name: 1.5}))
+LOOPING = "Write a haiku about rain."  # greedy, it repeats "A gentle rain," to the end
+NO_PENALTIES = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+
+
+async def answers_together(engine, *requests) -> list[str]:
+    """The requests' answers, generated in one batch."""
+    done = await asyncio.gather(*(generate(engine, req) for req in requests))
+    assert all(error is None for _, _, error in done)
+    return ["".join(texts) for _, texts, _ in done]
+
+
+def test_a_penalty_applies_to_its_own_request_in_the_batch(engine):
+    from bench.loop_bench import loops
+
+    asked = {"max_tokens": 160, **NO_PENALTIES}
+    (alone,) = asyncio.run(answers_together(engine, request(LOOPING, **asked)))
+    assert loops(alone)
+    plain, penalised = asyncio.run(
+        answers_together(
+            engine,
+            request(LOOPING, **asked),
+            request(LOOPING, **{**asked, "frequency_penalty": 1.0}),
+        )
+    )
+    assert plain == alone  # the request beside it is untouched
+    assert not loops(penalised)
+    (unset,) = asyncio.run(answers_together(engine, request(LOOPING, max_tokens=160)))
+    assert not loops(unset)  # the packaged model's default penalty
 
 
 def counting_prompt(engine, tokens: int) -> tuple[str, int]:

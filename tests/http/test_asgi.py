@@ -198,10 +198,19 @@ async def test_the_engine_says_what_an_unset_setting_means(engine, settings):
             "temperature": 1.0,
             "top_p": 1.0,
             "top_k": None,
+            "repetition_penalty": 1.0,
+            "frequency_penalty": 0.0,
+            "presence_penalty": 0.0,
             "max_tokens": settings.STREAM_DEFAULT_MAX_TOKENS,
         },
         "max_tokens_limit": settings.STREAM_MAX_TOKENS_LIMIT,
         "context_tokens": None,
+        "capabilities": {
+            "upstream_options": False,
+            "faults": True,
+            "continuation": True,
+            "penalties": False,
+        },
     }
 
 
