@@ -60,7 +60,8 @@ export function fetchGeneration(id) {
   return requestJson("GET", `${generationsUrl}/${encodeURIComponent(id)}`);
 }
 
-/** GET /api/engine → {engine, model, defaults: {temperature, top_p, top_k, max_tokens}, …}. */
+/** GET /api/engine → {engine, model, defaults: {temperature, top_p, top_k, max_tokens, the
+ * penalties}, capabilities: {penalties, …}, …}. */
 export function fetchEngine() {
   return requestJson("GET", "/api/engine");
 }
@@ -82,7 +83,8 @@ export function listConversations({ q = "", before = null, limit = null } = {}) 
   return requestJson("GET", conversationsUrl + suffix);
 }
 
-/** POST /api/conversations {title?, system_prompt?, temperature?, top_p?, max_tokens?}. */
+/** POST /api/conversations {title?, system_prompt?, temperature?, top_p?, max_tokens?, the
+ * penalties?}. */
 export function createConversation(fields = {}) {
   return requestJson("POST", conversationsUrl, fields);
 }

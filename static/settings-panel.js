@@ -1,10 +1,12 @@
 // The settings of a conversation's answers, in a dialog: system prompt, temperature, top_p, max
-// tokens. An empty field is the engine's default, which is shown beside it (GET /api/engine).
+// tokens and the penalties. An empty field is the engine's default, which is shown beside it
+// (GET /api/engine); beside a penalty the engine does not apply, that it does not.
 
 import { fetchEngine } from "./api.js";
 import { errorText, formatNumber, t } from "./i18n.js";
 
-const NUMBERS = ["temperature", "top_p", "max_tokens"];
+const PENALTIES = ["repetition_penalty", "frequency_penalty", "presence_penalty"];
+const NUMBERS = ["temperature", "top_p", "max_tokens", ...PENALTIES];
 
 export class SettingsPanel {
   /** `dialog`: the <dialog> of index.html; `onSave(settings)` resolves once they are saved
@@ -19,6 +21,9 @@ export class SettingsPanel {
       temperature: dialog.querySelector("#setting-temperature"),
       top_p: dialog.querySelector("#setting-top-p"),
       max_tokens: dialog.querySelector("#setting-max-tokens"),
+      repetition_penalty: dialog.querySelector("#setting-repetition-penalty"),
+      frequency_penalty: dialog.querySelector("#setting-frequency-penalty"),
+      presence_penalty: dialog.querySelector("#setting-presence-penalty"),
     };
     this.engine = null; // GET /api/engine, once
     this.opener = null;
@@ -30,7 +35,8 @@ export class SettingsPanel {
     dialog.addEventListener("close", () => this.opener?.focus());
   }
 
-  /** Open it with `settings` ({system_prompt, temperature, top_p, max_tokens}, null: default). */
+  /** Open it with `settings` ({system_prompt, temperature, top_p, max_tokens, and the
+   * penalties}, null: default). */
   async open(settings, opener) {
     this.opener = opener;
     for (const [name, field] of Object.entries(this.fields)) {
@@ -50,13 +56,19 @@ export class SettingsPanel {
     } catch {
       return; // the defaults stay unsaid; the fields still work
     }
-    const { defaults, max_tokens_limit: limit } = this.engine;
+    const { defaults, capabilities, max_tokens_limit: limit } = this.engine;
     for (const name of NUMBERS) {
       const hint = this.dialog.querySelector(`[data-default-of="${name}"]`);
       const value = defaults?.[name];
-      hint.textContent = value === null || value === undefined
-        ? t("settings.upstreamDefault")
-        : t("settings.default", { value: formatNumber(value, Number.isInteger(value) ? 0 : 2) });
+      if (PENALTIES.includes(name) && capabilities?.penalties === false) {
+        hint.textContent = t("settings.notApplied");
+      } else if (value === null || value === undefined) {
+        hint.textContent = t("settings.upstreamDefault");
+      } else {
+        hint.textContent = t("settings.default", {
+          value: formatNumber(value, Number.isInteger(value) ? 0 : 2),
+        });
+      }
     }
     if (Number.isInteger(limit)) this.fields.max_tokens.max = String(limit);
   }

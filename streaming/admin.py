@@ -291,6 +291,9 @@ class ConversationAdmin(WhatWasSaid, admin.ModelAdmin):
         "temperature",
         "top_p",
         "max_tokens",
+        "repetition_penalty",
+        "frequency_penalty",
+        "presence_penalty",
         "current",
     )
     readonly_fields = fields

@@ -126,6 +126,9 @@ class Conversation(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     top_p = models.FloatField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    repetition_penalty = models.FloatField(null=True, blank=True)
+    frequency_penalty = models.FloatField(null=True, blank=True)
+    presence_penalty = models.FloatField(null=True, blank=True)
     current = models.ForeignKey(
         "ConversationItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

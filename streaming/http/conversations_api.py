@@ -27,7 +27,7 @@ from streaming.http.validation import decode_json_object, refuse_unknown, sampli
 from streaming.models import Conversation, ConversationItem, ItemStatus
 
 LIST_LIMIT = 100  # conversations in one page of the list, at most
-SETTINGS = ("system_prompt", "temperature", "top_p", "max_tokens")
+SETTINGS = ("system_prompt", *turns.REQUEST_SETTINGS)
 
 
 def _conversation_json(conversation: Conversation) -> dict[str, Any]:

@@ -27,6 +27,15 @@ from streaming.http.validation import build_request
 from streaming.models import Conversation
 
 ROLES_SEEN = ("system", "user", "assistant")  # `developer` is read as `system`
+# A conversation's settings that are fields of its answers' requests (None: the engine's).
+REQUEST_SETTINGS = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+)
 
 
 def request_for(
@@ -44,11 +53,7 @@ def request_for(
         raise BadRequest("The branch must end with a person's message to be answered.")
     # Every system message before the first turn stays (instructions, then the settings' prompt).
     system = list(takewhile(lambda m: m.role == "system", messages[:-1]))
-    chosen = {
-        "max_tokens": conversation.max_tokens,
-        "temperature": conversation.temperature,
-        "top_p": conversation.top_p,
-    }
+    chosen = {name: getattr(conversation, name) for name in REQUEST_SETTINGS}
     chosen.update((name, value) for name, value in asked.items() if value is not None)
     rest = messages[len(system) :]
 

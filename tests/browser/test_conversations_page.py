@@ -181,6 +181,10 @@ def test_settings_are_saved_and_used(open_page) -> None:
     expect(dialog).to_be_visible()
     expect(dialog.locator("#default-max_tokens")).to_have_text("空欄: 既定値 256")
     expect(dialog.locator("#default-temperature")).to_have_text("空欄: 既定値 1")
+    # The deterministic engine refuses the penalties (GET /api/engine's capabilities).
+    expect(dialog.locator("#default-frequency_penalty")).to_have_text(
+        "このエンジンでは使われません"
+    )
     assert_accessible(page, "settings open")
     screenshot(page, "32-settings")
     dialog.locator("#setting-max-tokens").fill("5")

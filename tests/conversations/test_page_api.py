@@ -149,10 +149,14 @@ async def test_settings_are_checked_and_kept(engine):
     _, conversation = await call(
         "POST", "/api/conversations", {"system_prompt": "Be brief.", "top_p": 0.5}, me
     )
+    status, error = await call(
+        "PATCH", f"/api/conversations/{conversation['id']}", {"presence_penalty": 2.5}, me
+    )
+    assert status == 400 and "presence_penalty" in error["error"]["message"]
     status, shown = await call(
         "PATCH",
         f"/api/conversations/{conversation['id']}",
-        {"title": "Mine", "top_p": None, "max_tokens": 9},
+        {"title": "Mine", "top_p": None, "max_tokens": 9, "repetition_penalty": 1.2},
         me,
     )
     assert status == 200 and shown["title"] == "Mine"
@@ -161,6 +165,9 @@ async def test_settings_are_checked_and_kept(engine):
         "temperature": None,
         "top_p": None,
         "max_tokens": 9,
+        "repetition_penalty": 1.2,
+        "frequency_penalty": None,
+        "presence_penalty": None,
     }
 
 

@@ -56,3 +56,14 @@ def test_a_last_message_that_alone_does_not_fit_is_refused():
         request_for(
             [("user", "hi"), ("assistant", "hello")], SmallWindow(window=50), Conversation()
         )
+
+
+def test_the_conversations_settings_go_with_its_answers_and_the_request_wins():
+    conversation = Conversation(
+        temperature=0.4, top_p=0.8, max_tokens=9, repetition_penalty=1.3, presence_penalty=0.5
+    )
+    engine = SmallWindow(window=10**6)
+    request = request_for([("user", "hi")], engine, conversation, presence_penalty=0.25)
+    assert (request.temperature, request.top_p, request.max_tokens) == (0.4, 0.8, 9)
+    assert (request.repetition_penalty, request.frequency_penalty) == (1.3, None)
+    assert request.presence_penalty == 0.25
