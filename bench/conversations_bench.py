@@ -76,15 +76,18 @@ def fill(
     """`count` conversations of `items` items each, in bulk; `marks`: word → which of them
     hold it ("third", "ten")."""
     from streaming.conversations import records
+    from streaming.core.text import searchable
     from streaming.models import Conversation, ConversationItem
 
     stamp = records.now()
+    titles = [sentence(rng, 4) for _ in range(count)]
     conversations = Conversation.objects.bulk_create(
         [  # one a minute, the newest last
             Conversation(
                 conversation_id=records.new_conversation_id(),
                 owner=owner,
-                title=sentence(rng, 4),
+                title=titles[n],
+                title_folded=searchable(titles[n]),  # as records.py writes it
                 created_at=stamp - timedelta(minutes=count - n),
                 updated_at=stamp - timedelta(minutes=count - n),
             )
@@ -113,6 +116,7 @@ def fill(
                     depth=depth,
                     role="user" if depth % 2 == 0 else "assistant",
                     content=text,
+                    content_folded=searchable(text),
                     created_at=stamp,
                 )
             )

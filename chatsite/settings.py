@@ -44,6 +44,9 @@ MIDDLEWARE = [
     # Django's own middleware, with their hooks run on the event loop instead of a thread
     # each (chatsite/middleware.py says why).
     "chatsite.middleware.InlineSecurityMiddleware",
+    # A NUL in the path or the query, refused before anything reads it (PostgreSQL cannot store
+    # one; SQLite's search index fails on one).
+    "streaming.http.middleware.RefuseNulMiddleware",
     # Compresses pages but never an event stream: gzip would hold tokens back in its buffer.
     "streaming.http.middleware.StreamSafeGZipMiddleware",
     "chatsite.middleware.InlineSessionMiddleware",
@@ -80,6 +83,18 @@ try:
     }
 except ValueError as error:  # an unknown scheme, or no URL at all
     raise ImproperlyConfigured(f"DATABASE_URL: {error}") from None
+# SQLite (the default): a write takes the write lock as its transaction begins (IMMEDIATE), so a
+# writer that finds it taken waits its turn, up to SQLITE_BUSY_TIMEOUT_S, then 503 database_busy;
+# a deferred one that had read first could not wait ("database is locked" at once, a 500). WAL
+# lets readers go on while a write is under way; synchronous=NORMAL is safe under WAL.
+# https://docs.djangoproject.com/en/5.2/ref/databases/#database-is-locked-errors
+SQLITE_BUSY_TIMEOUT_S = env_float("SQLITE_BUSY_TIMEOUT_S", 20.0, minimum=0.0, exclusive=True)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": SQLITE_BUSY_TIMEOUT_S,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"

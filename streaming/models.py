@@ -118,6 +118,9 @@ class Conversation(models.Model):
     # `ip:<address>` (an anonymous API client): nobody else sees it.
     owner = models.CharField(max_length=80)
     title = models.CharField(max_length=200, blank=True)
+    # The title and an item's text as search compares them (core/text.py's `searchable`: NFKC,
+    # case-folded), written with them by conversations/records.py; the search index's text.
+    title_folded = models.TextField(blank=True, default="", editable=False)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     metadata = models.JSONField(default=dict, blank=True)  # OpenAI's 16 string pairs
@@ -152,6 +155,7 @@ class ConversationItem(models.Model):
     depth = models.PositiveIntegerField()  # its place on its branch: 0 for a first message
     role = models.CharField(max_length=16)  # user, assistant (system: the settings' prompt)
     content = models.TextField(blank=True)
+    content_folded = models.TextField(blank=True, default="", editable=False)  # as searched
     status = models.CharField(
         max_length=16, choices=ItemStatus.choices, default=ItemStatus.COMPLETED
     )

@@ -12,17 +12,19 @@ read in one query and the branch is walked in memory.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, ConversationLimit, NotFound
+from streaming.core.text import searchable
 from streaming.models import Conversation, ConversationItem, ItemStatus
 
 TITLE_CHARS = 80  # a conversation without a title is named by its first message's start
@@ -91,6 +93,7 @@ def create(
     items = list(items)
     _check_items(items)
     with transaction.atomic():
+        _one_create_at_a_time(owner)
         limit = config.current().conversations.max_per_owner
         if Conversation.objects.filter(owner=owner).count() >= limit:
             raise ConversationLimit(f"At most {limit} conversations per owner; delete one first.")
@@ -99,6 +102,7 @@ def create(
             conversation_id=new_conversation_id(),
             owner=owner,
             title=title[:200],
+            title_folded=searchable(title[:200]),
             created_at=stamp,
             updated_at=stamp,
             metadata=metadata or {},
@@ -129,6 +133,8 @@ def list_for(
 
 def update(conversation: Conversation, **fields: Any) -> Conversation:
     """Change a conversation's title, metadata or answer settings."""
+    if "title" in fields:
+        fields["title_folded"] = searchable(fields["title"])
     for name, value in fields.items():
         setattr(conversation, name, value)
     conversation.updated_at = now()
@@ -269,7 +275,7 @@ def finish_answer(generation_id: str, text: str | None, status: str, finish_reas
     when no item waits for this generation)."""
     fields: dict[str, Any] = {"status": status, "finish_reason": finish_reason}
     if text is not None:
-        fields["content"] = text
+        fields.update(content=text, content_folded=searchable(text))
     ConversationItem.objects.filter(
         generation_id=generation_id, status=ItemStatus.IN_PROGRESS
     ).update(**fields)
@@ -280,7 +286,7 @@ def checkpoint(texts: dict[str, str]) -> None:
     for generation_id, text in texts.items():
         ConversationItem.objects.filter(
             generation_id=generation_id, status=ItemStatus.IN_PROGRESS
-        ).update(content=text)
+        ).update(content=text, content_folded=searchable(text))
 
 
 # --- inside ------------------------------------------------------------------------------------
@@ -297,6 +303,19 @@ def _check_items(items: list[tuple[str, str]]) -> None:
             )
 
 
+def _one_create_at_a_time(owner: str) -> None:
+    """The owner's creates, one at a time until this transaction ends: two that counted at
+    once would both see room for one more. SQLite's writers take turns already (IMMEDIATE);
+    PostgreSQL has no row of the owner's to lock, so a lock on a number of theirs."""
+    if connection.vendor != "postgresql":
+        return
+    digest = hashlib.blake2b(owner.encode(), digest_size=8).digest()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest, "big", signed=True)]
+        )
+
+
 def _append_all(
     conversation: Conversation,
     after: ConversationItem | None,
@@ -306,6 +325,10 @@ def _append_all(
     generation_id: str = "",
     last_id: str = "",
 ) -> list[ConversationItem]:
+    # The conversation's row, locked until the transaction ends: appends that counted at once
+    # could pass the limit together (SQLite, without row locks, has one writer at a time).
+    if connection.features.has_select_for_update:
+        list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values("pk"))
     limit = config.current().conversations.max_items
     if ConversationItem.objects.filter(conversation=conversation).count() + len(items) > limit:
         raise ConversationLimit(
@@ -322,6 +345,7 @@ def _append_all(
             depth=depth,
             role=role,
             content=content,
+            content_folded=searchable(content),
             status=status if last else ItemStatus.COMPLETED,
             generation_id=generation_id if last else "",
             created_at=stamp,
@@ -332,9 +356,10 @@ def _append_all(
         (content.strip()[:TITLE_CHARS] for role, content in items if role == "user"), ""
     )
     Conversation.objects.filter(pk=conversation.pk).update(
-        current=after, updated_at=stamp, title=title
+        current=after, updated_at=stamp, title=title, title_folded=searchable(title)
     )
     conversation.current, conversation.updated_at, conversation.title = after, stamp, title
+    conversation.title_folded = searchable(title)
     return made
 
 

@@ -2,14 +2,17 @@
 
 A query is words (split at spaces); a conversation matches when each word is in its title or
 in one of its items, as a substring, whatever the case: no word boundaries are needed, so
-Japanese (「東京」 in 「東京で会いましょう」) is found as English is. The index is a trigram index,
-one per database vendor, made by migration 0007 and kept in step by the database itself:
+Japanese (「東京」 in 「東京で会いましょう」) is found as English is. Query and text are compared as
+core/text.py's `searchable` makes them (NFKC, then case-folded in every script: `é` finds
+"ÉCOLE", `abc` finds "ＡＢＣ"), the text in the columns records.py writes beside it
+(`title_folded`, `content_folded`). The index is a trigram index over those columns, one per
+database vendor, made by migrations 0007 and 0010 and kept in step by the database itself:
 
-- SQLite: FTS5 tables with the `trigram` tokenizer (SQLite ≥ 3.34), over the items' text and
-  the titles as external content, kept by triggers on insert, update and delete; a word is an
-  FTS5 phrase, which the trigram tokenizer matches as a substring.
-- PostgreSQL: GIN indexes with pg_trgm's `gin_trgm_ops` on the text and the titles; a word is
-  an `ILIKE '%word%'`, which pg_trgm answers from the index.
+- SQLite: FTS5 tables with the `trigram` tokenizer (SQLite ≥ 3.34), over the folded columns
+  as external content, kept by triggers on insert, update and delete; a word is an FTS5
+  phrase, which the trigram tokenizer matches as a substring.
+- PostgreSQL: GIN indexes with pg_trgm's `gin_trgm_ops` on the folded columns; a word is a
+  `LIKE '%word%'`, which pg_trgm answers from the index.
 
 A word shorter than a trigram (most Japanese words of two characters, 「東京」) cannot be looked
 up in a trigram index: it is a plain `LIKE` over the owner's conversations instead (their
@@ -27,6 +30,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.db.models.expressions import RawSQL
 
 from streaming.conversations import records
+from streaming.core.text import searchable
 from streaming.models import Conversation, ConversationItem
 
 TRIGRAM = 3  # characters a word needs for the index to find it
@@ -52,7 +56,7 @@ def search(
 
 @contextmanager
 def _planned() -> Iterator[None]:
-    """PostgreSQL, told to prefer its indexes for this query: its planner prices an ILIKE far
+    """PostgreSQL, told to prefer its indexes for this query: its planner prices a LIKE far
     below what it costs, and reads every item (a sequential scan, a hashed subplan) where the
     trigram index, or the walk of the owner's conversations that stops at the first page, is
     much faster (docs/bench.md, "Conversations")."""
@@ -67,8 +71,8 @@ def _planned() -> Iterator[None]:
 
 
 def words(query: str) -> list[str]:
-    """The words of a query, as searched."""
-    return [word[:MAX_WORD_CHARS] for word in query.split()[:MAX_WORDS]]
+    """The words of a query, as searched (folded as the text is)."""
+    return [word[:MAX_WORD_CHARS] for word in searchable(query).split()[:MAX_WORDS]]
 
 
 def matching(query: str) -> Q:
@@ -80,7 +84,7 @@ def matching(query: str) -> Q:
 
 
 def _holding(word: str) -> Q:
-    """Conversations whose title or an item of which holds `word`."""
+    """Conversations whose title or an item of which holds `word` (folded)."""
     if len(word) < TRIGRAM:
         return _scanned(word)
     if connection.vendor == "sqlite":
@@ -96,9 +100,11 @@ def _holding(word: str) -> Q:
         return Q(pk__in=titles) | Q(pk__in=items)
     if connection.vendor == "postgresql":
         pattern = "%" + _escaped(word) + "%"
-        titles = RawSQL("SELECT id FROM streaming_conversation WHERE title ILIKE %s", (pattern,))
+        titles = RawSQL(
+            "SELECT id FROM streaming_conversation WHERE title_folded LIKE %s", (pattern,)
+        )
         items = RawSQL(
-            "SELECT conversation_id FROM streaming_conversationitem WHERE content ILIKE %s",
+            "SELECT conversation_id FROM streaming_conversationitem WHERE content_folded LIKE %s",
             (pattern,),
         )
         return Q(pk__in=titles) | Q(pk__in=items)
@@ -108,9 +114,11 @@ def _holding(word: str) -> Q:
 def _scanned(word: str) -> Q:
     """Without the index: the title and the items of each conversation the query walks (the
     owner's, newest first, until the page is full), read through."""
-    return Q(title__icontains=word) | Q(
+    return Q(title_folded__contains=word) | Q(
         Exists(
-            ConversationItem.objects.filter(conversation=OuterRef("pk"), content__icontains=word)
+            ConversationItem.objects.filter(
+                conversation=OuterRef("pk"), content_folded__contains=word
+            )
         )
     )
 

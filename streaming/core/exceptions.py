@@ -207,6 +207,17 @@ class EngineBusy(StreamingError):
         super().__init__(message, headers={"Retry-After": str(retry_after_s)})
 
 
+class DatabaseBusy(StreamingError):
+    """Another write held the database (SQLite's write lock) past SQLITE_BUSY_TIMEOUT_S."""
+
+    code = "database_busy"
+    http_status = 503
+    default_message = "The database is busy with other writes; try again shortly."
+
+    def __init__(self, message: str | None = None):
+        super().__init__(message, headers={"Retry-After": "1"})
+
+
 class EngineUnavailable(StreamingError):
     """The engine is not loaded, is unhealthy, or cannot be reached."""
 

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -22,7 +23,7 @@ from streaming.fleet import store
 from streaming.fleet.sharing import sharing_for
 from streaming.generations.registry import PENDING, Generation, registry
 from streaming.http.auth import authenticate, client_address, may_see, owner_required, principal
-from streaming.http.errors import error_response
+from streaming.http.errors import error_response, public_error
 from streaming.http.limits import limits
 
 View = Callable[..., Awaitable[HttpResponse]]
@@ -48,7 +49,8 @@ def api_view(
 ) -> Callable[[View], View]:
     """An async JSON endpoint: method check, who may use it (unless `public`), limits' errors.
 
-    Every StreamingError becomes the reply `errors` writes.
+    Every StreamingError becomes the reply `errors` writes, and so does a database failure
+    that stands for one (errors.public_error: a write that waited too long for its turn).
     """
 
     def decorate(view: View) -> View:
@@ -66,6 +68,11 @@ def api_view(
                 return await view(request, *args, **kwargs)
             except StreamingError as error:
                 return errors(error)
+            except OperationalError as error:
+                meant = public_error(error)
+                if meant is None:
+                    raise
+                return errors(meant)
 
         # Bearer keys need no CSRF token; `authenticate` checks it for session users itself.
         return csrf_exempt(wrapper)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.core.exceptions import NotFound, StreamingError
+from streaming.core.exceptions import DatabaseBusy, NotFound, StreamingError
 from streaming.wire import openai_format
+
+logger = logging.getLogger(__name__)
 
 
 def error_response(error: StreamingError) -> JsonResponse:
@@ -24,6 +29,30 @@ def openai_error_response(error: StreamingError) -> JsonResponse:
         error.code, error.message, error.http_status, getattr(error, "param", None)
     )
     return _with_headers(JsonResponse(body, status=error.http_status), error)
+
+
+def refusal(request: HttpRequest, error: StreamingError) -> HttpResponse:
+    """A 400 `error` as the path's API writes it (OpenAI's JSON under /v1/, ours under the
+    other API paths); elsewhere Django's 400 page, which repeats nothing of the request."""
+    if request.path.startswith("/v1/"):
+        return openai_error_response(error)
+    if _is_api(request):
+        return error_response(error)
+    from django.views.defaults import bad_request
+
+    return bad_request(request, error)
+
+
+def public_error(error: OperationalError) -> StreamingError | None:
+    """The public error a database failure stands for (None: none, it stays a 500): SQLite's
+    lock still held by another writer when the busy timeout ran out is a 503 to retry."""
+    # Python's sqlite3 names the result code (3.11+): SQLITE_BUSY, SQLITE_LOCKED and their
+    # extended codes; PostgreSQL's writers queue on row locks instead and never get here.
+    name = getattr(error.__cause__, "sqlite_errorname", "")
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        logger.warning("database busy: %s", error)  # the log keeps what, the client a code
+        return DatabaseBusy()
+    return None
 
 
 def _with_headers(response: JsonResponse, error: StreamingError) -> JsonResponse:

@@ -1,4 +1,4 @@
-"""HTTP middleware that must know about event streams."""
+"""HTTP middleware of ours: text refused at the door, and what must know about event streams."""
 
 from __future__ import annotations
 
@@ -8,6 +8,11 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.gzip import GZipMiddleware
+from django.utils.deprecation import MiddlewareMixin
+
+from streaming.core.exceptions import BadRequest
+from streaming.http.errors import refusal
+from streaming.http.validation import nul_outside_the_body, refused_nul
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +40,17 @@ class InlineHooks:
         if hasattr(self, "process_response"):
             response = self.process_response(request, response)
         return response
+
+
+class RefuseNulMiddleware(InlineHooks, MiddlewareMixin):
+    """A NUL (`%00`) in the path or a query parameter: 400 on every route, before any view
+    reads it (core/text.py says why); a JSON body's are refused where it is parsed
+    (validation.decode_json_object), and Django's forms refuse their own."""
+
+    def process_request(self, request: HttpRequest) -> HttpResponseBase | None:
+        """The refusal, or None to go on."""
+        where = nul_outside_the_body(request)
+        return None if where is None else refusal(request, BadRequest(refused_nul(where)))
 
 
 class StreamSafeGZipMiddleware(InlineHooks, GZipMiddleware):

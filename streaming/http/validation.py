@@ -11,6 +11,8 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
+from django.http import HttpRequest
+
 from streaming.core import config, text
 from streaming.core.exceptions import BadRequest
 from streaming.core.fields import BY_NAME, Dialect, Naming, accepted, asked, parse_asked
@@ -28,7 +30,7 @@ def new_generation_id() -> str:
 
 
 def decode_json_object(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or BadRequest."""
+    """The body as a JSON object, or BadRequest (text that is not text: core/text.py)."""
     try:
         decoded = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -44,7 +46,29 @@ def decode_json_object(body: bytes) -> dict[str, Any]:
             "The body holds an unpaired surrogate (a `\\ud800`-`\\udfff` escape "
             "without its pair): that is not text. Send the character itself."
         )
+    if text.ESCAPED_NUL in decoded and (where := text.nul_at(value)) is not None:
+        raise BadRequest(refused_nul(f"`{where[:80]}`"))
     return value
+
+
+def refused_nul(where: str) -> str:
+    """What a client is told of a NUL in `where` (a field, a query parameter, the path)."""
+    return f"{where} holds a NUL character (U+0000): no text here may hold one."
+
+
+def nul_outside_the_body(request: HttpRequest) -> str | None:
+    """Where the request's path or query holds a NUL (`%00`), as refused_nul names it."""
+    if text.NUL in request.path:
+        return "The path"
+    query = request.META.get("QUERY_STRING", "")
+    if "%00" not in query and text.NUL not in query:
+        return None  # the cheap test, before the query is parsed
+    for name, values in request.GET.lists():
+        if text.NUL in name:
+            return "A query parameter's name"
+        if any(text.NUL in value for value in values):
+            return f"Query parameter `{name[:40]}`"
+    return None
 
 
 def parse_generation_body(

@@ -15,7 +15,13 @@ from tests.support.live import ROOT
 from tests.test_docs import SETTING
 
 # Read by chatsite/settings.py for Django itself or the servers, not for the service.
-NOT_OURS = {"DJANGO_DEBUG", "DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS", "DATABASE_URL"}
+NOT_OURS = {
+    "DJANGO_DEBUG",
+    "DJANGO_SECRET_KEY",
+    "DJANGO_ALLOWED_HOSTS",
+    "DATABASE_URL",
+    "SQLITE_BUSY_TIMEOUT_S",  # DATABASES' OPTIONS
+}
 
 
 def flat(**changes) -> SimpleNamespace:

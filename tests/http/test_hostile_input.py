@@ -136,10 +136,10 @@ def test_nothing_stored_beyond_the_caps(engine, settings):
             "POST", "/api/stream", json.dumps({"prompt": prompt + "!"}).encode()
         )
     )
+    with_nul = json.dumps({"prompt": "a\x00" + prompt[2:], "max_tokens": 1}).encode()
+    assert async_to_sync(exchange)("POST", "/api/stream", with_nul).status == 400  # at the door
     async_to_sync(exchange)(
-        "POST",
-        "/api/stream",
-        json.dumps({"prompt": "a\x00" + prompt[2:], "max_tokens": 1}).encode(),
+        "POST", "/api/stream", json.dumps({"prompt": prompt, "max_tokens": 1}).encode()
     )
     async_to_sync(log_writer.flush)()
     assert GenerationLog.objects.count() == 1

@@ -7,6 +7,7 @@ too); this module adds the tests' fast pace and a raw-socket client.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import sqlite3
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from streaming.tools.liveserver import (
     RedisServer,
     WorkerProcess,
     free_port,
+    scratch_database,
     start_redis,
     wait_until,
 )
@@ -42,6 +44,7 @@ __all__ = [
     "free_port",
     "iter_sse",
     "running_fleet",
+    "server_on_suite_database",
     "start_redis",
     "start_server",
     "start_worker",
@@ -61,6 +64,18 @@ DEFAULT_ENV = {
 def start_server(tmp_dir: Path, *, env: dict[str, str] | None = None, **kwargs: Any) -> LiveServer:
     """streaming.tools.liveserver.start_server with the tests' defaults under `env`."""
     return liveserver.start_server(tmp_dir, env={**DEFAULT_ENV, **(env or {})}, **kwargs)
+
+
+@contextlib.contextmanager
+def server_on_suite_database(directory: Path, env: dict[str, str]) -> Iterator[LiveServer]:
+    """A server on a scratch database of the suite's vendor (PostgreSQL under
+    `DATABASE_URL=postgres://…`, else a SQLite file), stopped and dropped afterwards."""
+    with scratch_database(directory, os.environ.get("DATABASE_URL", "")) as database:
+        server = start_server(directory, env={**env, "DATABASE_URL": database})
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
