@@ -275,6 +275,13 @@ STREAM_SHUTDOWN_GRACE_S = env_float("STREAM_SHUTDOWN_GRACE_S", 5.0)
 STREAM_REQUIRE_AUTH = env_str("STREAM_REQUIRE_AUTH", "auto", choices=("auto", "true", "false"))
 # The chat page's own sign-in (frontend/views.py); the admin keeps its own at /admin/login/.
 LOGIN_URL = "/login/"
+# Failed sign-ins (both pages) counted per fixed window: past SIGN_IN_MAX_FAILURES for one
+# account from one address, or SIGN_IN_MAX_FAILURES_PER_ADDRESS from one address whatever the
+# account, the next attempts are refused (429) without checking the password until the window
+# ends (0: no limit). Counted in the database, so every web process shares them.
+SIGN_IN_MAX_FAILURES = env_int("SIGN_IN_MAX_FAILURES", 5)
+SIGN_IN_MAX_FAILURES_PER_ADDRESS = env_int("SIGN_IN_MAX_FAILURES_PER_ADDRESS", 50)
+SIGN_IN_WINDOW_S = env_int("SIGN_IN_WINDOW_S", 900, minimum=1)
 # What the log keeps of a prompt: `none`, `truncated` (its first PROMPT_LOG_CHARS characters) or
 # `full` (bounded anyway by STREAM_MAX_PROMPT_CHARS).
 PROMPT_LOGGING = env_str("PROMPT_LOGGING", "truncated", choices=("none", "truncated", "full"))

@@ -1,7 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from streaming.http.sign_in import answers_refusals
+
 urlpatterns = [
+    # The admin's own sign-in, its attempts refused past the limits answered 429 (its form,
+    # streaming/admin.py, refuses them): before the admin's URLs, so that this one is found.
+    path("admin/login/", answers_refusals(admin.site.login)),
     path("admin/", admin.site.urls),
     path("", include("streaming.urls")),
     path("", include("frontend.urls")),

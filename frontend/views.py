@@ -12,7 +12,13 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_safe
 
 from streaming.conversations import records
-from streaming.http.auth import anonymous_token, auth_required, give_owner_cookie
+from streaming.http.auth import (
+    anonymous_token,
+    auth_required,
+    drop_owner_cookie,
+    give_owner_cookie,
+)
+from streaming.http.sign_in import SignInForm, answers_refusals
 
 # The page loads only its own files and talks only to its own origin; with no inline script
 # allowed, markup that ever slipped past the sanitizer still could not run.
@@ -46,19 +52,24 @@ def chat_page(request: HttpRequest) -> HttpResponse:
 
 class ChatLoginView(LoginView):
     """`/login/`: Django's sign-in, in the page's look (its labels translated by the page's own
-    script: no inline script, the same CSP). Signing in adopts the conversations this browser
-    kept anonymously (its `llm_owner` cookie), so nothing typed before is lost."""
+    script: no inline script, the same CSP), throttled (streaming/http/sign_in.py). Signing in
+    adopts the conversations this browser kept anonymously (its `llm_owner` cookie), so nothing
+    typed before is lost."""
 
     template_name = "frontend/login.html"
+    authentication_form = SignInForm
     redirect_authenticated_user = True
     next_page = "/"
 
     def form_valid(self, form: Any) -> HttpResponse:
-        """Sign in, then make the browser's anonymous conversations the person's."""
+        """Sign in, make the browser's anonymous conversations the person's, and end the token
+        that held them, so that a copy of the cookie takes nothing now."""
         token = anonymous_token(self.request)
         response = super().form_valid(form)
         if token:
-            records.adopt(f"anon:{token}", f"user:{self.request.user.pk}")
+            left = records.adopt(f"anon:{token}", f"user:{self.request.user.pk}")
+            if not left:  # past the cap, the rest stay this browser's: its cookie stays too
+                drop_owner_cookie(response)
         return response
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -68,6 +79,21 @@ class ChatLoginView(LoginView):
         return response
 
 
-# `/logout/`: a POST (the page's Sign out form), back to the page, anonymous again.
-chat_logout = LogoutView.as_view(next_page="/")
-chat_login = ChatLoginView.as_view()
+class ChatLogoutView(LogoutView):
+    """`/logout/`: a POST (the page's Sign out form), back to the page, anonymous again, with a
+    new owner cookie unless the old one still holds conversations (those past the cap that
+    signing in left with it)."""
+
+    next_page = "/"
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        """Sign out, and end an owner cookie that holds nothing."""
+        token = anonymous_token(request)
+        response = super().post(request, *args, **kwargs)
+        if token and not records.count_for(f"anon:{token}"):
+            drop_owner_cookie(response)
+        return response
+
+
+chat_logout = ChatLogoutView.as_view()
+chat_login = answers_refusals(ChatLoginView.as_view())

@@ -82,6 +82,7 @@ const MESSAGES = {
     username: "Username",
     password: "Password",
     loginFailed: "The username or the password is not right.",
+    loginThrottled: "Too many failed sign-ins. Try again in {minutes} min.",
     continueWithout: "Use it without signing in",
     // By error code (streaming/core/exceptions.py, and network_error from api.js); the server's
     // own message is shown under it.
@@ -190,6 +191,7 @@ const MESSAGES = {
     username: "ユーザー名",
     password: "パスワード",
     loginFailed: "ユーザー名またはパスワードが正しくありません。",
+    loginThrottled: "ログインの失敗が多すぎます。{minutes} 分後にもう一度お試しください。",
     continueWithout: "ログインせずに使う",
     "error.unknown": "問題が発生しました。",
     "error.network_error": "サーバーに接続できませんでした。",

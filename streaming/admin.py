@@ -14,6 +14,7 @@ from django.utils.safestring import mark_safe
 
 from streaming.conversations import search
 from streaming.generations import record
+from streaming.http.sign_in import AdminSignInForm
 from streaming.models import (
     ApiKey,
     Conversation,
@@ -26,6 +27,9 @@ from streaming.ops import dashboard
 # The admin index gains a link to the latency dashboard: the index template is the only place
 # Django lets an app add to that page (the app list shows models only).
 admin.site.index_template = "admin/streaming/index.html"
+# Its sign-in is throttled as the chat's is (docs/security.md, "Signing in"); chatsite/urls.py
+# answers a refused attempt with 429.
+admin.site.login_form = AdminSignInForm
 
 
 @admin.register(GenerationLog)

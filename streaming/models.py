@@ -1,5 +1,5 @@
 """The request and latency log (one row per generation, written after it ends), stored
-responses, API keys, and conversations with their items."""
+responses, API keys, conversations with their items, and failed sign-ins."""
 
 from __future__ import annotations
 
@@ -213,3 +213,15 @@ class ApiKey(models.Model):
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         row = cls.objects.create(name=name, user=user, prefix=key[:10], digest=digest_of(key))
         return row, key
+
+
+class SignInFailures(models.Model):
+    """Failed sign-ins in one window, of one account from one address or of one address
+    (streaming/http/sign_in.py); the key is a digest, so no name or address is kept."""
+
+    key = models.CharField(max_length=64, unique=True)
+    failures = models.PositiveIntegerField(default=0)
+    expires_at = models.DateTimeField(db_index=True)  # the end of its window
+
+    class Meta:
+        verbose_name_plural = "sign-in failures"

@@ -156,9 +156,20 @@ def delete(conversation: Conversation) -> list[str]:
 
 
 def adopt(anonymous: str, owner: str) -> int:
-    """A person signed in: the conversations of their browser's anonymous owner become
-    theirs. How many moved."""
-    return Conversation.objects.filter(owner=anonymous).update(owner=owner)
+    """A person signed in: the conversations of their browser's anonymous owner become theirs,
+    the most recent first, as many as CONVERSATIONS_MAX_PER_OWNER leaves room for. How many
+    stay with `anonymous`."""
+    with transaction.atomic():
+        room = config.current().conversations.max_per_owner - count_for(owner)
+        newest = Conversation.objects.filter(owner=anonymous).order_by("-updated_at", "-pk")
+        chosen = list(newest.values_list("pk", flat=True)[: max(room, 0)])
+        Conversation.objects.filter(pk__in=chosen).update(owner=owner)
+        return count_for(anonymous)
+
+
+def count_for(owner: str) -> int:
+    """How many conversations `owner` keeps."""
+    return Conversation.objects.filter(owner=owner).count()
 
 
 # --- items -------------------------------------------------------------------------------------

@@ -146,6 +146,15 @@ class ConversationSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SignInSettings:
+    """Failed sign-ins counted per window before the next attempts are refused (0: no limit)."""
+
+    max_failures: int = setting("SIGN_IN_MAX_FAILURES")  # one account from one address
+    max_failures_per_address: int = setting("SIGN_IN_MAX_FAILURES_PER_ADDRESS")  # any account
+    window_s: int = setting("SIGN_IN_WINDOW_S")
+
+
+@dataclass(frozen=True, slots=True)
 class ObservabilitySettings:
     """What the log rows keep of a prompt, and where metrics of several processes meet."""
 
@@ -167,6 +176,7 @@ class Config:
     deterministic: DeterministicSettings
     fleet: FleetSettings
     conversations: ConversationSettings
+    sign_in: SignInSettings
     observability: ObservabilitySettings
 
     def __post_init__(self) -> None:

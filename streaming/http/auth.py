@@ -1,8 +1,9 @@
 """Who is asking, and whether they may: API keys, logged-in users, or (on loopback) anyone.
 
 Open without login only in the loopback default of `make run`; otherwise the APIs want
-`Authorization: Bearer <key>` or a logged-in session (the chat page's), and a session's POSTs
-carry the CSRF token. See docs/security.md for why "loopback" is decided as it is.
+`Authorization: Bearer <key>` or a logged-in session (the chat page's). Writes that a cookie
+speaks for (a session's, an anonymous browser's owner cookie) carry the CSRF token. See
+docs/security.md for why "loopback" is decided as it is.
 """
 
 from __future__ import annotations
@@ -81,13 +82,16 @@ async def authenticate(request: HttpRequest) -> None:
     user = await request.auser() if hasattr(request, "auser") else None
     if user is not None and user.is_authenticated:
         # The session cookie rides along with any cross-site request: its POSTs need the token.
-        if request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_refused(request):
-            raise Forbidden("CSRF token missing or incorrect (send X-CSRFToken).")
+        _check_csrf(request)
         request.stream_principal = f"user:{user.pk}"
         request.stream_owner_required = True
         return
     if auth_required(request):
         raise Unauthorized()
+    if anonymous_token(request) is not None:
+        # The owner cookie rides along too (SameSite=Lax lets other pages of the same site,
+        # another port of this host, send it): its writes need the token; cookieless ones don't.
+        _check_csrf(request)
     request.stream_owner_required = False
 
 
@@ -103,11 +107,16 @@ async def _key_row(key: str) -> ApiKey | None:
     return row
 
 
-def _csrf_refused(request: HttpRequest) -> bool:
+def _check_csrf(request: HttpRequest) -> None:
+    """Forbidden unless a request that is not read-only carries the CSRF token (and, when it
+    names one, comes from this origin): Django's check, for requests a cookie speaks for."""
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return
     checker = CsrfViewMiddleware(lambda request: None)
-    # The views are csrf_exempt (a bearer key needs no token); this check is for sessions only.
+    # The views are csrf_exempt (a bearer key needs no token); this check is for cookies only.
     request.csrf_processing_done = False
-    return checker.process_view(request, _checked_view, (), {}) is not None
+    if checker.process_view(request, _checked_view, (), {}) is not None:
+        raise Forbidden("CSRF token missing or incorrect (send X-CSRFToken).")
 
 
 def _checked_view(request: HttpRequest) -> None:  # a view that is not csrf_exempt
@@ -148,6 +157,12 @@ def give_owner_cookie(request: HttpRequest, response) -> None:
             samesite="Lax",
             secure=request.is_secure(),
         )
+
+
+def drop_owner_cookie(response) -> None:
+    """End the browser's owner cookie (at sign-in and sign-out): its token holds nothing now,
+    and the next page gives a new one."""
+    response.delete_cookie(OWNER_COOKIE, samesite="Lax")
 
 
 def owner_required(request: HttpRequest) -> bool:

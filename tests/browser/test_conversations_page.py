@@ -222,6 +222,23 @@ def test_settings_are_saved_and_used(open_page) -> None:
     assert page.errors == []
 
 
+def test_too_many_wrong_passwords_are_said_in_the_pages_language(open_page, new_person) -> None:
+    """Past the failed sign-ins allowed (SIGN_IN_MAX_FAILURES, 5), the sign-in page says so in
+    its language, with the minutes to wait."""
+    name, _ = new_person()
+    page = open_page()
+    page.goto(origin_of(page.url) + "/login/?next=/")
+    for _ in range(6):
+        page.fill("#id_username", name)
+        page.fill("#id_password", "wrong")
+        with page.expect_navigation():
+            page.click("#login-submit")
+    expect(page.locator("#login-error")).to_have_text(
+        re.compile(r"^ログインの失敗が多すぎます。\d+ 分後にもう一度お試しください。$")
+    )
+    assert page.errors == []
+
+
 def test_signing_in_adopts_this_browsers_conversations(open_page, new_person) -> None:
     """The chat's own sign-in page: a wrong password is said, the right one brings the
     conversations this browser kept anonymously along; signing out leaves them with the person."""

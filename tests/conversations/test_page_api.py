@@ -15,10 +15,16 @@ from tests.support.asgi import Exchange
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+CSRF_SECRET = "a" * 32  # the page's `csrftoken` cookie, echoed in X-CSRFToken as api.js does
+
+
 def browser(token: str) -> list[tuple[bytes, bytes]]:
-    """The signed owner cookie of an anonymous browser."""
+    """The signed owner cookie of an anonymous browser, with the CSRF token its writes carry."""
     signed = get_cookie_signer(salt=OWNER_COOKIE + OWNER_SALT).sign(token)
-    return [(b"cookie", f"{OWNER_COOKIE}={signed}".encode())]
+    return [
+        (b"cookie", f"{OWNER_COOKIE}={signed}; csrftoken={CSRF_SECRET}".encode()),
+        (b"x-csrftoken", CSRF_SECRET.encode()),
+    ]
 
 
 async def call(method: str, path: str, fields=None, headers=None) -> tuple[int, dict]:
