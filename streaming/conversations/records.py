@@ -24,7 +24,7 @@ from django.db.models import Q
 
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, ConversationLimit, NotFound
-from streaming.core.text import searchable
+from streaming.core.text import searchable, storable
 from streaming.models import Conversation, ConversationItem, ItemStatus
 
 TITLE_CHARS = 80  # a conversation without a title is named by its first message's start
@@ -160,6 +160,7 @@ def adopt(anonymous: str, owner: str) -> int:
     the most recent first, as many as CONVERSATIONS_MAX_PER_OWNER leaves room for. How many
     stay with `anonymous`."""
     with transaction.atomic():
+        _one_create_at_a_time(owner)  # adopting is creating, as far as the cap goes
         room = config.current().conversations.max_per_owner - count_for(owner)
         newest = Conversation.objects.filter(owner=anonymous).order_by("-updated_at", "-pk")
         chosen = list(newest.values_list("pk", flat=True)[: max(room, 0)])
@@ -286,6 +287,7 @@ def finish_answer(generation_id: str, text: str | None, status: str, finish_reas
     when no item waits for this generation)."""
     fields: dict[str, Any] = {"status": status, "finish_reason": finish_reason}
     if text is not None:
+        text = storable(text)
         fields.update(content=text, content_folded=searchable(text))
     ConversationItem.objects.filter(
         generation_id=generation_id, status=ItemStatus.IN_PROGRESS
@@ -295,6 +297,7 @@ def finish_answer(generation_id: str, text: str | None, status: str, finish_reas
 def checkpoint(texts: dict[str, str]) -> None:
     """Running answers' text so far, by generation id (the log writer's thread)."""
     for generation_id, text in texts.items():
+        text = storable(text)
         ConversationItem.objects.filter(
             generation_id=generation_id, status=ItemStatus.IN_PROGRESS
         ).update(content=text, content_folded=searchable(text))

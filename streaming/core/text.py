@@ -74,6 +74,12 @@ def nul_at(value: Any, where: str = "") -> str | None:
     return None
 
 
+def storable(value: str) -> str:
+    """A model's text as the database keeps it: a NUL (which an upstream may send, and
+    PostgreSQL cannot store) becomes U+FFFD, as a lone surrogate does."""
+    return value.replace(NUL, REPLACEMENT) if NUL in value else value
+
+
 def searchable(value: str) -> str:
     """Text as search compares it: NFKC (ＡＢＣ is ABC, ｶﾅ is カナ, ﬁ is fi, e + U+0301 is é),
     then case-folded in every script (É is é, ß is ss), then NFKC again, which folding can

@@ -182,3 +182,21 @@ def test_the_page_api_folds_the_query_as_the_text(accents, library):
     response = Client().get("/api/conversations", {"q": "éC"})  # SQLite's LIKE folds ASCII only
     assert [c["title"] for c in response.json()["data"]] == [SCHOOL]
     assert found("東京") == ["東京旅行"]  # Japanese as it was
+
+
+def test_a_nul_in_a_models_answer_is_stored_as_a_replacement_character():
+    # An upstream's answer is under way when a NUL comes: kept (PostgreSQL's text holds none),
+    # as U+FFFD, where a client's NUL is refused at the door.
+    conversation = records.create(ME, items=[("user", "question")])
+    records.append(
+        conversation,
+        [("assistant", "")],
+        after=records.last_shown(conversation),
+        status=ItemStatus.IN_PROGRESS,
+        generation_id="cd" * 16,
+    )
+    records.checkpoint({"cd" * 16: "so\x00far"})
+    records.finish_answer("cd" * 16, "all\x00done", ItemStatus.COMPLETED, "stop")
+    answer = records.last_shown(conversation)
+    assert answer.content == "all\ufffddone"
+    assert found("done") == ["question"]

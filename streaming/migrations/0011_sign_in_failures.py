@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('streaming', '0009_conversation_penalties'),
+        ('streaming', '0010_conversation_search_folded'),
     ]
 
     operations = [
