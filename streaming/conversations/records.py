@@ -4,22 +4,25 @@ Items form a tree: each follows its `parent`, so an edited message or a regenera
 a sibling of the one it replaces, an alternative the page can switch back to ("2 / 3"). The
 branch shown is the path from the root to the conversation's `current` item. Every function
 here is synchronous (one transaction each, where it writes): the views call them in Django's
-request thread (`sync_to_async`), the log writer's thread finishes answers.
+request thread (`sync_to_async`), the log writer's thread finishes answers. Reading branches
+is branches.py's.
 
-Reading a conversation costs a constant number of queries, whatever its length: its items are
-read in one query and the branch is walked in memory.
+What a conversation holds is bounded: its items (CONVERSATIONS_MAX_ITEMS) and their characters
+(CONVERSATIONS_MAX_CHARS, and CONVERSATIONS_MAX_CHARS_PER_OWNER over all of an owner's), kept
+as a running total on the conversation (`chars`): an item's text counts when it is written, an
+answer's when it ends (its length is max_tokens' to bound meanwhile), and leaves with it.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q, QuerySet, Sum
+from django.db.models.functions import Greatest, Length
 
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, ConversationLimit, NotFound
@@ -42,30 +45,6 @@ def new_item_id() -> str:
 def now() -> datetime:
     """The time records are stamped with."""
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class Branch:
-    """The items shown: the path from the root to `current`, each with its alternatives."""
-
-    conversation: Conversation
-    items: list[ConversationItem]  # root first
-    # item pk → the ids of it and its siblings (alternatives), oldest first
-    alternatives: dict[int, list[str]] = field(default_factory=dict)
-    total: int = 0  # items in the conversation, every branch counted
-
-    def messages(self) -> list[tuple[str, str]]:
-        """(role, content) of the branch, the settings' system prompt first; answers that
-        came to nothing are left out."""
-        turns = (
-            [("system", self.conversation.system_prompt)] if self.conversation.system_prompt else []
-        )
-        turns += [
-            (item.role, item.content)
-            for item in self.items
-            if item.content or item.role != "assistant"
-        ]
-        return turns
 
 
 # --- conversations ----------------------------------------------------------------------------
@@ -158,29 +137,6 @@ def adopt(anonymous: str, owner: str) -> int:
 # --- items -------------------------------------------------------------------------------------
 
 
-def branch(
-    conversation: Conversation, to: ConversationItem | None = None, *, whole: bool = True
-) -> Branch:
-    """The branch shown (or the one ending at `to`; `whole=False` with `to=None`: none), with
-    every item's alternatives, in one query."""
-    items = list(ConversationItem.objects.filter(conversation=conversation).order_by("depth", "pk"))
-    by_pk = {item.pk: item for item in items}
-    siblings = _by_parent(items)
-    path = []
-    end = to.pk if to is not None else (conversation.current_id if whole else None)
-    item = by_pk.get(end) if end else None
-    while item is not None:
-        path.append(item)
-        item = by_pk.get(item.parent_id) if item.parent_id else None
-    path.reverse()
-    return Branch(
-        conversation,
-        path,
-        {item.pk: [s.item_id for s in siblings[item.parent_id]] for item in path},
-        len(items),
-    )
-
-
 def item(conversation: Conversation, item_id: str) -> ConversationItem:
     """One item of the conversation; NotFound otherwise."""
     found = ConversationItem.objects.filter(conversation=conversation, item_id=item_id).first()
@@ -255,9 +211,11 @@ def forget_item(conversation: Conversation, doomed: ConversationItem) -> list[st
             stack.extend(children.get(node.pk, ()))
         if conversation.current_id in {node.pk for node in gone}:
             conversation.current = doomed.parent
+        doomed_rows = ConversationItem.objects.filter(pk__in=[node.pk for node in gone])
+        uncount(conversation, doomed_rows)
         # All at once: deleting `doomed` alone would have Django's collector recurse down the
         # branch a level at a time (RecursionError past a few hundred items).
-        ConversationItem.objects.filter(pk__in=[node.pk for node in gone]).delete()
+        doomed_rows.delete()
         conversation.updated_at = now()
         conversation.save(update_fields=["current", "updated_at"])
     return [node.generation_id for node in gone if node.generation_id]
@@ -267,12 +225,31 @@ def finish_answer(generation_id: str, text: str | None, status: str, finish_reas
     """An answer's generation ended: its item gets its text (None: its log was not kept
     whole, so the last checkpoint stays) and how it ended (the log writer's thread; a no-op
     when no item waits for this generation)."""
+    for pk in ConversationItem.objects.filter(
+        generation_id=generation_id, status=ItemStatus.IN_PROGRESS
+    ).values_list("pk", flat=True):
+        end_answer(pk, status, finish_reason, text)
+
+
+def end_answer(pk: int, status: str, finish_reason: str, text: str | None = None) -> bool:
+    """The answer item of `pk` ends, unless it has already: its text (None: its last
+    checkpoint's stays), status and finish reason; its characters count from now on. Whether
+    it ended here."""
     fields: dict[str, Any] = {"status": status, "finish_reason": finish_reason}
     if text is not None:
         fields["content"] = text
-    ConversationItem.objects.filter(
-        generation_id=generation_id, status=ItemStatus.IN_PROGRESS
-    ).update(**fields)
+    with transaction.atomic():
+        if not ConversationItem.objects.filter(pk=pk, status=ItemStatus.IN_PROGRESS).update(
+            **fields
+        ):
+            return False
+        conversation_id, length = (
+            ConversationItem.objects.filter(pk=pk)
+            .values_list("conversation_id", Length("content"))
+            .get()
+        )
+        Conversation.objects.filter(pk=conversation_id).update(chars=F("chars") + length)
+    return True
 
 
 def checkpoint(texts: dict[str, str]) -> None:
@@ -281,6 +258,16 @@ def checkpoint(texts: dict[str, str]) -> None:
         ConversationItem.objects.filter(
             generation_id=generation_id, status=ItemStatus.IN_PROGRESS
         ).update(content=text)
+
+
+def uncount(conversation: Conversation, doomed: QuerySet[ConversationItem]) -> None:
+    """The items of the queryset `doomed` are about to go: their characters leave the
+    conversation's (an answer still running was never counted)."""
+    gone = doomed.exclude(status=ItemStatus.IN_PROGRESS).aggregate(gone=Sum(Length("content")))
+    if gone["gone"]:
+        Conversation.objects.filter(pk=conversation.pk).update(
+            chars=Greatest(F("chars") - gone["gone"], 0)
+        )
 
 
 # --- inside ------------------------------------------------------------------------------------
@@ -311,6 +298,7 @@ def _append_all(
         raise ConversationLimit(
             f"At most {limit} items in one conversation (every branch counted); start a new one."
         )
+    _count(conversation, sum(len(content) for _, content in items))
     stamp, made = now(), []
     depth = after.depth + 1 if after is not None else 0
     for position, (role, content) in enumerate(items):
@@ -338,8 +326,34 @@ def _append_all(
     return made
 
 
+def _count(conversation: Conversation, added: int) -> None:
+    """`added` characters join the conversation (the caller's transaction), or
+    ConversationLimit: its bound, then its owner's. Nothing added (an answer to be made) is
+    refused too where answers that ended have taken them past their bound."""
+    bounds = config.current().conversations
+    # The check and the sum in one statement: two writers racing cannot both pass it.
+    if not Conversation.objects.filter(
+        pk=conversation.pk, chars__lte=bounds.max_chars - added
+    ).update(chars=F("chars") + added):
+        raise ConversationLimit(
+            f"At most {bounds.max_chars} characters in one conversation (every branch "
+            "counted); start a new one."
+        )
+    held = Conversation.objects.filter(owner=conversation.owner).aggregate(held=Sum("chars"))
+    if held["held"] > bounds.max_chars_per_owner:
+        raise ConversationLimit(
+            f"At most {bounds.max_chars_per_owner} characters in all of one owner's "
+            "conversations; delete some first."
+        )
+
+
 def _children(conversation: Conversation) -> dict[int | None, list[ConversationItem]]:
-    return _by_parent(ConversationItem.objects.filter(conversation=conversation).order_by("pk"))
+    """Each item's children, oldest first: ids and generation ids only, never the text."""
+    return _by_parent(
+        ConversationItem.objects.filter(conversation=conversation)
+        .only("pk", "parent_id", "generation_id")
+        .order_by("pk")
+    )
 
 
 def _by_parent(items: Iterable[ConversationItem]) -> dict[int | None, list[ConversationItem]]:
