@@ -21,7 +21,7 @@ from streaming.tools.liveserver import ROOT, LiveServer
 SEED_PY = """
 import json, sys
 from django.http import HttpRequest
-from streaming.conversations import records
+from streaming.conversations import branches, records
 from streaming.http.auth import OWNER_COOKIE, anonymous_token
 spec = json.loads(sys.stdin.read())
 browser = HttpRequest()
@@ -29,7 +29,7 @@ browser.COOKIES[OWNER_COOKIE] = spec["cookie"]
 owner = spec["owner"] or f"anon:{anonymous_token(browser)}"
 conversation = records.create(owner, title=spec["title"], items=[tuple(i) for i in spec["items"]],
                               **spec["settings"])
-branch = records.branch(conversation)
+branch = branches.branch(conversation)
 if spec["alternative_at"] is not None:
     answer = branch.items[spec["alternative_at"]]
     records.append(conversation, [("assistant", spec["alternative_text"])], after=answer.parent)
@@ -125,10 +125,26 @@ def timed(page: Any, action: Any, count: int, timeout_s: float = 60.0) -> dict[s
     return {**page.evaluate(TASKS_SINCE_JS, since), "ms": took}
 
 
+PAGE_ITEMS = 50  # what the page shows of a conversation opened: its last page
+# Until every page before is shown: "Load earlier messages" pressed whenever the last press's
+# page is in (the page being made in the meantime).
+LOAD_ALL_EARLIER_JS = """() => new Promise((resolve) => {
+  const button = document.getElementById('load-earlier');
+  const log = document.getElementById('messages');
+  const step = () => {
+    if (button.hidden) return resolve();
+    if (log.getAttribute('aria-busy') !== 'true') button.click();
+    setTimeout(step, 50);
+  };
+  step();
+})"""
+
+
 def measure_history(page: Any, server: LiveServer, count: int) -> dict[str, Any]:
     """Seed a conversation of `count` items (its first answer has an alternative) for the
-    probed page's browser, open it from the list, switch that answer to its alternative and
-    back: the longest main-thread task of each step."""
+    probed page's browser, open it from the list (its last page), load every page before, switch
+    that answer to its alternative and back (the branch again, down from it): the longest
+    main-thread task of each step."""
     from bench.page_bench import settle  # it imports this module
 
     seed_conversation(
@@ -137,7 +153,9 @@ def measure_history(page: Any, server: LiveServer, count: int) -> dict[str, Any]
     page.reload()
     page.wait_for_selector(".conversation-open")
     settle(page)  # the load and the page's idle-time warm-up are not what is measured
-    figures = {"open": timed(page, lambda: page.click(".conversation-open"), count)}
+    opened = min(count, PAGE_ITEMS)
+    figures = {"open": timed(page, lambda: page.click(".conversation-open"), opened)}
+    figures["earlier"] = timed(page, lambda: page.evaluate(LOAD_ALL_EARLIER_JS), count)
     second = page.locator(".message-assistant").nth(0)
     figures["to_alternative"] = timed(page, lambda: second.locator(".alternative-next").click(), 2)
     figures["back"] = timed(

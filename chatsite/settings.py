@@ -239,6 +239,15 @@ STREAM_MAX_PENDING_PER_CLIENT = env_int("STREAM_MAX_PENDING_PER_CLIENT", 64, min
 CONVERSATIONS_MAX_PER_OWNER = env_int("CONVERSATIONS_MAX_PER_OWNER", 10_000, minimum=1)
 CONVERSATIONS_MAX_ITEMS = env_int("CONVERSATIONS_MAX_ITEMS", 5_000, minimum=2)
 CONVERSATIONS_MAX_ITEM_CHARS = env_int("CONVERSATIONS_MAX_ITEM_CHARS", 32_000, minimum=1)
+# Characters one conversation holds (every branch, answers once ended) and all of one owner's
+# do: what one person may store, whatever the number of writes (docs/security.md).
+CONVERSATIONS_MAX_CHARS = env_int("CONVERSATIONS_MAX_CHARS", 2_000_000, minimum=1)
+CONVERSATIONS_MAX_CHARS_PER_OWNER = env_int(
+    "CONVERSATIONS_MAX_CHARS_PER_OWNER", 50_000_000, minimum=1
+)
+# Writes that start no answer (a new conversation, items added, a title, a deletion…) per
+# client and minute (429 past it; 0: none); those that start one count in STREAM_RATE_PER_MIN.
+CONVERSATIONS_WRITES_PER_MIN = env_int("CONVERSATIONS_WRITES_PER_MIN", 120, minimum=0)
 # A running answer's text is written to its item this often, so a crash keeps what was made.
 CONVERSATIONS_CHECKPOINT_S = env_float("CONVERSATIONS_CHECKPOINT_S", 2.0, minimum=0.1)
 

@@ -89,12 +89,17 @@ export function createConversation(fields = {}) {
   return requestJson("POST", conversationsUrl, fields);
 }
 
-/** GET one conversation → it and its branch shown (`items`). */
-export function fetchConversation(id) {
-  return requestJson("GET", conversationUrl(id));
+/** GET one conversation → it and a page of its branch shown: its last `items` (`limit`, the
+ * server's 50 by default, 200 at most), or those before the item `before`; `has_earlier`. */
+export function fetchConversation(id, { before = null, limit = null } = {}) {
+  const query = new URLSearchParams();
+  if (before) query.set("before", before);
+  if (limit) query.set("limit", String(limit));
+  return requestJson("GET", conversationUrl(id, query.size ? `?${query}` : ""));
 }
 
-/** PATCH its title and settings (a setting null: the engine's default) → the branch. */
+/** PATCH its title and settings (a setting null: the engine's default) → the branch's last
+ * page (as every reply below). */
 export function updateConversation(id, fields) {
   return requestJson("PATCH", conversationUrl(id), fields);
 }

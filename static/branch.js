@@ -1,6 +1,8 @@
-// A conversation as the page holds it: the server's branch shown (docs/conversations.md) as
-// messages, one object per item, kept while the item stays the same, so that the views on
-// screen (one per message) change only where the branch did.
+// A conversation as the page holds it: the end of the server's branch shown
+// (docs/conversations.md) as messages, one object per item, kept while the item stays the same,
+// so that the views on screen (one per message) change only where the branch did. The server
+// sends a branch a page at a time, its last items first: the page holds the branch from some
+// item down to its end, and `hasEarlier` says whether items come before (earlier.js loads them).
 
 // An item's status (the server's) as the state an answer's view shows.
 const STATE_OF_STATUS = {
@@ -16,7 +18,9 @@ const FIGURES = ["ttftMs", "lastMs", "endMs", "tokens", "times", "reasoningToken
 
 /** A new chat: nothing on the server yet (it is created with its first message). */
 export function blankConversation() {
-  return { id: null, title: "", settings: {}, updatedAt: null, messages: [], byId: new Map() };
+  return {
+    id: null, title: "", settings: {}, updatedAt: null, messages: [], byId: new Map(), hasEarlier: false,
+  };
 }
 
 /** The page's message for a server item (an answer still running: its last checkpoint). */
@@ -53,24 +57,41 @@ function replacement(old, item) {
   return message;
 }
 
-/** Bring `conversation` up to date with `branch` (a server reply): its fields, and its messages,
- * keeping the object of every unchanged item and of `live`, the answer this page is reading
- * (its text is ahead of the server's). */
+/** Bring `conversation` up to date with `branch` (a server reply: the last page of the branch
+ * shown): its fields, and its messages, keeping the object of every unchanged item and of `live`,
+ * the answer this page is reading (its text is ahead of the server's). Where the page's first item
+ * is one the page holds, what the page holds before it stays (the same path up to it); else the
+ * page replaces them. */
 export function applyBranch(conversation, branch, live = null) {
   conversation.id = branch.id;
   conversation.title = branch.title;
   conversation.settings = branch.settings;
   conversation.updatedAt = branch.updated_at;
-  const byId = new Map();
-  conversation.messages = branch.items.map((item) => {
+  const first = branch.items[0];
+  const joined = first ? conversation.messages.findIndex((message) => message.id === first.id) : -1;
+  const kept = joined > 0 ? conversation.messages.slice(0, joined) : [];
+  if (joined < 0) conversation.hasEarlier = Boolean(branch.has_earlier);
+  const byId = new Map(kept.map((message) => [message.id, message]));
+  conversation.messages = [...kept, ...branch.items.map((item) => {
     let message = conversation.byId.get(item.id);
     if (message && message !== live && !unchanged(message, item)) message = replacement(message, item);
     message ??= messageFromItem(item);
     message.alternatives = item.alternatives;
     byId.set(item.id, message);
     return message;
-  });
+  })];
   conversation.byId = byId;
+}
+
+/** The page before the first message (`page`, a reply to `?before=` its id) joins the front. */
+export function prependEarlier(conversation, page) {
+  const earlier = page.items.map((item) => {
+    const message = messageFromItem(item);
+    conversation.byId.set(item.id, message);
+    return message;
+  });
+  conversation.messages = [...earlier, ...conversation.messages];
+  conversation.hasEarlier = Boolean(page.has_earlier);
 }
 
 /** The branch's last items are the messages the page showed before the server answered
@@ -86,6 +107,6 @@ export function claimItems(conversation, branch, pending) {
 
 /** A branch as the list shows it: the conversation without its items. */
 export function listed(branch) {
-  const { items: _, item_count: __, ...conversation } = branch;
+  const { items: _, item_count: __, has_earlier: ___, ...conversation } = branch;
   return conversation;
 }

@@ -6,6 +6,7 @@ import {
 } from "./api.js";
 import { applyBranch, blankConversation, claimItems, listed } from "./branch.js";
 import { ConversationList } from "./conversation-list.js";
+import { EarlierMessages, reaching } from "./earlier.js";
 import { Generation, pendingAnswer } from "./generation.js";
 import { errorText, t, translatePage } from "./i18n.js";
 import { closeSidebar, copyText, openSidebar, resizePrompt, sidebarOpen, warmUp } from "./layout.js";
@@ -74,6 +75,9 @@ const list = new ConversationList({
   onError: showError,
 });
 const settings = new SettingsPanel(byId("settings-dialog"), { onSave: saveSettings });
+const earlier = new EarlierMessages({
+  button: byId("load-earlier"), scroller: els.messages, pane, conversation: () => current, announce, onError: showError,
+});
 
 function announce(text) {
   // Re-set so the same words are announced again the next time.
@@ -101,6 +105,7 @@ function renderTitle() {
 
 function showConversation(options = {}) {
   pane.show(current.messages, options);
+  earlier.sync(current, options);
   renderTitle();
   list.setCurrent(current.id);
   updateControls();
@@ -285,14 +290,14 @@ async function switchAlternative(view, direction) {
   if (active || !target || !conversation.id) return;
   let branch;
   try {
-    branch = await showItem(conversation.id, target);
+    branch = await reaching(await showItem(conversation.id, target), target); // pages down to it
   } catch (error) {
     showError(error);
     return;
   }
   if (conversation !== current || active) return;
-  const index = conversation.messages.indexOf(message);
   applyBranch(conversation, branch);
+  const index = conversation.messages.findIndex((each) => each.id === target);
   showConversation({ from: index });
   const shown = conversation.messages[index];
   pane.viewOf(shown)?.alternatives.focus(direction);

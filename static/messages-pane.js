@@ -5,6 +5,8 @@
 // Messages go in parts of PART_SIZE, each laid out and painted only near the screen
 // (content-visibility in conversations.css): a frame of a growing answer costs the same after
 // 500 items as after 5, and the browser tracks a part's distance to the screen, not each one's.
+// Earlier messages may come in front (the page loads a long branch a page at a time): parts are
+// numbered from an origin that moves with them, so a message shown stays in its part.
 
 import { MessageView } from "./message-view.js";
 
@@ -23,6 +25,8 @@ export class MessagesPane {
     this.handlers = handlers;
     this.views = new Map(); // message → its MessageView
     this.parts = new Map(); // part number → its element
+    this.origin = 0; // message i is in part floor((i + origin) / PART_SIZE)
+    this.anchor = null; // {el, top}: a view kept where it is on screen while messages come above
     this.messages = [];
     this.frame = 0; // the pending frame of a build, then its task
     this.task = 0;
@@ -33,20 +37,29 @@ export class MessagesPane {
     // Scrolls after layout, when the sizes are known anyway: no layout forced to follow.
     new ResizeObserver(() => {
       if (this.pinned) this.scroller.scrollTop = this.scroller.scrollHeight;
+      else if (this.anchor) this.scroller.scrollTop += this.#top(this.anchor.el) - this.anchor.top;
     }).observe(list);
     scroller.addEventListener("scroll", () => {
       const s = this.scroller;
       this.pinned = s.scrollHeight - s.scrollTop - s.clientHeight < STICK_TO_BOTTOM_PX;
+      if (this.anchor) this.anchor.top = this.#top(this.anchor.el); // the reader scrolled
     }, { passive: true });
   }
 
   /** Show `messages`: `fresh` for another conversation (nothing on screen is kept, and it
    * opens at its end); else the views of messages still there stay, and the new ones are made
-   * from index `from` (default: the first new one) down, then up. */
-  show(messages, { fresh = false, from = null } = {}) {
+   * from index `from` (default: the first new one) down, then up. `keep`: a message whose view
+   * stays where it is on screen while the views above it are made (earlier messages loaded). */
+  show(messages, { fresh = false, from = null, keep = null } = {}) {
     cancelAnimationFrame(this.frame);
     clearTimeout(this.task);
+    const shift = fresh ? 0 : this.#shift(messages);
+    if (shift === null) fresh = true; // the messages kept moved apart: made anew
+    else this.origin -= shift;
+    const kept = keep && this.views.get(keep);
+    this.anchor = kept && !fresh ? { el: kept.el, top: this.#top(kept.el) } : null;
     if (fresh) {
+      this.origin = 0;
       this.views.clear();
       this.parts.clear();
       this.list.replaceChildren();
@@ -75,6 +88,14 @@ export class MessagesPane {
     const order = [...missing.filter((i) => i >= start), ...missing.filter((i) => i < start).reverse()];
     if (fresh) this.scrollToBottom();
     this.#make(order, 0);
+  }
+
+  /** Move the focus to `message`'s view (focusable by script only). */
+  focusMessage(message) {
+    const view = this.viewOf(message);
+    if (!view) return;
+    view.el.tabIndex = -1;
+    view.el.focus();
   }
 
   /** The view of `message`, made now if it is not yet. */
@@ -106,6 +127,7 @@ export class MessagesPane {
       if (performance.now() - began > BUILD_BUDGET_MS) break;
     }
     const building = position < order.length;
+    if (!building) this.anchor = null;
     // Screen readers hear the log's additions: not each message of a conversation opened.
     if (this.scroller.getAttribute("aria-busy") !== String(building)) {
       this.scroller.setAttribute("aria-busy", String(building));
@@ -124,9 +146,9 @@ export class MessagesPane {
     this.views.set(message, view);
     // Before the next message of its part already shown (views are made in any order: from
     // where the build began outwards, and on demand).
-    const number = Math.floor(index / PART_SIZE);
+    const number = Math.floor((index + this.origin) / PART_SIZE);
     const part = this.#part(number);
-    const end = Math.min((number + 1) * PART_SIZE, this.messages.length);
+    const end = Math.min((number + 1) * PART_SIZE - this.origin, this.messages.length);
     for (let next = index + 1; next < end; next += 1) {
       const shown = this.views.get(this.messages[next]);
       if (shown) {
@@ -136,6 +158,25 @@ export class MessagesPane {
     }
     part.append(view.el);
     return view;
+  }
+
+  /** How far the messages still shown moved (their new index less their old), or null where
+   * they did not all move alike. */
+  #shift(messages) {
+    const at = new Map(messages.map((message, i) => [message, i]));
+    let shift = 0;
+    let seen = false;
+    for (const [i, message] of this.messages.entries()) {
+      if (!at.has(message) || !this.views.has(message)) continue;
+      if (seen && at.get(message) - i !== shift) return null;
+      shift = at.get(message) - i;
+      seen = true;
+    }
+    return shift;
+  }
+
+  #top(el) {
+    return el.getBoundingClientRect().top - this.scroller.getBoundingClientRect().top;
   }
 
   #part(number) {

@@ -135,6 +135,9 @@ class Conversation(models.Model):
     current = models.ForeignKey(
         "ConversationItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Characters its items hold, every branch counted, an answer's once it has ended: kept as
+    # they change (records.py), so that CONVERSATIONS_MAX_CHARS reads no item's text.
+    chars = models.PositiveBigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["-updated_at"]

@@ -44,6 +44,18 @@ def server_factory(tmp_path) -> Iterator[Callable[..., LiveServer]]:
 
 
 @pytest.fixture
+def fresh_limits(settings):
+    """Limits counted afresh (and after): Django's settings, open to anonymous peers from
+    10.0.0.0/8 on purpose, the test's to set."""
+    from streaming.http import limits
+
+    settings.STREAM_REQUIRE_AUTH = "false"
+    limits.reset()
+    yield settings
+    limits.reset()
+
+
+@pytest.fixture
 def engine():
     """A fresh, fast deterministic engine installed as this process's engine."""
     from streaming.engines import set_engine

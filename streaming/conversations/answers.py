@@ -13,6 +13,8 @@ import asyncio
 import logging
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from streaming.conversations import records
 from streaming.core import config
 from streaming.fleet import answer_log, store
@@ -108,9 +110,7 @@ async def settle(items: list[ConversationItem]) -> None:
             if row is None
             else ending_of(row.status, row.error_code, row.finish_reason)
         )
-        await ConversationItem.objects.filter(pk=item.pk, status=ItemStatus.IN_PROGRESS).aupdate(
-            status=status, finish_reason=reason
-        )
+        await sync_to_async(records.end_answer)(item.pk, status, reason)
         item.status, item.finish_reason = status, reason
 
 

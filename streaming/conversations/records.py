@@ -4,31 +4,30 @@ Items form a tree: each follows its `parent`, so an edited message or a regenera
 a sibling of the one it replaces, an alternative the page can switch back to ("2 / 3"). The
 branch shown is the path from the root to the conversation's `current` item. Every function
 here is synchronous (one transaction each, where it writes): the views call them in Django's
-request thread (`sync_to_async`), the log writer's thread finishes answers.
+request thread (`sync_to_async`), the log writer's thread finishes answers. Reading branches
+is branches.py's.
 
-Reading a conversation costs a constant number of queries, whatever its length: its items are
-read in one query and the branch is walked in memory.
+What a conversation may hold is bounds.py's to check.
 """
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Length
 
+from streaming.conversations import bounds
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, ConversationLimit, NotFound
 from streaming.core.text import searchable, storable
 from streaming.models import Conversation, ConversationItem, ItemStatus
 
 TITLE_CHARS = 80  # a conversation without a title is named by its first message's start
-ROLES = ("user", "assistant", "system", "developer")
 
 
 def new_conversation_id() -> str:
@@ -44,30 +43,6 @@ def new_item_id() -> str:
 def now() -> datetime:
     """The time records are stamped with."""
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class Branch:
-    """The items shown: the path from the root to `current`, each with its alternatives."""
-
-    conversation: Conversation
-    items: list[ConversationItem]  # root first
-    # item pk → the ids of it and its siblings (alternatives), oldest first
-    alternatives: dict[int, list[str]] = field(default_factory=dict)
-    total: int = 0  # items in the conversation, every branch counted
-
-    def messages(self) -> list[tuple[str, str]]:
-        """(role, content) of the branch, the settings' system prompt first; answers that
-        came to nothing are left out."""
-        turns = (
-            [("system", self.conversation.system_prompt)] if self.conversation.system_prompt else []
-        )
-        turns += [
-            (item.role, item.content)
-            for item in self.items
-            if item.content or item.role != "assistant"
-        ]
-        return turns
 
 
 # --- conversations ----------------------------------------------------------------------------
@@ -91,9 +66,9 @@ def create(
 ) -> Conversation:
     """A new conversation of `owner`, with `items` ((role, content), in order) as its branch."""
     items = list(items)
-    _check_items(items)
+    bounds.check_items(items)
     with transaction.atomic():
-        _one_create_at_a_time(owner)
+        bounds.one_create_at_a_time(owner)
         limit = config.current().conversations.max_per_owner
         if Conversation.objects.filter(owner=owner).count() >= limit:
             raise ConversationLimit(f"At most {limit} conversations per owner; delete one first.")
@@ -160,7 +135,7 @@ def adopt(anonymous: str, owner: str) -> int:
     the most recent first, as many as CONVERSATIONS_MAX_PER_OWNER leaves room for. How many
     stay with `anonymous`."""
     with transaction.atomic():
-        _one_create_at_a_time(owner)  # adopting is creating, as far as the cap goes
+        bounds.one_create_at_a_time(owner)  # adopting is creating, as far as the cap goes
         room = config.current().conversations.max_per_owner - count_for(owner)
         newest = Conversation.objects.filter(owner=anonymous).order_by("-updated_at", "-pk")
         chosen = list(newest.values_list("pk", flat=True)[: max(room, 0)])
@@ -174,29 +149,6 @@ def count_for(owner: str) -> int:
 
 
 # --- items -------------------------------------------------------------------------------------
-
-
-def branch(
-    conversation: Conversation, to: ConversationItem | None = None, *, whole: bool = True
-) -> Branch:
-    """The branch shown (or the one ending at `to`; `whole=False` with `to=None`: none), with
-    every item's alternatives, in one query."""
-    items = list(ConversationItem.objects.filter(conversation=conversation).order_by("depth", "pk"))
-    by_pk = {item.pk: item for item in items}
-    siblings = _by_parent(items)
-    path = []
-    end = to.pk if to is not None else (conversation.current_id if whole else None)
-    item = by_pk.get(end) if end else None
-    while item is not None:
-        path.append(item)
-        item = by_pk.get(item.parent_id) if item.parent_id else None
-    path.reverse()
-    return Branch(
-        conversation,
-        path,
-        {item.pk: [s.item_id for s in siblings[item.parent_id]] for item in path},
-        len(items),
-    )
 
 
 def item(conversation: Conversation, item_id: str) -> ConversationItem:
@@ -220,7 +172,7 @@ def append(
     the last one with `status`, `generation_id` and `last_id` (its id, if not a new one: a
     response's output item id); the branch shown now ends with them."""
     items = list(items)
-    _check_items(items)
+    bounds.check_items(items)
     with transaction.atomic():
         return _append_all(
             conversation, after, items, status=status, generation_id=generation_id, last_id=last_id
@@ -273,9 +225,11 @@ def forget_item(conversation: Conversation, doomed: ConversationItem) -> list[st
             stack.extend(children.get(node.pk, ()))
         if conversation.current_id in {node.pk for node in gone}:
             conversation.current = doomed.parent
+        doomed_rows = ConversationItem.objects.filter(pk__in=[node.pk for node in gone])
+        bounds.uncount(conversation, doomed_rows)
         # All at once: deleting `doomed` alone would have Django's collector recurse down the
         # branch a level at a time (RecursionError past a few hundred items).
-        ConversationItem.objects.filter(pk__in=[node.pk for node in gone]).delete()
+        doomed_rows.delete()
         conversation.updated_at = now()
         conversation.save(update_fields=["current", "updated_at"])
     return [node.generation_id for node in gone if node.generation_id]
@@ -285,13 +239,32 @@ def finish_answer(generation_id: str, text: str | None, status: str, finish_reas
     """An answer's generation ended: its item gets its text (None: its log was not kept
     whole, so the last checkpoint stays) and how it ended (the log writer's thread; a no-op
     when no item waits for this generation)."""
+    for pk in ConversationItem.objects.filter(
+        generation_id=generation_id, status=ItemStatus.IN_PROGRESS
+    ).values_list("pk", flat=True):
+        end_answer(pk, status, finish_reason, text)
+
+
+def end_answer(pk: int, status: str, finish_reason: str, text: str | None = None) -> bool:
+    """The answer item of `pk` ends, unless it has already: its text (None: its last
+    checkpoint's stays), status and finish reason; its characters count from now on. Whether
+    it ended here."""
     fields: dict[str, Any] = {"status": status, "finish_reason": finish_reason}
     if text is not None:
         text = storable(text)
         fields.update(content=text, content_folded=searchable(text))
-    ConversationItem.objects.filter(
-        generation_id=generation_id, status=ItemStatus.IN_PROGRESS
-    ).update(**fields)
+    with transaction.atomic():
+        if not ConversationItem.objects.filter(pk=pk, status=ItemStatus.IN_PROGRESS).update(
+            **fields
+        ):
+            return False
+        conversation_id, length = (
+            ConversationItem.objects.filter(pk=pk)
+            .values_list("conversation_id", Length("content"))
+            .get()
+        )
+        Conversation.objects.filter(pk=conversation_id).update(chars=F("chars") + length)
+    return True
 
 
 def checkpoint(texts: dict[str, str]) -> None:
@@ -304,30 +277,6 @@ def checkpoint(texts: dict[str, str]) -> None:
 
 
 # --- inside ------------------------------------------------------------------------------------
-
-
-def _check_items(items: list[tuple[str, str]]) -> None:
-    limit = config.current().conversations.max_item_chars
-    for position, (role, content) in enumerate(items):
-        if role not in ROLES:
-            raise BadRequest(f"items[{position}].role must be one of {', '.join(ROLES)}.")
-        if len(content) > limit:
-            raise BadRequest(
-                f"items[{position}] is {len(content)} characters; the limit is {limit}."
-            )
-
-
-def _one_create_at_a_time(owner: str) -> None:
-    """The owner's creates, one at a time until this transaction ends: two that counted at
-    once would both see room for one more. SQLite's writers take turns already (IMMEDIATE);
-    PostgreSQL has no row of the owner's to lock, so a lock on a number of theirs."""
-    if connection.vendor != "postgresql":
-        return
-    digest = hashlib.blake2b(owner.encode(), digest_size=8).digest()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest, "big", signed=True)]
-        )
 
 
 def _append_all(
@@ -348,6 +297,7 @@ def _append_all(
         raise ConversationLimit(
             f"At most {limit} items in one conversation (every branch counted); start a new one."
         )
+    bounds.add_chars(conversation, sum(len(content) for _, content in items))
     stamp, made = now(), []
     depth = after.depth + 1 if after is not None else 0
     for position, (role, content) in enumerate(items):
@@ -378,7 +328,12 @@ def _append_all(
 
 
 def _children(conversation: Conversation) -> dict[int | None, list[ConversationItem]]:
-    return _by_parent(ConversationItem.objects.filter(conversation=conversation).order_by("pk"))
+    """Each item's children, oldest first: ids and generation ids only, never the text."""
+    return _by_parent(
+        ConversationItem.objects.filter(conversation=conversation)
+        .only("pk", "parent_id", "generation_id")
+        .order_by("pk")
+    )
 
 
 def _by_parent(items: Iterable[ConversationItem]) -> dict[int | None, list[ConversationItem]]:

@@ -142,6 +142,9 @@ class ConversationSettings:
     max_per_owner: int = setting("CONVERSATIONS_MAX_PER_OWNER")
     max_items: int = setting("CONVERSATIONS_MAX_ITEMS")  # every branch counted
     max_item_chars: int = setting("CONVERSATIONS_MAX_ITEM_CHARS")
+    max_chars: int = setting("CONVERSATIONS_MAX_CHARS")  # in one, every branch counted
+    max_chars_per_owner: int = setting("CONVERSATIONS_MAX_CHARS_PER_OWNER")
+    writes_per_min: int = setting("CONVERSATIONS_WRITES_PER_MIN")  # per client; 0: no limit
     checkpoint_s: float = setting("CONVERSATIONS_CHECKPOINT_S")  # a running answer's text saved
 
 

@@ -57,7 +57,8 @@ class NotFound(StreamingError):
 
 
 class ConversationLimit(StreamingError):
-    """An owner's conversations, or a conversation's items, are at their limit."""
+    """An owner's conversations or characters, or a conversation's items or characters, are at
+    their limit."""
 
     code = "conversation_limit"
     http_status = 409
@@ -132,14 +133,14 @@ def _retry_after(seconds: float) -> dict[str, str]:
 
 
 class RateLimited(StreamingError):
-    """More requests this minute than the client may send."""
+    """More requests (of one kind: `what`) this minute than the client may send."""
 
     code = "rate_limited"
     http_status = 429
 
-    def __init__(self, per_minute: int, *, retry_after_s: float):
+    def __init__(self, per_minute: int, *, retry_after_s: float, what: str = "requests"):
         super().__init__(
-            f"More than {per_minute} requests a minute; slow down.",
+            f"More than {per_minute} {what} a minute; slow down.",
             headers=_retry_after(retry_after_s),
         )
 

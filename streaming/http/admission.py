@@ -24,7 +24,7 @@ from streaming.fleet.sharing import sharing_for
 from streaming.generations.registry import PENDING, Generation, registry
 from streaming.http.auth import authenticate, client_address, may_see, owner_required, principal
 from streaming.http.errors import error_response, public_error
-from streaming.http.limits import limits
+from streaming.http.limits import WRITES, limits
 
 View = Callable[..., Awaitable[HttpResponse]]
 Options = TypeVar("Options")  # what a body asks of the reply besides the generation
@@ -46,9 +46,12 @@ def api_view(
     *methods: str,
     errors: Callable[[StreamingError], HttpResponse] = error_response,
     public: bool = False,
+    writes: tuple[str, ...] = (),
 ) -> Callable[[View], View]:
     """An async JSON endpoint: method check, who may use it (unless `public`), limits' errors.
 
+    `writes`: the methods that write to conversations and start no answer, counted against
+    the asker's CONVERSATIONS_WRITES_PER_MIN (those that start one are `admit`'s to count).
     Every StreamingError becomes the reply `errors` writes, and so does a database failure
     that stands for one (errors.public_error: a write that waited too long for its turn).
     """
@@ -65,6 +68,8 @@ def api_view(
                     raise ShuttingDown()
                 if not public:
                     await authenticate(request)
+                if request.method in writes:
+                    await limits().hit(principal(request), WRITES)
                 return await view(request, *args, **kwargs)
             except StreamingError as error:
                 return errors(error)

@@ -1,11 +1,15 @@
 """The chat page's conversations (docs/conversations.md): list, open, settings, send, branch.
 
-Thin views over conversations/records.py. Whose conversations these are is
+Thin views over conversations/records.py and branches.py. Whose conversations these are is
 `auth.conversation_owner`: the signed-in user (or key), else the browser's signed cookie;
 another owner's conversation is 404 on every route. Sending a message writes the person's
 item and an `in_progress` answer item, and creates the answer's generation (not started):
 the page reads its `stream_url` exactly as for `POST /api/generations`, and any reader of the
 conversation, in another browser too, joins the same answer while it runs.
+
+A conversation is shown a page at a time, its last items first (`?before=` the earlier ones):
+a reply reads and encodes that page only, off the event loop (replies.py). Writes that start
+no answer count against the asker's CONVERSATIONS_WRITES_PER_MIN (`api_view`'s `writes`).
 """
 
 from __future__ import annotations
@@ -16,17 +20,19 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.conversations import records, search
+from streaming.conversations import branches, records, search
 from streaming.conversations.answers import settle
 from streaming.core import config
-from streaming.core.exceptions import BadRequest
+from streaming.core.exceptions import BadRequest, NotFound
 from streaming.http import turns
 from streaming.http.admission import api_view, publish
 from streaming.http.auth import conversation_owner
+from streaming.http.replies import json_off_the_loop
 from streaming.http.validation import decode_json_object, refuse_unknown, sampling
 from streaming.models import Conversation, ConversationItem, ItemStatus
 
 LIST_LIMIT = 100  # conversations in one page of the list, at most
+PAGE_ITEMS, PAGE_ITEMS_MAX = 50, 200  # items in one page of a branch: by default, at most
 SETTINGS = ("system_prompt", *turns.REQUEST_SETTINGS)
 
 
@@ -62,18 +68,26 @@ def _item_json(item: ConversationItem, alternatives: list[str]) -> dict[str, Any
     }
 
 
-def _branch_json(branch: records.Branch) -> dict[str, Any]:
+def _tail_json(tail: branches.Tail) -> dict[str, Any]:
     return {
-        **_conversation_json(branch.conversation),
-        "item_count": branch.total,
-        "items": [_item_json(item, branch.alternatives[item.pk]) for item in branch.items],
+        **_conversation_json(tail.conversation),
+        "item_count": tail.total,
+        "items": [_item_json(item, tail.alternatives[item.pk]) for item in tail.items],
+        "has_earlier": tail.has_earlier,
     }
 
 
-async def _branch(conversation: Conversation) -> dict[str, Any]:
-    branch = await sync_to_async(records.branch)(conversation)
-    await settle(branch.items)  # answers left running by a process that died: cut
-    return _branch_json(branch)
+async def _shown(
+    conversation: Conversation,
+    *,
+    limit: int = PAGE_ITEMS,
+    before: ConversationItem | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The reply: a page of the branch shown, its last items (or those `before` an item)."""
+    tail = await sync_to_async(branches.tail)(conversation, limit=limit, before=before)
+    await settle(tail.items)  # answers left running by a process that died: cut
+    return await json_off_the_loop(lambda: _tail_json(tail), status=status)
 
 
 def _settings_of(data: dict[str, Any]) -> dict[str, Any]:
@@ -102,7 +116,7 @@ def _title_of(data: dict[str, Any]) -> str | None:
     return title
 
 
-@api_view("GET", "POST")
+@api_view("GET", "POST", writes=("POST",))
 async def conversations(request: HttpRequest) -> HttpResponse:
     """`GET /api/conversations` (newest first; `?before=<id>` for the next page; `?q=` only
     those holding each of its words, in the title or the text: search.py), `POST` a new one
@@ -127,10 +141,11 @@ async def conversations(request: HttpRequest) -> HttpResponse:
     )
 
 
-@api_view("GET", "PATCH", "DELETE")
+@api_view("GET", "PATCH", "DELETE", writes=("PATCH", "DELETE"))
 async def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    """One conversation: `GET` its branch shown, `PATCH` its title and settings, `DELETE` it
-    (and its answers' logs)."""
+    """One conversation: `GET` a page of its branch shown (`?limit=`, `?before=<item id>`: the
+    items above that one), `PATCH` its title and settings, `DELETE` it (and its answers' logs).
+    """
     found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
     if request.method == "DELETE":
         generation_ids = await sync_to_async(records.delete)(found)
@@ -143,7 +158,20 @@ async def conversation(request: HttpRequest, conversation_id: str) -> HttpRespon
         if "title" in data:
             fields["title"] = _title_of(data) or ""
         await sync_to_async(records.update)(found, **fields)
-    return JsonResponse(await _branch(found))
+        return await _shown(found)
+    try:
+        limit = min(PAGE_ITEMS_MAX, max(1, int(request.GET.get("limit", PAGE_ITEMS))))
+    except ValueError:
+        raise BadRequest("`limit` must be an integer.") from None
+    before = None
+    if "before" in request.GET:
+        try:
+            before = await sync_to_async(records.item)(found, request.GET["before"])
+        except NotFound:
+            raise BadRequest(
+                f"`before`: no item {request.GET['before'][:60]!r} in this conversation."
+            ) from None
+    return await _shown(found, limit=limit, before=before)
 
 
 @api_view("POST")
@@ -165,7 +193,7 @@ async def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
         after, whole = await sync_to_async(records.item)(found, data["after"]), False
     else:
         raise BadRequest("`after` must be an item id or null.")
-    branch = await sync_to_async(records.branch)(found, after, whole=whole)
+    branch = await sync_to_async(branches.branch)(found, after, whole=whole)
     after_item = branch.items[-1] if branch.items else None
     return await _answered(
         request,
@@ -189,7 +217,7 @@ async def regenerate(request: HttpRequest, conversation_id: str, item_id: str) -
     if answer.role != "assistant" or answer.parent_id is None:
         raise BadRequest("Only an answer can be regenerated.")
     asked = await sync_to_async(lambda: answer.parent)()
-    branch = await sync_to_async(records.branch)(found, asked, whole=False)
+    branch = await sync_to_async(branches.branch)(found, asked, whole=False)
     return await _answered(
         request,
         found,
@@ -213,13 +241,13 @@ async def _answered(
         turns.forget(generation)
         raise
     await publish(request, generation)
-    return JsonResponse(await _branch(found), status=201)
+    return await _shown(found, status=201)
 
 
-@api_view("POST")
+@api_view("POST", writes=("POST",))
 async def show(request: HttpRequest, conversation_id: str, item_id: str) -> HttpResponse:
     """`POST …/items/<id>/show`: show the branch through that item (an alternative chosen)."""
     found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
     chosen = await sync_to_async(records.item)(found, item_id)
     await sync_to_async(records.show)(found, chosen)
-    return JsonResponse(await _branch(found))
+    return await _shown(found)

@@ -1,7 +1,8 @@
 """Admission limits, checked before any stream starts.
 
 Three of them: requests per minute per client (429), streams open at once per client (429), and
-streams in flight on the whole service (503). Background responses (the Responses API's
+streams in flight on the whole service (503). Writes to conversations that start no answer have
+a per-minute rate of their own (`WRITES`). Background responses (the Responses API's
 `background`, which run with nobody reading) have a pool of slots of their own, per client and
 in total, counted the same way. A client is an API key, a logged-in user, or the peer address
 when anonymous (`auth.principal`).
@@ -56,6 +57,22 @@ def _admission() -> AdmissionSettings:
     return config.current().admission
 
 
+@dataclass(frozen=True)
+class Rate:
+    """One kind of request counted per client and fixed minute: its Redis key's name, its
+    limit (a setting, read when used; 0: none), and what a refusal calls them."""
+
+    name: str
+    per_min: Callable[[], int]
+    what: str
+
+
+REQUESTS = Rate("rate", lambda: _admission().rate_per_min, "requests")  # they create a generation
+WRITES = Rate(
+    "writes", lambda: config.current().conversations.writes_per_min, "conversation writes"
+)
+
+
 STREAMS = Pool(
     "streams",
     lambda: _admission().max_streams_per_client,
@@ -77,8 +94,8 @@ BACKGROUND = Pool(
 class Limits(Protocol):
     """What both limiters do (this process's counts, or Redis's)."""
 
-    async def hit(self, client: str) -> None:
-        """Count one request against the client's rate; RateLimited past it."""
+    async def hit(self, client: str, rate: Rate = REQUESTS) -> None:
+        """Count one request against the client's `rate`; RateLimited past it."""
 
     async def acquire(self, client: str, pool: Pool = STREAMS) -> Lease:
         """A slot of `pool`, or its error for this client (TooManyStreams) or everyone's
@@ -117,20 +134,22 @@ class LocalLimits:
         self.held: Counter[tuple[str, str]] = Counter()  # (pool, client) → slots held
         self.in_flight: Counter[str] = Counter()  # pool → slots held
         self._window = -1
-        self._hits: Counter[str] = Counter()
+        self._hits: Counter[tuple[str, str]] = Counter()  # (rate, client) → requests this minute
 
-    async def hit(self, client: str) -> None:
-        """Count one request against the client's rate; RateLimited past it."""
-        limit = _admission().rate_per_min
+    async def hit(self, client: str, rate: Rate = REQUESTS) -> None:
+        """Count one request against the client's `rate`; RateLimited past it."""
+        limit = rate.per_min()
         if limit <= 0:
             return
         now = time.time()
         window = int(now // RATE_WINDOW_S)
         if window != self._window:
             self._window, self._hits = window, Counter()  # the old minute's clients go at once
-        self._hits[client] += 1
-        if self._hits[client] > limit:
-            raise RateLimited(limit, retry_after_s=RATE_WINDOW_S * (window + 1) - now)
+        self._hits[rate.name, client] += 1
+        if self._hits[rate.name, client] > limit:
+            raise RateLimited(
+                limit, retry_after_s=RATE_WINDOW_S * (window + 1) - now, what=rate.what
+            )
 
     async def acquire(self, client: str, pool: Pool = STREAMS) -> Lease:
         """A slot of `pool`, or its error for this client / everyone."""
@@ -204,14 +223,15 @@ class RedisLimits:
         self._renewer: asyncio.Task[None] | None = None
         self._releases: set[asyncio.Task[None]] = set()
 
-    async def hit(self, client: str) -> None:
-        """Count one request against the client's rate (one counter per client and minute)."""
-        limit = _admission().rate_per_min
+    async def hit(self, client: str, rate: Rate = REQUESTS) -> None:
+        """Count one request against the client's `rate` (one counter per client and minute)."""
+        limit = rate.per_min()
         if limit <= 0:
             return
-        count, ttl_ms = await store.call("eval", _HIT, 1, f"{PREFIX}rate:{client}", RATE_WINDOW_S)
+        key = f"{PREFIX}{rate.name}:{client}"
+        count, ttl_ms = await store.call("eval", _HIT, 1, key, RATE_WINDOW_S)
         if count > limit:
-            raise RateLimited(limit, retry_after_s=max(ttl_ms, 0) / 1000)
+            raise RateLimited(limit, retry_after_s=max(ttl_ms, 0) / 1000, what=rate.what)
 
     async def acquire(self, client: str, pool: Pool = STREAMS) -> Lease:
         """A lease on a slot of `pool`, or its error for this client / everyone."""

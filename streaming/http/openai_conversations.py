@@ -29,6 +29,7 @@ from streaming.http.openai_items import (
     item_object,
     list_object,
 )
+from streaming.http.replies import json_off_the_loop
 from streaming.http.responses_body import check_metadata
 from streaming.http.validation import decode_json_object
 from streaming.models import Conversation, ConversationItem
@@ -62,7 +63,7 @@ async def owned(
         raise ConversationNotFound(conversation_id, param) from None
 
 
-@api_view("POST", errors=openai_error_response)
+@api_view("POST", errors=openai_error_response, writes=("POST",))
 async def create_conversation(request: HttpRequest) -> HttpResponse:
     """`POST /v1/conversations` `{"items"?, "metadata"?}`: a new conversation, its items in
     order as its branch."""
@@ -78,7 +79,7 @@ async def create_conversation(request: HttpRequest) -> HttpResponse:
     return JsonResponse(conversation_object(created))
 
 
-@api_view("GET", "POST", "DELETE", errors=openai_error_response)
+@api_view("GET", "POST", "DELETE", errors=openai_error_response, writes=("POST", "DELETE"))
 async def conversation_detail(request: HttpRequest, conversation_id: str) -> HttpResponse:
     """`GET` a conversation, `POST` `{"metadata"}` (replaces it), `DELETE` it with its items
     (their answers stopped and their logs freed)."""
@@ -99,7 +100,7 @@ async def conversation_detail(request: HttpRequest, conversation_id: str) -> Htt
     return JsonResponse(conversation_object(found))
 
 
-@api_view("GET", "POST", errors=openai_error_response)
+@api_view("GET", "POST", errors=openai_error_response, writes=("POST",))
 async def conversation_items(request: HttpRequest, conversation_id: str) -> HttpResponse:
     """`GET` the branch shown, a page at a time (`after`, `limit`, `order`); `POST`
     `{"items"}`: up to 20 items added at its end, in order."""
@@ -129,10 +130,10 @@ async def conversation_items(request: HttpRequest, conversation_id: str) -> Http
     except BadRequest as error:
         raise UnsupportedParameter("after", error.message) from None
     await settle(listed.items)  # answers left running by a process that died: incomplete
-    return JsonResponse(list_object(listed.items, listed.has_more))
+    return await json_off_the_loop(lambda: list_object(listed.items, listed.has_more))
 
 
-@api_view("GET", "DELETE", errors=openai_error_response)
+@api_view("GET", "DELETE", errors=openai_error_response, writes=("DELETE",))
 async def conversation_item(
     request: HttpRequest, conversation_id: str, item_id: str
 ) -> HttpResponse:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
-from streaming.conversations import records
+from streaming.conversations import branches, records
 from streaming.core.request import GenerationRequest
 from streaming.engines.base import Engine
 from streaming.generations.registry import Generation
@@ -78,5 +78,5 @@ async def link(request: HttpRequest, body: ResponseBody) -> Linked | None:
         return None
     found = await owned(request, body.conversation_id, "conversation")
     added = input_items(body.data["input"], "input", limit=None)
-    branch = await sync_to_async(records.branch)(found)
+    branch = await sync_to_async(branches.branch)(found)
     return Linked(found, branch.messages(), branch.items[-1] if branch.items else None, added)

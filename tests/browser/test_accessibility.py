@@ -71,6 +71,10 @@ def test_every_state_of_an_answer_passes_axe_and_is_announced_once(
     page.reload()
     page.wait_for_selector("html[lang]")
     page.locator(".conversation-open", has_text="長い会話").click()
+    expect(page.locator("#thread .message")).to_have_count(50)  # its last page
+    expect(page.locator("#messages")).to_have_attribute("aria-busy", "false")
+    assert_accessible(page, "a long conversation's last page")
+    page.locator("#load-earlier").click()
     expect(page.locator("#thread .message")).to_have_count(60)
     expect(page.locator("#messages")).to_have_attribute("aria-busy", "false")
     assert_accessible(page, "a long conversation")

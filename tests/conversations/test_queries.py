@@ -8,17 +8,21 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from streaming.conversations import records
+from streaming.conversations import branches, records
 
 pytestmark = pytest.mark.django_db
 
 ME = "ip:127.0.0.1"  # the test Client's owner (loopback, no cookie)
-READS = [
-    "/api/conversations/{id}",
-    "/v1/conversations/{id}",
-    "/v1/conversations/{id}/items?limit=100&order=asc",
-    "/v1/conversations/{id}/items/{item}",
-]
+# Each read and its queries: the conversation, then for a page the walk up its branch (one
+# recursive query: branches.path), its items' alternatives and the conversation's item count.
+READS = {
+    "/api/conversations/{id}": 4,
+    "/api/conversations/{id}?before={item}&limit=3": 5,  # the item `before` names, first
+    "/v1/conversations/{id}": 1,
+    "/v1/conversations/{id}/items?limit=100&order=asc": 2,
+    "/v1/conversations/{id}/items?after={item}&limit=3": 3,  # the item `after` names, first
+    "/v1/conversations/{id}/items/{item}": 2,
+}
 
 
 def conversation_of(items: int):
@@ -29,7 +33,7 @@ def conversation_of(items: int):
     records.append(
         conversation,
         [("assistant", "another answer")],
-        after=records.branch(conversation).items[-2],
+        after=branches.branch(conversation).items[-2],
     )
     return conversation
 
@@ -49,8 +53,7 @@ def test_a_conversation_read_costs_the_same_whatever_its_length(path):
         conversation = conversation_of(size)
         item = records.last_shown(conversation).item_id
         counts.append(queries(client, path.format(id=conversation.conversation_id, item=item)))
-    assert counts[0] == counts[1], counts
-    assert counts[0] <= 2  # the conversation, then all its items at once
+    assert counts[0] == counts[1] == READS[path], counts
 
 
 @pytest.mark.parametrize(

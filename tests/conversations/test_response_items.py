@@ -9,7 +9,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from streaming.conversations import records, shown
+from streaming.conversations import branches, records, shown
 from streaming.core.exceptions import EngineBusy
 from streaming.generations.registry import registry
 from streaming.http import responses_api
@@ -105,26 +105,26 @@ def test_taking_one_item_out_keeps_what_followed_and_the_alternatives():
     conversation = records.create(
         ME, items=[("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d")]
     )
-    a, b, c, d = records.branch(conversation).items
+    a, b, c, d = branches.branch(conversation).items
     other = records.append(conversation, [("assistant", "b2")], after=a)[0]  # b's alternative
     records.show(conversation, b)
     assert shown.take_out(conversation, b) == []
-    after = records.branch(conversation)
+    after = branches.tail(conversation, limit=10)
     assert [(item.content, item.depth) for item in after.items] == [("a", 0), ("c", 1), ("d", 2)]
     assert after.alternatives[c.pk] == [c.item_id, other.item_id]  # oldest first
     shown.take_out(conversation, d)  # the last one shown: the branch ends at its parent
     conversation.refresh_from_db()
-    assert [item.content for item in records.branch(conversation).items] == ["a", "c"]
+    assert [item.content for item in branches.branch(conversation).items] == ["a", "c"]
 
 
 def test_a_long_branch_is_cut_and_taken_from_without_recursing():
     conversation = records.create(
         ME, items=[("user" if n % 2 == 0 else "assistant", f"t{n}") for n in range(1200)]
     )
-    items = records.branch(conversation).items
+    items = branches.branch(conversation).items
     records.forget_item(conversation, items[600])  # 600 items below it
     shown.take_out(conversation, items[1])
-    assert [item.content for item in records.branch(conversation).items][:3] == ["t0", "t2", "t3"]
+    assert [item.content for item in branches.branch(conversation).items][:3] == ["t0", "t2", "t3"]
     assert len(records.delete(conversation)) == 0
 
 

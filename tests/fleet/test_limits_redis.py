@@ -21,6 +21,7 @@ def two_webs(tmp_path_factory):
         "STREAM_MAX_PENDING_PER_CLIENT": "2",
         "STREAM_LEASE_TTL_S": "1.5",
         "DETERMINISTIC_TPS": "5",
+        "CONVERSATIONS_WRITES_PER_MIN": "3",
     }  # slow: every stream here lasts 10 s at least
     with running_fleet(tmp_path_factory.mktemp("limits"), env) as fleet:
         yield {"redis": fleet.redis, "webs": fleet.webs}
@@ -50,6 +51,32 @@ def admitted(server) -> RawStream:
         return None
 
     return wait_until(attempt, 10)
+
+
+def test_the_write_rate_holds_across_processes(two_webs):
+    """Writes to conversations that start no answer count in Redis, wherever they land (the
+    minute may turn between them: then the count starts again, and so do the writes). First:
+    the tests below kill a web process and stop Redis."""
+    web_a, web_b = two_webs["webs"]
+
+    def three_writes_then_refused() -> bool:
+        with web_a.client() as a, web_b.client() as b:
+            created = a.post("/api/conversations", json={})
+            if created.status_code == 429:
+                return False  # the last attempt's minute: wait for the next
+            cid = created.json()["id"]
+            item = {"items": [{"role": "user", "content": "x"}]}
+            written = [
+                b.patch(f"/api/conversations/{cid}", json={"title": "b"}).status_code,
+                a.post(f"/v1/conversations/{cid}/items", json=item).status_code,
+            ]
+            refused = b.delete(f"/v1/conversations/{cid}")
+        if written != [200, 200] or refused.status_code != 429:
+            return False
+        assert refused.json()["error"]["code"] == "rate_limited"
+        return 1 <= int(refused.headers["Retry-After"]) <= 60
+
+    assert wait_until(three_writes_then_refused, 130, interval=1.0)
 
 
 def test_the_pending_share_holds_across_processes(two_webs):

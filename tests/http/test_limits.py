@@ -10,15 +10,7 @@ from streaming.http import limits
 from streaming.ops import log_writer
 from tests.support.asgi import Exchange, body
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def fresh_limits(settings):
-    settings.STREAM_REQUIRE_AUTH = "false"  # peers from 10.0.0.0/8 here, anonymous on purpose
-    limits.reset()
-    yield settings
-    limits.reset()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_limits")]
 
 
 async def stream_from(address: str, **fields) -> Exchange:
