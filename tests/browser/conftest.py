@@ -61,11 +61,16 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def open_page(browser: Any, chat_server: LiveServer) -> Iterator[Callable[..., Any]]:
-    """Open the chat page in a fresh browser context (own storage), Japanese by default."""
+    """Open the chat page in a fresh browser context (own storage), Japanese by default
+    (`bypass_csp`: with its Content-Security-Policy ignored, as a test of what holds without)."""
     contexts: list[Any] = []
 
-    def open_(locale: str = "ja-JP", viewport: dict[str, int] | None = None) -> Any:
-        context = browser.new_context(locale=locale, viewport=viewport or DESKTOP)
+    def open_(
+        locale: str = "ja-JP", viewport: dict[str, int] | None = None, bypass_csp: bool = False
+    ) -> Any:
+        context = browser.new_context(
+            locale=locale, viewport=viewport or DESKTOP, bypass_csp=bypass_csp
+        )
         context.set_default_timeout(15_000)
         contexts.append(context)
         page = context.new_page()
