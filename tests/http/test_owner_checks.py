@@ -132,6 +132,7 @@ NOT_OWNED = {
     "frontend:chat": "the page's shell",
     "frontend:login": "sign-in",
     "frontend:logout": "sign-out",
+    "/admin/login/": "the admin's sign-in (throttled ahead of the admin's own URLs)",
 }
 
 
