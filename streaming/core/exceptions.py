@@ -227,6 +227,13 @@ class EngineUnavailable(StreamingError):
     default_message = "The model is not available."
 
 
+class RedisUnreachable(EngineUnavailable):
+    """Redis did not answer. The client hears only that: what redis-py said names the internal
+    address, so the caller logs it instead."""
+
+    default_message = "Redis, which the web processes and model workers share, is unreachable."
+
+
 class WorkerUnavailable(EngineUnavailable):
     """No model worker answers (or Redis, which carries their messages, is down)."""
 

@@ -89,6 +89,7 @@ class RemoteEngine(TaskEngine):
             raise ValueError("the openai engine needs the upstream's base URL")
         self.base_url = base_url.rstrip("/")
         self.remote_model = model  # "" until the upstream names its one model (preflight, start)
+        self._unreachable = False  # its last `/models` failed to connect (logged then)
         self.api_key = api_key
         # Connecting is quick or broken: fail fast. Reading waits for a model that may think
         # for a long time between tokens (prompt processing); our own heartbeat keeps the
@@ -180,7 +181,7 @@ class RemoteEngine(TaskEngine):
         if len(served) == 1:
             return served[0]
         raise ImproperlyConfigured(
-            f"STREAMING_REMOTE_MODEL is not set and the upstream {self.base_url} serves "
+            "STREAMING_REMOTE_MODEL is not set and the upstream (STREAMING_REMOTE_URL) serves "
             + (
                 f"{len(served)} models ({', '.join(served)}): set it to one of them"
                 if served
@@ -193,9 +194,14 @@ class RemoteEngine(TaskEngine):
         try:
             response = await self.client.get("/models", timeout=self.HEALTH_TIMEOUT_S)
         except httpx.HTTPError as error:
-            raise EngineUnavailable(
-                f"The upstream {self.base_url} is unreachable: {_describe(error)}"
-            ) from None
+            # Clients are told what failed; the address and httpx's words (they name hosts
+            # inside the deployment) stay in the log, once per outage (probes ask often).
+            if not self._unreachable:
+                reason = _describe(error)
+                logger.warning("the upstream %s is unreachable: %s", self.base_url, reason)
+            self._unreachable = True
+            raise EngineUnavailable("The upstream is unreachable.") from None
+        self._unreachable = False
         if response.status_code != 200:
             raise EngineUnavailable(
                 f"The upstream answered /models with "
@@ -204,7 +210,7 @@ class RemoteEngine(TaskEngine):
         try:
             return _served_models(response)
         except ValueError as error:
-            raise EngineUnavailable(f"The upstream {self.base_url}: {error}.") from None
+            raise EngineUnavailable(f"The upstream's model list: {error}.") from None
 
     async def check_health(self) -> None:
         """The upstream answers `GET /models` and lists our model."""
@@ -275,18 +281,18 @@ class RemoteEngine(TaskEngine):
         except UpstreamError as error:
             if stream.finished:
                 pass  # we closed it ourselves: an error frame, or the body's end never came
-            elif stream.acceptance_pending:
-                stream.accept(
-                    EngineUnavailable(f"The upstream {self.base_url} is unavailable: {error}")
-                )
             else:
-                code = "timeout" if error.timeout else "worker_unavailable"
-                what = "sent nothing for too long" if error.timeout else "connection broke"
-                stream.finish(error=GenerationError(code, f"The upstream {what}: {error}."))
-        except Exception as error:
+                logger.warning("remote engine: generation %s: %s", stream.id, error)
+                if stream.acceptance_pending:
+                    stream.accept(EngineUnavailable("The upstream is unavailable."))
+                else:
+                    code = "timeout" if error.timeout else "worker_unavailable"
+                    what = "sent nothing for too long" if error.timeout else "connection broke"
+                    stream.finish(error=GenerationError(code, f"The upstream {what}."))
+        except Exception:
             logger.exception("remote engine: generation %s failed", stream.id)
             if stream.acceptance_pending:
-                stream.accept(EngineUnavailable(f"The upstream request failed: {error!r}"))
+                stream.accept(EngineUnavailable("The upstream request failed."))
             else:
                 stream.finish(error=GenerationError("engine_error"))
         finally:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streaming.core.chunk_log import Chunk, as_list
-from streaming.core.exceptions import EngineUnavailable
+from streaming.core.exceptions import RedisUnreachable
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,8 @@ class RedisLog(AnswerLog):
         try:
             return await getattr(self.redis(), command)(*args, **kwargs)
         except Exception as error:
-            raise EngineUnavailable(f"Redis is unreachable: {error}") from None
+            logger.warning("Redis is unreachable: %s", error)
+            raise RedisUnreachable() from None
 
     async def _write(self, batch: Batch) -> None:
         args: list[Any] = [self.retained_max]

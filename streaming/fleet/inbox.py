@@ -44,7 +44,7 @@ class Receives:
             try:
                 message = await self.layer.receive(self.reply_channel)
             except Exception as error:
-                self.presence.layer_error = str(error) or type(error).__name__
+                self.presence.layer_failed(error)
                 await asyncio.sleep(0.5)
                 continue
             try:

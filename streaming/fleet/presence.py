@@ -10,6 +10,7 @@ back, the silence of the workers is not theirs: nobody is presumed dead for it.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections import deque
 from typing import Any
@@ -25,6 +26,7 @@ from streaming.fleet.protocol import (
     WorkerHeartbeat,
 )
 
+logger = logging.getLogger(__name__)
 TOTALS = tuple(field.name for field in dataclasses.fields(Counters))  # each worker's, summed
 
 
@@ -57,8 +59,15 @@ class Presence:
     def why_unavailable(self) -> str:
         """Why no worker is live, in a sentence for the 503."""
         if self.layer_error:
-            return f"The channel layer (Redis) is unreachable: {self.layer_error}"
+            return "The channel layer (Redis) is unreachable."  # its words are in the log
         return "No model worker is running (start one with `manage.py runworker model-worker`)."
+
+    def layer_failed(self, error: Exception) -> None:
+        """The channel layer failed: logged once per outage (its words name Redis's address,
+        which clients are not told)."""
+        if self.layer_error is None:
+            logger.warning("the channel layer (Redis) is unreachable: %s", error)
+        self.layer_error = str(error) or type(error).__name__
 
     def heard(self, message: WorkerHeartbeat) -> str:
         """A worker's heartbeat; returns its channel."""
@@ -96,7 +105,7 @@ class Presence:
             # killed process sends no aborts; with pub/sub, messages to it just vanish).
             await layer.group_send(WORKERS_GROUP, WebHeartbeat(channel).encode())
         except Exception as error:
-            self.layer_error = str(error) or type(error).__name__
+            self.layer_failed(error)
 
     def silent(self) -> list[str]:
         """The workers silent for WORKER_TIMEOUT_S, forgotten here: presumed dead."""

@@ -9,16 +9,18 @@ answer's log is in Redis too (fleet/answer_log.py).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import datetime
 from typing import Any
 
 from streaming.core import config
-from streaming.core.exceptions import EngineUnavailable, TooManyPending
+from streaming.core.exceptions import RedisUnreachable, TooManyPending
 from streaming.core.request import GenerationRequest
 from streaming.fleet import answer_log
 from streaming.fleet.request_codec import request_from_message, request_message
 
+logger = logging.getLogger(__name__)
 _client: Any = None
 PREFIX = "llm-streaming:generation:"
 PENDING_PREFIX = "llm-streaming:pending-of:"  # + an asker: their created, unclaimed ids
@@ -55,7 +57,13 @@ async def call(method: str, *args: Any, **kwargs: Any) -> Any:
     try:
         return await getattr(redis(), method)(*args, **kwargs)
     except Exception as error:
-        raise EngineUnavailable(f"Redis is unreachable: {error}") from None
+        logger.warning("Redis is unreachable: %s", error)  # the address stays in the log
+        raise RedisUnreachable() from None
+
+
+async def check() -> None:
+    """Readiness: Redis answers a PING (EngineUnavailable, 503, when it does not)."""
+    await call("ping")
 
 
 # The asker's created generations not claimed yet (a sorted set scored by expiry) are checked

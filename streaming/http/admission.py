@@ -22,7 +22,7 @@ from streaming.engines.startup import ready_engine
 from streaming.fleet import store
 from streaming.fleet.sharing import sharing_for
 from streaming.generations.registry import PENDING, Generation, registry
-from streaming.http.auth import authenticate, client_address, may_see, owner_required, principal
+from streaming.http.auth import answer_owner, authenticate, client_address, may_see, principal
 from streaming.http.errors import error_response, public_error
 from streaming.http.limits import WRITES, limits
 
@@ -89,8 +89,10 @@ async def admit(
     request: HttpRequest,
     parse: Callable[[bytes, Engine], tuple[GenerationRequest, Options]],
     api: str = "native",
+    conversation_owner: str | None = None,
 ) -> tuple[Generation, Options]:
-    """A new generation for this request (not started), and what else its body asked for."""
+    """A new generation for this request (not started), and what else its body asked for;
+    `conversation_owner`: the owner of the conversation it answers in, if any."""
     await limits().hit(principal(request))
     engine = await ready_engine()
     generation_request, options = parse(request.body, engine)
@@ -103,7 +105,7 @@ async def admit(
             sharing_for(engine),
             api=api,
             client=client_address(request),
-            owner=asker if owner_required(request) else "",
+            owner=answer_owner(request, conversation_owner),
         ),
         asker=asker,
     )

@@ -128,6 +128,7 @@ def _checked_view(request: HttpRequest) -> None:  # a view that is not csrf_exem
 OWNER_COOKIE = "llm_owner"
 OWNER_SALT = "streaming.conversation-owner"
 OWNER_COOKIE_AGE_S = 400 * 24 * 3600  # the longest a browser keeps a cookie (RFC 6265bis)
+ANONYMOUS = "anon:"  # the owner names of anonymous browsers: `anon:<token>`
 
 
 def conversation_owner(request: HttpRequest) -> str:
@@ -137,7 +138,7 @@ def conversation_owner(request: HttpRequest) -> str:
     if owner_required(request):
         return principal(request)
     token = anonymous_token(request)
-    return f"anon:{token}" if token else principal(request)
+    return f"{ANONYMOUS}{token}" if token else principal(request)
 
 
 def anonymous_token(request: HttpRequest) -> str | None:
@@ -171,5 +172,20 @@ def owner_required(request: HttpRequest) -> bool:
 
 
 def may_see(request: HttpRequest, owner: str) -> bool:
-    """Whether this asker may see or cancel a generation owned by `owner`."""
+    """Whether this asker may see or cancel a generation owned by `owner`: in the open default
+    anyone, except an anonymous browser's answer, which is that browser's alone."""
+    if owner.startswith(ANONYMOUS):
+        return owner == conversation_owner(request)
     return not owner_required(request) or owner == principal(request)
+
+
+def answer_owner(request: HttpRequest, conversation_owner: str | None = None) -> str:
+    """Who may see and cancel a new generation: the asker where owners are required; in the
+    open default nobody in particular ("") unless it answers in an anonymous browser's
+    conversation, whose owner it shares (else another browser holding its id could read it,
+    continue it with the browser's conversation, stop or delete it)."""
+    if owner_required(request):
+        return principal(request)
+    if conversation_owner is not None and conversation_owner.startswith(ANONYMOUS):
+        return conversation_owner
+    return ""

@@ -162,9 +162,12 @@ async def healthz(request: HttpRequest) -> HttpResponse:
 
 @api_view("GET", public=True)
 async def readyz(request: HttpRequest) -> HttpResponse:
-    """Ready: the engine is loaded, warmed up and healthy."""
+    """Ready: the engine is loaded, warmed up and healthy, and (REDIS_URL) Redis answers: what
+    a request would get now (every created answer goes through Redis there)."""
     engine = await ready_engine()
     await engine.check_health()
+    if store.enabled():
+        await store.check()
     return JsonResponse({"status": "ready", "engine": engine.name, "model": engine.model})
 
 

@@ -27,7 +27,7 @@ from streaming.generations.answer import event_id
 from streaming.generations.registry import Generation, registry
 from streaming.http import cancel, response_conversation
 from streaming.http.admission import admit, api_view, start_new
-from streaming.http.auth import may_see, owner_required, principal
+from streaming.http.auth import may_see, principal
 from streaming.http.errors import openai_error_response
 from streaming.http.event_stream import event_stream, open_event_stream
 from streaming.http.limits import BACKGROUND, limits
@@ -135,7 +135,12 @@ async def create_response(request: HttpRequest) -> HttpResponse:
     body = parse_response_body(request.body)
     history = await _previous_turns(request, body)
     linked = await response_conversation.link(request, body)
-    generation, spec = await admit(request, _parser(body, history, linked), api="responses")
+    generation, spec = await admit(
+        request,
+        _parser(body, history, linked),
+        api="responses",
+        conversation_owner=linked.conversation.owner if linked is not None else None,
+    )
     if body.background:
         generation.background = True
         try:
@@ -254,7 +259,7 @@ def _stored_turns(generation: Generation, spec: ResponseSpec) -> list[Message]:
 async def _stored(request: HttpRequest, response_id: str) -> StoredResponse:
     generation_id = generation_id_of(response_id)
     row = await stored.load(generation_id) if generation_id is not None else None
-    if row is None or (owner_required(request) and not may_see(request, row.owner)):
+    if row is None or not may_see(request, row.owner):
         raise ResponseNotFound(response_id)
     return row
 

@@ -94,7 +94,9 @@ async def answer(
     """The generation of an answer to `turns`: admitted and registered, not started (its
     item is written next, then `admission.publish`, then its reader's stream starts it)."""
     generation, _ = await admit(
-        request, lambda body, engine: (request_for(turns, engine, conversation), None)
+        request,
+        lambda body, engine: (request_for(turns, engine, conversation), None),
+        conversation_owner=conversation.owner,
     )
     generation.in_conversation = True
     return generation

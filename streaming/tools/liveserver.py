@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,9 @@ class LiveServer:
     env: dict[str, str]
     log_path: Path
     clients: list[httpx.Client] = field(default_factory=list)
+    # What get() and post() send as cookies: a browser's, to read what is its own (its answers
+    # in its conversations); a post() then echoes its CSRF token too, as the page does.
+    cookies: dict[str, str] = field(default_factory=dict)
 
     def client(self, **kwargs: Any) -> httpx.Client:
         """An HTTP client bound to this server (closed with the server)."""
@@ -87,11 +90,18 @@ class LiveServer:
 
     def get(self, path: str) -> httpx.Response:
         """One GET."""
-        return httpx.get(self.url + path, timeout=10.0)
+        return httpx.get(self.url + path, timeout=10.0, cookies=self.cookies)
 
     def post(self, path: str, json: Any = None, **kwargs: Any) -> httpx.Response:
         """One POST."""
-        return httpx.post(self.url + path, json=json, timeout=10.0, **kwargs)
+        if "csrftoken" in self.cookies:
+            token = {"X-CSRFToken": self.cookies["csrftoken"]}
+            kwargs["headers"] = {**token, **kwargs.get("headers", {})}
+        return httpx.post(self.url + path, json=json, timeout=10.0, cookies=self.cookies, **kwargs)
+
+    def as_browser(self, cookies: dict[str, str]) -> LiveServer:
+        """This server as a browser with these cookies asks it (get, post, state, wait_final)."""
+        return replace(self, clients=[], cookies=cookies)
 
     def stats(self) -> dict[str, Any]:
         """`GET /api/stats`."""

@@ -48,6 +48,20 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def seen_by(server: LiveServer, page: Any) -> LiveServer:
+    """`server` asked with the page's cookies: an anonymous browser's answers are its own, so
+    only its cookies read their state (or cancel them) in the open default."""
+    cookies = {c["name"]: c["value"] for c in page.context.cookies(server.url)}
+    return server.as_browser(cookies)
+
+
+def post_as_page(page: Any, url: str, data: dict[str, Any] | None = None) -> Any:
+    """POST with the page's cookies and its CSRF token echoed, as `static/api.js` does: a write
+    bound to the browser's cookie needs it."""
+    token = next((c["value"] for c in page.context.cookies(url) if c["name"] == "csrftoken"), "")
+    return page.request.post(url, data=data, headers={"X-CSRFToken": token})
+
+
 def replace_answers(page: Any, generation_for: Callable[[dict, str], dict]) -> None:
     """Let the server make each answer the page asks for (its message, its item), then hand the
     page another generation to read instead: `generation_for(branch, origin)` → `{"id",
@@ -65,7 +79,7 @@ def replace_answers(page: Any, generation_for: Callable[[dict, str], dict]) -> N
         branch = response.json()
         origin = origin_of(route.request.url)
         answer = branch["items"][-1]
-        page.request.post(origin + answer["generation"]["cancel_url"])
+        post_as_page(page, origin + answer["generation"]["cancel_url"])
         answer["generation"] = generation_for(branch, origin)
         route.fulfill(response=response, json=branch)
 
@@ -82,9 +96,7 @@ def answer_with(page: Any, extra: dict[str, Any]) -> None:
             for item in branch["items"][:-1]
             if item["content"] or item["role"] != "assistant"
         ]
-        return page.request.post(
-            origin + "/api/generations", data={"messages": turns, **extra}
-        ).json()
+        return post_as_page(page, origin + "/api/generations", {"messages": turns, **extra}).json()
 
     replace_answers(page, generation_for)
 

@@ -21,6 +21,7 @@ from .helpers import (
     amend_new_conversations,
     answer_with,
     screenshot,
+    seen_by,
     send_prompt,
     serve_crafted_stream,
     shown_conversation,
@@ -93,7 +94,7 @@ def test_tokens_appear_progressively(open_page, chat_server: LiveServer) -> None
     assert squeeze(partial) and squeeze(final).startswith(squeeze(partial))
     assert len(squeeze(final)) > len(squeeze(partial))
     generation_id = answer.get_attribute("data-generation-id")
-    assert chat_server.wait_final(generation_id)["tokens_generated"] == 40
+    assert seen_by(chat_server, page).wait_final(generation_id)["tokens_generated"] == 40
     stats = answer.locator(".message-stats").inner_text()
     assert "TTFT" in stats and "トークン/秒" in stats and "40 トークン" in stats
     assert 1 < ticks(page) <= 40
@@ -169,12 +170,12 @@ def test_stop_aborts_on_the_server_and_keeps_the_partial_answer(
     screenshot(page, "02-stopped")
 
     generation_id = answer.get_attribute("data-generation-id")
-    state = chat_server.wait_final(generation_id)
+    state = seen_by(chat_server, page).wait_final(generation_id)
     assert state["status"] == "cancelled"
     assert state["tokens_generated"] < 48  # the shortest natural answer: it really stopped early
     assert state["tokens_after_abort"] <= 1
     assert stays(
-        lambda: chat_server.state(generation_id)["tokens_generated"],
+        lambda: seen_by(chat_server, page).state(generation_id)["tokens_generated"],
         state["tokens_generated"],
         seconds=0.5,
     )
@@ -424,7 +425,7 @@ def test_a_stall_is_visible_and_stop_ends_it(open_page, chat_server: LiveServer)
 
     page.click("#stop-button")
     expect(answer).to_have_attribute("data-state", "stopped")
-    state = chat_server.wait_final(answer.get_attribute("data-generation-id"))
+    state = seen_by(chat_server, page).wait_final(answer.get_attribute("data-generation-id"))
     assert state["status"] == "cancelled" and state["tokens_generated"] == 3
 
 
@@ -448,9 +449,8 @@ def test_keyboard_shift_enter_newline_enter_sends_esc_stops(
     answer = page.locator(".message-assistant").first
     expect(answer).to_have_attribute("data-state", "stopped")
     screenshot(page, "07-keyboard-esc-stopped")
-    assert chat_server.wait_final(answer.get_attribute("data-generation-id"))["status"] == (
-        "cancelled"
-    )
+    final = seen_by(chat_server, page).wait_final(answer.get_attribute("data-generation-id"))
+    assert final["status"] == "cancelled"
 
 
 def test_multi_turn_history_survives_reload_and_new_chat(open_page) -> None:

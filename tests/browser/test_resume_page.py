@@ -27,7 +27,7 @@ from tests.support.live import (
 )
 
 from .conftest import DESKTOP, PAGE_ENGINE_ENV
-from .helpers import amend_new_conversations, screenshot, send_prompt
+from .helpers import amend_new_conversations, screenshot, seen_by, send_prompt
 
 CUT_TEXT = "応答が途中で切れました"
 MAX_TOKENS = 48  # about 2 s at the page's pace: room to break it, not long to wait
@@ -203,7 +203,7 @@ def break_mid_answer(page: Any, proxy: CuttableProxy, server: LiveServer) -> str
     generation_id = streaming_id(proxy, answer)
     proxy.open.clear()
     proxy.cut()
-    wait_until(lambda: server.state(generation_id)["answer"]["readers"] == 0)
+    wait_until(lambda: seen_by(server, page).state(generation_id)["answer"]["readers"] == 0)
     assert answer.get_attribute("data-state") == "streaming"
     return generation_id
 
@@ -230,6 +230,7 @@ def test_the_reconnect_may_land_on_another_web_process(
     """Behind a load balancer the page's reconnect reaches whichever process is next."""
     keeper, other = resume_fleet
     page, proxy = open_page(browser, keeper)
+    server = seen_by(keeper, page)
     try:
         prompt = "別のサーバーに再接続しても続く回答"
         answer = send_prompt(page, prompt)
@@ -240,7 +241,7 @@ def test_the_reconnect_may_land_on_another_web_process(
         expect(answer).to_have_attribute("data-state", re.compile(r"^(done|length)$"))
         screenshot(page, "22-resumed-on-another-process")
         assert_resumed_whole(page, proxy, answer, expected_answer(other, prompt))
-        final = keeper.wait_final(generation_id)
+        final = server.wait_final(generation_id)
         assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
     finally:
         page.context.close()
@@ -252,6 +253,7 @@ def test_a_network_change_the_server_never_hears_of_still_resumes(
 ) -> None:
     """The old connection still looks open to the server; the reconnect reads on beside it."""
     page, proxy = proxied_page
+    server = seen_by(resume_server, page)
     prompt = "電車でネットワークが切り替わっても続く回答"
     answer = send_prompt(page, prompt)
     generation_id = streaming_id(proxy, answer)
@@ -259,12 +261,12 @@ def test_a_network_change_the_server_never_hears_of_still_resumes(
     proxy.drop_browser_side()
     expect(answer).to_have_attribute("data-state", "streaming")
     # The server was told nothing: as far as it knows, its reader is still there.
-    assert resume_server.state(generation_id)["answer"]["readers"] == 1
+    assert server.state(generation_id)["answer"]["readers"] == 1
     proxy.open.set()
 
     expect(answer).to_have_attribute("data-state", re.compile(r"^(done|length)$"))
     assert_resumed_whole(page, proxy, answer, expected_answer(resume_server, prompt))
-    final = resume_server.wait_final(generation_id)
+    final = server.wait_final(generation_id)
     assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
 
 
@@ -272,26 +274,28 @@ def test_a_stop_from_elsewhere_while_the_page_was_away_shows_as_stopped(
     proxied_page: tuple[Any, CuttableProxy], resume_server: LiveServer
 ) -> None:
     page, proxy = proxied_page
+    server = seen_by(resume_server, page)
     answer = send_prompt(page, "再接続すると止まっていた回答")
     generation_id = break_mid_answer(page, proxy, resume_server)
     kept = answer.locator(".message-body").inner_text()
     # Cancelled while the page was away (another tab's Stop, say): the reconnect reads the rest
     # of the answer's log and its ending.
-    assert resume_server.post(f"/api/generations/{generation_id}/cancel").status_code == 202
-    resume_server.wait_final(generation_id)
+    assert server.post(f"/api/generations/{generation_id}/cancel").status_code == 202
+    server.wait_final(generation_id)
     proxy.open.set()
 
     expect(answer).to_have_attribute("data-state", "stopped")
     assert answer.locator(".message-body").inner_text().startswith(kept.rstrip())
     assert len(proxy.stream_requests()) == 2
     assert page.errors == []
-    assert resume_server.state(generation_id)["status"] == "cancelled"
+    assert server.state(generation_id)["status"] == "cancelled"
 
 
 def test_a_reload_mid_answer_continues_where_it_stopped(
     proxied_page: tuple[Any, CuttableProxy], resume_server: LiveServer
 ) -> None:
     page, proxy = proxied_page
+    server = seen_by(resume_server, page)
     prompt = "リロードしても続く回答"
     answer = send_prompt(page, prompt)
     generation_id = streaming_id(proxy, answer)
@@ -305,7 +309,7 @@ def test_a_reload_mid_answer_continues_where_it_stopped(
     body = answer.locator(".message-body").inner_text()
     assert squeeze(body) == squeeze(expected_answer(resume_server, prompt))
     assert page.errors == []
-    final = resume_server.wait_final(generation_id)
+    final = server.wait_final(generation_id)
     assert (final["status"], final["tokens_after_abort"]) == ("completed", 0)
 
 
@@ -320,6 +324,7 @@ def test_the_same_conversation_in_two_tabs_streams_in_both_and_stops_in_both(
             amend_new_conversations(page, {"max_tokens": 400})
             page.goto(resume_server.url + "/")
             page.wait_for_selector("html[lang]")
+        server = seen_by(resume_server, first)
         answer = send_prompt(first, "二つのタブで見る回答")
         there = second.locator(".message-assistant").last
         expect(there).to_have_attribute("data-state", "streaming")
@@ -328,7 +333,7 @@ def test_the_same_conversation_in_two_tabs_streams_in_both_and_stops_in_both(
         expect(there).to_have_attribute("data-state", "stopped")
         expect(answer).to_have_attribute("data-state", "stopped")
         generation_id = answer.get_attribute("data-generation-id")
-        final = resume_server.wait_final(generation_id)
+        final = server.wait_final(generation_id)
         assert final["status"] == "cancelled"
         assert squeeze(there.locator(".message-body").inner_text()).startswith(
             squeeze(answer.locator(".message-body").inner_text())[:8]
@@ -343,11 +348,12 @@ def test_a_closed_tab_still_stops_the_model_at_once_with_no_grace(
     """With no grace period the answer stops the moment the tab goes: by the page's beacon on
     pagehide, or by its stream closing first, whichever the browser does first."""
     page, proxy = open_page(browser, chat_server)
+    server = seen_by(chat_server, page)
     try:
         answer = send_prompt(page, "タブを閉じる")
         generation_id = streaming_id(proxy, answer)
         page.close(run_before_unload=True)
-        final = chat_server.wait_final(generation_id, timeout=10)
+        final = server.wait_final(generation_id, timeout=10)
         assert final["status"] in ("cancelled", "client_disconnected")
         assert final["tokens_after_abort"] <= 1
     finally:
@@ -360,11 +366,10 @@ def test_with_a_grace_period_a_closed_tab_is_left_to_the_server(
 ) -> None:
     """It may be a reload: no beacon; the server stops it once nobody is back for the grace."""
     page, proxy = proxied_page
+    server = seen_by(resume_server, page)
     answer = send_prompt(page, "タブを閉じる")
     generation_id = streaming_id(proxy, answer)
     page.close(run_before_unload=True)
-    state = wait_until(
-        lambda: (s := resume_server.state(generation_id))["answer"]["readers"] == 0 and s
-    )
+    state = wait_until(lambda: (s := server.state(generation_id))["answer"]["readers"] == 0 and s)
     assert state["status"] == "streaming"  # kept for the grace period, not cancelled
-    assert resume_server.post(f"/api/generations/{generation_id}/cancel").status_code == 202
+    assert server.post(f"/api/generations/{generation_id}/cancel").status_code == 202

@@ -39,10 +39,6 @@ class Probe:
     path: str
     body: dict | None = None
     refused: tuple[int, ...] = (404,)
-    # Whether it holds between two anonymous browsers in the open loopback default too (their
-    # conversations are bound to their owner cookie; generations and responses are not, yet:
-    # issue 38, item 4).
-    browsers: bool = True
     # Whether to send it on another web process of a fleet too: where the owner is looked up
     # differs there (Redis, another process's registry) for generations and responses;
     # conversations are read from the database wherever they are asked for.
@@ -54,9 +50,9 @@ class Probe:
 
 ANY_MESSAGE = {"content": "x"}
 PROBES = [
-    Probe("generation-state", "GET", "/api/generations/{gid}", browsers=False, across=True),
-    Probe("stream", "GET", "/api/generations/{gid}/stream", browsers=False, across=True),
-    Probe("cancel", "POST", "/api/generations/{gid}/cancel", browsers=False, across=True),
+    Probe("generation-state", "GET", "/api/generations/{gid}", across=True),
+    Probe("stream", "GET", "/api/generations/{gid}/stream", across=True),
+    Probe("cancel", "POST", "/api/generations/{gid}/cancel", across=True),
     Probe("conversations", "GET", "/api/conversations", refused=(200,)),
     Probe("conversations", "GET", "/api/conversations?q=marmalade", refused=(200,)),
     Probe("conversation", "GET", "/api/conversations/{cid}", across=True),
@@ -78,7 +74,6 @@ PROBES = [
         "POST",
         "/v1/responses",
         {"model": "{model}", "input": "x", "previous_response_id": "{rid}"},
-        browsers=False,
         across=True,
     ),
     Probe(
@@ -87,12 +82,10 @@ PROBES = [
         "/v1/responses",
         {"model": "{model}", "input": "x", "conversation": "{cid}"},
     ),
-    Probe("openai-response", "GET", "/v1/responses/{rid}", browsers=False, across=True),
-    Probe("openai-response", "GET", "/v1/responses/{rid}?stream=true", browsers=False, across=True),
-    Probe("openai-response", "DELETE", "/v1/responses/{rid}", browsers=False, across=True),
-    Probe(
-        "openai-response-cancel", "POST", "/v1/responses/{rid}/cancel", browsers=False, across=True
-    ),
+    Probe("openai-response", "GET", "/v1/responses/{rid}", across=True),
+    Probe("openai-response", "GET", "/v1/responses/{rid}?stream=true", across=True),
+    Probe("openai-response", "DELETE", "/v1/responses/{rid}", across=True),
+    Probe("openai-response-cancel", "POST", "/v1/responses/{rid}/cancel", across=True),
     Probe("openai-conversation", "GET", "/v1/conversations/{cid}"),
     Probe("openai-conversation", "POST", "/v1/conversations/{cid}", {"metadata": {"x": "y"}}),
     Probe("openai-conversation", "DELETE", "/v1/conversations/{cid}"),
@@ -210,25 +203,37 @@ def keys_in_one_process(one_process) -> Owners:
 
 
 @pytest.fixture(scope="module")
-def keys_in_two_processes(tmp_path_factory) -> Iterator[Owners]:
+def two_processes(tmp_path_factory) -> Iterator[list[LiveServer]]:
     with running_fleet(tmp_path_factory.mktemp("owners-fleet"), ENV) as fleet:
-        yield by_key(*fleet.webs)
+        yield fleet.webs
 
 
-def things_of(first: Owner, model: str, responses: bool) -> dict[str, str]:
-    """A conversation with a question and its whole answer, a generation waiting for its
-    reader and (`responses`) a stored response: the first owner's, named as PROBES name them."""
+@pytest.fixture(scope="module")
+def keys_in_two_processes(two_processes) -> Owners:
+    return by_key(*two_processes)
+
+
+def things_of(first: Owner, model: str, anonymous: bool) -> dict[str, str]:
+    """A conversation with a question and its whole answer, a generation and a stored
+    response: the first owner's, named as PROBES name them.
+
+    A key's generation waits for its reader and its response stands alone; an anonymous
+    browser's are made in its conversation (the only answers of its own it has: one made
+    outside is nobody's in the open default), the response answering there, `gid` behind it.
+    """
     cid = first.ok("POST", "/api/conversations", {"max_tokens": 3}, 201)["id"]
     sent = first.ok("POST", f"/api/conversations/{cid}/messages", {"content": SECRET}, 201)
     asked, answer = sent["items"]
     assert first.send("GET", answer["generation"]["stream_url"]).status_code == 200
     things = {"cid": cid, "asked": asked["id"], "answer": answer["id"], "model": model}
-    if responses:
+    body = {"model": model, "input": SECRET, "max_output_tokens": 2}
+    if anonymous:
+        things["rid"] = first.ok("POST", "/v1/responses", {**body, "conversation": cid})["id"]
+        things["gid"] = things["rid"].removeprefix("resp_")
+    else:
         created = first.ok("POST", "/api/generations", {"prompt": SECRET, "max_tokens": 2}, 201)
         things["gid"] = created["id"]
-        things["rid"] = first.ok(
-            "POST", "/v1/responses", {"model": model, "input": SECRET, "max_output_tokens": 2}
-        )["id"]
+        things["rid"] = first.ok("POST", "/v1/responses", body)["id"]
     return things
 
 
@@ -243,9 +248,8 @@ def as_they_are(first: Owner, things: dict[str, str]) -> dict[str, Any]:
     )
     kept = first.ok("GET", f"/v1/conversations/{things['cid']}")
     state = {"conversation": seen, "metadata": kept["metadata"]}
-    if "gid" in things:
-        state["generation"] = first.ok("GET", f"/api/generations/{things['gid']}")["status"]
-        state["response"] = first.ok("GET", f"/v1/responses/{things['rid']}")["status"]
+    state["generation"] = first.ok("GET", f"/api/generations/{things['gid']}")["status"]
+    state["response"] = first.ok("GET", f"/v1/responses/{things['rid']}")["status"]
     return state
 
 
@@ -259,10 +263,10 @@ def filled(value: Any, things: dict[str, str]) -> Any:
     return value
 
 
-def check(probe: Probe, first: Owner, second: Owner, mine: str, responses: bool) -> None:
+def check(probe: Probe, first: Owner, second: Owner, mine: str, anonymous: bool) -> None:
     """The second owner sends the probe: refused, nothing of hers in the reply, hers as it was."""
     model = first.ok("GET", "/v1/models")["data"][0]["id"]
-    things = {**things_of(first, model, responses), "mine": mine}
+    things = {**things_of(first, model, anonymous), "mine": mine}
     before = as_they_are(first, things)
     path = filled(probe.path, things)
     assert resolve(path.partition("?")[0]).url_name == probe.route  # the row's route indeed
@@ -272,10 +276,9 @@ def check(probe: Probe, first: Owner, second: Owner, mine: str, responses: bool)
     if reply.status_code == 200:  # a list of the asker's own (a refusal may echo the id asked)
         assert things["cid"] not in reply.text
     assert as_they_are(first, things) == before
+    first.ok("POST", f"/api/generations/{things['gid']}/cancel", status=202)
+    first.ok("DELETE", f"/v1/responses/{things['rid']}")
     first.ok("DELETE", f"/api/conversations/{things['cid']}")
-    if responses:
-        first.ok("POST", f"/api/generations/{things['gid']}/cancel", status=202)
-        first.ok("DELETE", f"/v1/responses/{things['rid']}")
 
 
 @pytest.mark.parametrize(
@@ -287,17 +290,38 @@ def check(probe: Probe, first: Owner, second: Owner, mine: str, responses: bool)
 )
 def test_another_keys_things_are_404_on_every_route(request, where, probe):
     first, second, mine = request.getfixturevalue(f"keys_in_{where}")
-    check(probe, first, second, mine, responses=True)
+    check(probe, first, second, mine, anonymous=False)
 
 
-@pytest.fixture(scope="module")
-def browsers(one_process) -> Owners:
-    """Two anonymous browsers of the open loopback default, each with its owner cookie."""
-    first, second = browser(one_process), browser(one_process)
-    return first, second, second.ok("POST", "/api/conversations", {}, 201)["id"]
+def cookieless(server: LiveServer) -> Owner:
+    """An API client of the open default with no cookie: its conversations are its address's."""
+    return Owner(server.client(), {})
 
 
-@pytest.mark.parametrize("probe", [p for p in PROBES if p.browsers], ids=str)
-def test_another_browsers_conversations_are_404_on_every_route(browsers, probe):
-    first, second, mine = browsers
-    check(probe, first, second, mine, responses=False)
+# Who else tries an anonymous browser's things: another browser, or a client with no cookie,
+# on the web process that made them or (`across`) on another of a fleet.
+OTHERS = {
+    "another browser": (browser, "one_process"),
+    "a client with no cookie": (cookieless, "one_process"),
+    "another browser on another web process": (browser, "two_processes"),
+}
+
+
+@pytest.mark.parametrize(
+    ("other", "probe"),
+    [
+        pytest.param(other, p, id=f"{other}: {p}")
+        for other, (_, where) in OTHERS.items()
+        for p in PROBES
+        if where == "one_process" or p.across
+    ],
+)
+def test_an_anonymous_browsers_things_are_404_to_anyone_else(request, other, probe):
+    """Open mode: a browser's conversations, and the answers and responses made in them, are
+    bound to its owner cookie (issue 38, item 4)."""
+    make, where = OTHERS[other]
+    servers = request.getfixturevalue(where)
+    here, there = (servers, servers) if where == "one_process" else servers
+    first, second = browser(here), make(there)
+    mine = second.ok("POST", "/api/conversations", {}, 201)["id"]
+    check(probe, first, second, mine, anonymous=True)
