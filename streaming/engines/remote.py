@@ -181,7 +181,7 @@ class RemoteEngine(TaskEngine):
         if len(served) == 1:
             return served[0]
         raise ImproperlyConfigured(
-            "STREAMING_REMOTE_MODEL is not set and the upstream (STREAMING_REMOTE_URL) serves "
+            f"STREAMING_REMOTE_MODEL is not set and the upstream {self.base_url} serves "
             + (
                 f"{len(served)} models ({', '.join(served)}): set it to one of them"
                 if served
