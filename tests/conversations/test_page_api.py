@@ -33,7 +33,8 @@ async def call(method: str, path: str, fields=None, headers=None) -> tuple[int, 
     return sent.status, json.loads(sent.payload) if sent.payload else {}
 
 
-async def read_answer(item: dict, headers=None) -> str:
+async def read_answer(item: dict, headers) -> str:
+    """The answer read to its end as `headers`' browser, whose answers are its own."""
     stream = await (
         await Exchange("GET", item["generation"]["stream_url"], b"", headers).start()
     ).read_all()
@@ -45,9 +46,9 @@ async def read_answer(item: dict, headers=None) -> str:
     )
 
 
-async def first_token_of(item: dict) -> Exchange:
+async def first_token_of(item: dict, headers) -> Exchange:
     """A reader of the answer's stream, once its first token has come."""
-    stream = await Exchange("GET", item["generation"]["stream_url"]).start()
+    stream = await Exchange("GET", item["generation"]["stream_url"], b"", headers).start()
     while not [e for e in stream.events if e.event == "message"]:
         await stream.next_body()
     return stream
@@ -67,7 +68,7 @@ async def test_a_message_and_its_answer_are_kept_with_how_the_answer_ended(engin
         "こんにちは",
         "in_progress",
     )
-    text = await read_answer(answer)
+    text = await read_answer(answer, me)
     await log_writer.flush()
     _, shown = await call("GET", f"/api/conversations/{conversation['id']}", None, me)
     answer = shown["items"][1]
@@ -100,12 +101,12 @@ async def test_regenerate_keeps_the_old_answer_as_an_alternative(engine):
     path = f"/api/conversations/{conversation['id']}"
     _, shown = await call("POST", path + "/messages", {"content": "hi"}, me)
     first = shown["items"][1]
-    await read_answer(first)
+    await read_answer(first, me)
     status, shown = await call("POST", f"{path}/items/{first['id']}/regenerate", None, me)
     assert status == 201
     second = shown["items"][1]
     assert second["alternatives"] == {"ids": [first["id"], second["id"]], "index": 1}
-    await read_answer(second)
+    await read_answer(second, me)
     _, shown = await call("POST", f"{path}/items/{first['id']}/show", None, me)
     assert shown["items"][1]["id"] == first["id"]
     assert shown["items"][1]["alternatives"]["index"] == 0
@@ -116,16 +117,16 @@ async def test_editing_a_message_makes_a_branch_from_there(engine):
     _, conversation = await call("POST", "/api/conversations", {"max_tokens": 3}, me)
     path = f"/api/conversations/{conversation['id']}"
     _, shown = await call("POST", path + "/messages", {"content": "one"}, me)
-    await read_answer(shown["items"][1])
+    await read_answer(shown["items"][1], me)
     _, shown = await call("POST", path + "/messages", {"content": "two"}, me)
-    await read_answer(shown["items"][3])
+    await read_answer(shown["items"][3], me)
     asked_first = shown["items"][0]
     # Edit the first message: a sibling of it, at the root.
     _, shown = await call("POST", path + "/messages", {"content": "uno", "after": None}, me)
     assert [item["content"] for item in shown["items"][:1]] == ["uno"]
     assert len(shown["items"]) == 2
     assert shown["items"][0]["alternatives"]["ids"][0] == asked_first["id"]
-    await read_answer(shown["items"][1])
+    await read_answer(shown["items"][1], me)
     _, shown = await call("POST", f"{path}/items/{asked_first['id']}/show", None, me)
     assert [item["content"] for item in shown["items"][::2]] == ["one", "two"]
 
@@ -137,8 +138,8 @@ async def test_stop_keeps_the_partial_text_marked_stopped(engine):
     path = f"/api/conversations/{conversation['id']}"
     _, shown = await call("POST", path + "/messages", {"content": "tell me"}, me)
     answer = shown["items"][1]
-    stream = await first_token_of(answer)
-    await call("POST", answer["generation"]["cancel_url"])
+    stream = await first_token_of(answer, me)
+    await call("POST", answer["generation"]["cancel_url"], None, me)
     await stream.read_all()
     await log_writer.flush()
     _, shown = await call("GET", path, None, me)
@@ -184,13 +185,13 @@ async def test_deleting_a_conversation_stops_its_answer_and_frees_its_log(engine
     path = f"/api/conversations/{conversation['id']}"
     _, shown = await call("POST", path + "/messages", {"content": "a long one"}, me)
     answer = shown["items"][1]
-    stream = await first_token_of(answer)
+    stream = await first_token_of(answer, me)
     status, deleted = await call("DELETE", path, None, me)
     assert (status, deleted) == (200, {"id": conversation["id"], "deleted": True})
     ended = await stream.read_all()
     assert ended.events[-1].data != "[DONE]"  # stopped, not run to its 200 tokens
-    status, _ = await call("GET", answer["generation"]["stream_url"])
-    assert status in (404, 410)  # nothing of it stays readable
+    status, _ = await call("GET", answer["generation"]["stream_url"], None, me)
+    assert status in (404, 410)  # nothing of it stays readable, to its owner either
     assert (await call("GET", path, None, me))[0] == 404
 
 
