@@ -21,7 +21,7 @@ from streaming.core.exceptions import (
     BadRequest,
     EngineBusy,
     GenerationError,
-    NotHonoured,
+    UnsupportedParameter,
     WorkerUnavailable,
 )
 from streaming.core.request import Fault
@@ -233,7 +233,9 @@ async def test_the_workers_announce_their_engines_capabilities_and_fault_works_b
     chunks, error = await read(fleet.web.generate(asked))
 
     assert len(chunks) == 2 and error is not None and error.code == "context_length"
-    with pytest.raises(NotHonoured, match="`repetition_penalty`: the deterministic engine"):
+    with pytest.raises(
+        UnsupportedParameter, match="`repetition_penalty`: the deterministic engine"
+    ):
         fleet.web.check_request(dataclasses.replace(request(), repetition_penalty=1.2))
 
 
