@@ -245,7 +245,7 @@ async def test_a_worker_that_announces_no_capabilities_is_judged_by_its_engines_
     presence = fleet.web.presence
     for engine, upstream in (("deterministic", False), ("openai", True)):
         for info in presence.workers.values():
-            info.capabilities, info.engine = {}, engine
+            info.heartbeat = dataclasses.replace(info.heartbeat, capabilities={}, engine=engine)
         assert fleet.web.capabilities == Capabilities(upstream_options=upstream)
     with pytest.raises(BadRequest, match="`fault` is a test hook"):
         fleet.web.check_request(dataclasses.replace(request(), fault=Fault(at=2, kind="cut")))
