@@ -33,6 +33,7 @@ from streaming.http.openai_dialect import (
     check_model,
     check_model_named,
     check_parameters,
+    flag,
     is_none_or,
 )
 from streaming.http.upstream_options import (
@@ -139,11 +140,7 @@ def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, Cha
 
 
 def _options(data: dict[str, Any]) -> ChatOptions:
-    stream = data.get("stream")
-    if stream is None:
-        stream = False
-    if not isinstance(stream, bool):
-        raise BadRequest("`stream` must be true or false.")
+    stream = flag(data, "stream", False)
     stream_options = data.get("stream_options")
     if stream_options is None:
         return ChatOptions(stream, include_usage=False)

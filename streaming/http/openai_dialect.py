@@ -1,5 +1,6 @@
 """What the OpenAI endpoints share (chat completions, Responses, Conversations): the body's
-fields checked by name, the model asked for, `metadata`, and the asker's conversation.
+fields checked by name, its true-or-false flags, the model asked for, `metadata`, and the
+asker's conversation.
 
 A field is supported, harmless to ignore (`accepted`), accepted at its neutral value only
 (`neutral`), or refused with a 400 that names it: an unsupported parameter silently ignored
@@ -16,7 +17,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
 from streaming.conversations import records
-from streaming.core.exceptions import NotFound, UnsupportedParameter
+from streaming.core.exceptions import BadRequest, NotFound, UnsupportedParameter
 from streaming.http.auth import conversation_owner
 from streaming.models import Conversation
 
@@ -61,6 +62,16 @@ def check_parameters(
             raise UnsupportedParameter(
                 key, f"This server does not support {what}: got {key}={json.dumps(value)[:200]}."
             )
+
+
+def flag(data: dict[str, Any], name: str, default: bool) -> bool:
+    """The body's `name`, true or false (`default` when unset), or a 400."""
+    value = data.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise BadRequest(f"`{name}` must be true or false.")
+    return value
 
 
 def check_model_named(data: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.core.exceptions import BadRequest, UnsupportedParameter
+from streaming.core.exceptions import UnsupportedParameter
 from streaming.core.fields import accepted, asked
 from streaming.core.request import GenerationRequest, Message
 from streaming.http.openai_dialect import (
@@ -19,6 +19,7 @@ from streaming.http.openai_dialect import (
     check_model,
     check_model_named,
     check_parameters,
+    flag,
     is_none_or,
 )
 from streaming.http.validation import build_request, decode_json_object, parse_messages
@@ -135,9 +136,9 @@ def parse_response_body(body: bytes) -> ResponseBody:
     if instructions is not None and not isinstance(instructions, str):
         raise UnsupportedParameter("instructions", "`instructions` must be a string.")
     stream, background, store = (
-        _flag(data, "stream", False),
-        _flag(data, "background", False),
-        _flag(data, "store", True),
+        flag(data, "stream", False),
+        flag(data, "background", False),
+        flag(data, "store", True),
     )
     if background and not store:
         raise UnsupportedParameter(
@@ -230,12 +231,3 @@ def _message(item: Any, where: str) -> Message:
             f"{where}.content", f"`{where}.content` must be a string or a list of text parts."
         )
     return Message(role, content)
-
-
-def _flag(data: dict[str, Any], name: str, default: bool) -> bool:
-    value = data.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise BadRequest(f"`{name}` must be true or false.")
-    return value
