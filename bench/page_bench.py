@@ -39,22 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.page_history import measure_history
+from streaming.tools.chromium import launch_chromium
 from streaming.tools.liveserver import ROOT, UNLIMITED, LiveServer, start_server
 
 RESULTS = ROOT / "bench" / "results"
-CHROMIUM = "/usr/bin/chromium"
-# The browser tests' flags (tests/browser/conftest.py): headless in a container, no GPU, no calls
-# home.
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 VIEWPORT = {"width": 1100, "height": 760}
 # A Japanese question gets a Japanese answer (streaming/engines/script.py), as the browser tests'
 # do; `--prompt` in English gets about twice the characters for the same tokens.
@@ -292,7 +280,7 @@ def run(
         "cases": [],
     }
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch_chromium(playwright)
         try:
             for case in cases:
                 with case_server(case, root) as server:

@@ -7,7 +7,7 @@ import {
 import { applyBranch, blankConversation, claimItems, listed } from "./branch.js";
 import { ConversationList } from "./conversation-list.js";
 import { EarlierMessages, reaching } from "./earlier.js";
-import { Generation, pendingAnswer } from "./generation.js";
+import { Generation, LIVE_STATES, pendingAnswer } from "./generation.js";
 import { errorText, t, translatePage } from "./i18n.js";
 import { closeSidebar, copyText, openSidebar, resizePrompt, sidebarOpen, warmUp } from "./layout.js";
 import { MessagesPane } from "./messages-pane.js";
@@ -21,7 +21,6 @@ const TICK_MS = 250; // clock for the live numbers, the timeline and the stall n
 // the same person changed shows here (tabs of this browser tell each other at once).
 const REFRESH_EVERY_MS = 15_000;
 const NOTICE_MS = 8000; // how long an error of the list or the settings stays said
-const LIVE_STATES = ["waiting", "streaming", "stopping"];
 
 const byId = (id) => document.getElementById(id);
 const els = {

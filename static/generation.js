@@ -5,6 +5,8 @@ import { cancelGeneration, fetchGeneration } from "./api.js";
 import { prepareToRead, readStream } from "./stream-thread.js";
 
 const MAX_RECORDED_TIMES = 5000; // arrival ticks per answer; tokens past it still count
+// An answer's states while it runs (meta.state); any other is how it ended.
+export const LIVE_STATES = ["waiting", "streaming", "stopping"];
 
 /** A fresh assistant message for an answer about to start. */
 export function pendingAnswer() {

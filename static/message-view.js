@@ -2,6 +2,7 @@
 // for a person's message, and for answers a status line with latency numbers, the token
 // timeline, and Copy / Regenerate.
 
+import { LIVE_STATES } from "./generation.js";
 import { errorText, formatNumber, t } from "./i18n.js";
 import { MarkdownStream } from "./markdown-stream.js";
 import { AlternativesNav, editInPlace } from "./message-tools.js";
@@ -9,7 +10,6 @@ import { ArrivalStats, answerStats } from "./stats.js";
 import { Timeline } from "./timeline.js";
 
 const STALL_AFTER_MS = 3000; // no token for this long mid-answer: say so
-const BUSY_STATES = ["waiting", "streaming", "stopping"];
 // A burst can bring more text in a frame than a frame can render and lay out: then the text is
 // shown a frame's worth at a time, about this long in each.
 const RENDER_BUDGET_MS = 12;
@@ -112,15 +112,15 @@ export class MessageView {
   update(nowMs) {
     const meta = this.message.meta;
     if (!meta) return;
-    this.streamedIn ||= BUSY_STATES.includes(meta.state);
+    this.streamedIn ||= LIVE_STATES.includes(meta.state);
     const caughtUp = this.#renderText();
     // An ended answer shows its final state together with its final text: until the text is all
     // on screen, it still shows as streaming.
-    const state = caughtUp || BUSY_STATES.includes(meta.state) ? meta.state : "streaming";
+    const state = caughtUp || LIVE_STATES.includes(meta.state) ? meta.state : "streaming";
     setIfChanged(this.el.dataset, "state", state);
     if (meta.generationId) setIfChanged(this.el.dataset, "generationId", meta.generationId);
     // Screen readers wait for the finished answer instead of hearing every token.
-    const busy = String(BUSY_STATES.includes(state));
+    const busy = String(LIVE_STATES.includes(state));
     if (this.el.getAttribute("aria-busy") !== busy) this.el.setAttribute("aria-busy", busy);
 
     const live = meta.state === "waiting" || meta.state === "streaming";
@@ -132,7 +132,7 @@ export class MessageView {
     setIfChanged(this.detail, "textContent", this.#detailText(meta, state));
     setIfChanged(this.stats, "textContent", this.#statsText(meta));
     // An answer read before this page opened it has no arrivals to draw.
-    if (BUSY_STATES.includes(state) || this.arrivals.count > 0) {
+    if (LIVE_STATES.includes(state) || this.arrivals.count > 0) {
       this.#timeline().draw(meta, this.arrivals, sinceStartMs);
     }
     setIfChanged(this.copyButton, "disabled", this.message.content === "");

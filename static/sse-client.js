@@ -8,6 +8,8 @@
 // thousands of messages a second make the largest cost of reading it.
 
 const DEFAULT_RETRY_MS = 3000; // before the server says otherwise (`retry:`), as EventSource
+// The callbacks that end a stream: after one of them, readStream calls back no more.
+export const ENDINGS = ["onDone", "onError", "onDrop"];
 
 /** The text/event-stream format: lines in, events out (the HTML standard's parsing rules). */
 class EventStreamParser {

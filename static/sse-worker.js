@@ -4,12 +4,11 @@
 // most); at a slower pace each token goes when its network read is done; anything but a token
 // goes at once.
 
-import { readStream } from "./sse-client.js";
+import { ENDINGS, readStream } from "./sse-client.js";
 
 const BATCH_MS = 16; // the longest a token waits for the rest of its batch, in a burst
 const BATCH_TOKENS = 5000;
 const CALLBACKS = ["onToken", "onReasoning", "onDone", "onError", "onDrop", "onNamedEvent"];
-const ENDINGS = ["onDone", "onError", "onDrop"];
 const BATCHED = ["onToken", "onReasoning"];
 
 const streams = new Map(); // the page's stream id → sse-client's handle

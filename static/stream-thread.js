@@ -7,9 +7,7 @@
 // One more callback may be given: onTokens(texts, counts, ids, arrivalTimes) takes the tokens
 // of a batch at once, in place of onToken for each.
 
-import { readStream as readHere } from "./sse-client.js";
-
-const ENDINGS = ["onDone", "onError", "onDrop"];
+import { ENDINGS, readStream as readHere } from "./sse-client.js";
 
 let worker = null; // one for the page, started with its first stream; false: none can run
 const readers = new Map(); // stream id → {callbacks, heard, readHere}

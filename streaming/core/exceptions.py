@@ -31,8 +31,8 @@ class BadRequest(StreamingError):
     default_message = "Invalid request."
 
 
-class NotHonoured(BadRequest):
-    """A request field the engine cannot honour (OpenAI's `param` names it)."""
+class UnsupportedParameter(BadRequest):
+    """A request field this server or its engine cannot honour (OpenAI's `param` names it)."""
 
     code = "unsupported_parameter"
 

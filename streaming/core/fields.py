@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from streaming.core.exceptions import STREAM_ERROR_MESSAGES, BadRequest, NotHonoured
+from streaming.core.exceptions import STREAM_ERROR_MESSAGES, BadRequest, UnsupportedParameter
 from streaming.core.request import Fault
 
 Dialect = Literal["native", "chat", "responses"]  # /api/…, /v1/chat/completions, /v1/responses
@@ -38,7 +38,7 @@ class Field:
     # A field of another shape: (value, its name as asked) to the value checked, or BadRequest.
     check: Callable[[Any, str], Any] | None = None
     # An engine without `capability` refuses it with this message ({engine}: its name), a plain
-    # BadRequest; None: NotHonoured's, naming the field as OpenAI's `param`.
+    # BadRequest; None: UnsupportedParameter's, naming the field as OpenAI's `param`.
     refusal: str | None = None
     late: bool = False  # added after the fleet's message format was fixed: sent only when set
 
@@ -66,7 +66,7 @@ class Field:
         """What an engine without `capability` answers a request that sets it."""
         if self.refusal is not None:
             return BadRequest(self.refusal.format(engine=engine))
-        return NotHonoured(
+        return UnsupportedParameter(
             self.name, NOT_HONOURED.format(field=self.name, engine=engine, note=note)
         )
 

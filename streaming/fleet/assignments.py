@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from streaming.core.stream import TokenStream
+from streaming.fleet.protocol import WorkerHeartbeat
 
 
 class Follower(Protocol):
@@ -86,15 +87,19 @@ class Following:
 
 @dataclass
 class WorkerInfo:
-    """What the last heartbeat of one worker said."""
+    """One worker as its last heartbeat said, and what this process made of it since."""
 
-    channel: str
-    seen_at: float
-    free: int | None
-    ready: bool
-    engine: str
-    model: str
-    totals: dict[str, int]
-    ids: frozenset[str] = field(default_factory=frozenset)
-    description: dict[str, Any] = field(default_factory=dict)  # its engine's describe()
-    capabilities: dict[str, bool] = field(default_factory=dict)  # its engine's, as announced
+    heartbeat: WorkerHeartbeat
+    seen_at: float  # time.monotonic()
+    free: int | None  # the heartbeat's room, less what was sent to it since
+    ids: frozenset[str]  # the heartbeat's ids, as a set: looked up per assignment
+
+    @classmethod
+    def heard(cls, heartbeat: WorkerHeartbeat, seen_at: float) -> WorkerInfo:
+        """As of this heartbeat, heard at `seen_at`."""
+        return cls(heartbeat, seen_at, heartbeat.free, frozenset(heartbeat.ids))
+
+    @property
+    def channel(self) -> str:
+        """Its channel's name, as its heartbeat gave it."""
+        return self.heartbeat.worker

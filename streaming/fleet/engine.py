@@ -72,7 +72,7 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
     def name(self) -> str:  # type: ignore[override]
         """The workers' engine."""
         worker = self.presence.any_worker()
-        return worker.engine if worker else "model-worker"
+        return worker.heartbeat.engine if worker else "model-worker"
 
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]
@@ -81,19 +81,21 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         worker = next(iter(self.presence.live()), None) or self.presence.any_worker()
         if worker is None:
             return Capabilities()
-        if not worker.capabilities:
-            return Capabilities(upstream_options=worker.engine == "openai")
-        return Capabilities.from_json(worker.capabilities)
+        announced = worker.heartbeat
+        if not announced.capabilities:
+            return Capabilities(upstream_options=announced.engine == "openai")
+        return Capabilities.from_json(announced.capabilities)
 
     @property
     def model(self) -> str:
         """The workers' model."""
         worker = self.presence.any_worker()
-        return worker.model if worker else "unknown"
+        return worker.heartbeat.model if worker else "unknown"
 
     def describe(self) -> dict[str, Any]:
         """What a live worker announced of its engine (every worker runs the same one)."""
-        if not (described := [w.description for w in self.presence.live() if w.description]):
+        live = [w.heartbeat for w in self.presence.live()]
+        if not (described := [each.description for each in live if each.description]):
             raise WorkerUnavailable(self.presence.why_unavailable())
         return described[0]
 

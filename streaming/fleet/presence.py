@@ -54,7 +54,7 @@ class Presence:
         """The workers ready for work, as far as we can hear them."""
         if self.deaf_for() > self.timeout_s:
             return []  # our own reply channel is not receiving: nothing sent now would return
-        return [w for w in self.workers.values() if w.ready]
+        return [w for w in self.workers.values() if w.heartbeat.ready]
 
     def why_unavailable(self) -> str:
         """Why no worker is live, in a sentence for the 503."""
@@ -72,18 +72,7 @@ class Presence:
     def heard(self, message: WorkerHeartbeat) -> str:
         """A worker's heartbeat; returns its channel."""
         self.layer_error = None
-        self.workers[message.worker] = WorkerInfo(
-            channel=message.worker,
-            seen_at=time.monotonic(),
-            free=message.free,
-            ready=message.ready,
-            engine=message.engine,
-            model=message.model,
-            totals=message.totals,
-            ids=frozenset(message.ids),
-            description=message.description or {},
-            capabilities=message.capabilities or {},
-        )
+        self.workers[message.worker] = WorkerInfo.heard(message, time.monotonic())
         return message.worker
 
     def pinged(self, seq: int) -> None:
@@ -122,6 +111,10 @@ class Presence:
     def totals(self) -> dict[str, Any]:
         """The fleet's counters as of each worker's last heartbeat: their sum, and each one's."""
         workers = self.workers.values()
-        fleet: dict[str, Any] = {key: sum(w.totals.get(key, 0) for w in workers) for key in TOTALS}
-        fleet["workers"] = [{"worker": w.channel, "free": w.free, **w.totals} for w in workers]
+        fleet: dict[str, Any] = {
+            key: sum(w.heartbeat.totals.get(key, 0) for w in workers) for key in TOTALS
+        }
+        fleet["workers"] = [
+            {"worker": w.channel, "free": w.free, **w.heartbeat.totals} for w in workers
+        ]
         return fleet

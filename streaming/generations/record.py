@@ -4,13 +4,17 @@ its log row (written by streaming/ops/log_writer.py)."""
 from __future__ import annotations
 
 import time
-from datetime import timedelta
-from typing import Any
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from streaming.core import config
 from streaming.core.latency import summarize
 from streaming.core.request import GenerationRequest
 from streaming.generations.registry import Generation
+
+if TYPE_CHECKING:
+    from streaming.models import GenerationLog
 
 # A generation's counters and latencies, as `figures` and the log row both name them.
 FIGURES = (
@@ -24,6 +28,8 @@ FIGURES = (
     "itl_max_ms",
     "total_ms",
 )
+# Beside its figures, what the state of a generation known whole tells, as its log row names it.
+DESCRIBED = ("error_code", "api", "engine", "model", "created_at", "max_tokens")
 
 
 def state_json(generation_id: str, status: str, **known: Any) -> dict[str, Any]:
@@ -73,21 +79,60 @@ def figures(generation: Generation) -> dict[str, Any]:
     }
 
 
-def state(generation: Generation) -> dict[str, Any]:
-    """The JSON of `GET /api/generations/<id>`."""
-    answer = {} if generation.answer is None else {"answer": generation.answer.state()}
-    engine, request = generation.engine, generation.request
+def described_state(
+    generation_id: str,
+    status: str,
+    *,
+    error_code: str,
+    api: str,
+    engine: str,
+    model: str,
+    created_at: datetime,
+    max_tokens: int,
+    measured: Mapping[str, Any],
+    **more: Any,
+) -> dict[str, Any]:
+    """The JSON of `GET /api/generations/<id>` for a generation known whole: live in this
+    process (`state`) or ended (`logged_state`)."""
     return state_json(
+        generation_id,
+        status,
+        error_code=error_code or None,
+        api=api,
+        engine=engine,
+        model=model,
+        created_at=created_at.isoformat(),
+        max_tokens=max_tokens,
+        **measured,
+        **more,
+    )
+
+
+def state(generation: Generation) -> dict[str, Any]:
+    """The JSON of `GET /api/generations/<id>` for a generation of this process."""
+    answer = {} if generation.answer is None else {"answer": generation.answer.state()}
+    engine = generation.engine
+    return described_state(
         generation.id,
         generation.status,
-        error_code=generation.error_code or None,
+        error_code=generation.error_code,
         api=generation.api,
         engine=engine.name,
         model=engine.model,
-        created_at=generation.created_at.isoformat(),
-        max_tokens=request.max_tokens,
-        **figures(generation),
+        created_at=generation.created_at,
+        max_tokens=generation.request.max_tokens,
+        measured=figures(generation),
         **answer,
+    )
+
+
+def logged_state(row: GenerationLog) -> dict[str, Any]:
+    """The JSON of `GET /api/generations/<id>` from the log row of a generation that ended."""
+    return described_state(
+        row.generation_id,
+        row.status,
+        **{name: getattr(row, name) for name in DESCRIBED},
+        measured={name: getattr(row, name) for name in FIGURES},
     )
 
 

@@ -21,7 +21,7 @@ from streaming.engines.startup import ready_engine
 from streaming.fleet import store
 from streaming.generations import record
 from streaming.generations.answer import retry_ms
-from streaming.generations.record import FIGURES, state_json
+from streaming.generations.record import state_json
 from streaming.generations.registry import PENDING, STREAMING, Generation, registry
 from streaming.http import cancel
 from streaming.http.admission import admit, api_view, owned, publish, start_new
@@ -132,19 +132,7 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
             )
     if row is None:
         raise NotFound()
-    return JsonResponse(
-        state_json(
-            row.generation_id,
-            row.status,
-            error_code=row.error_code or None,
-            api=row.api,
-            engine=row.engine,
-            model=row.model,
-            created_at=row.created_at.isoformat(),
-            max_tokens=row.max_tokens,
-            **{name: getattr(row, name) for name in FIGURES},
-        )
-    )
+    return JsonResponse(record.logged_state(row))
 
 
 @api_view("GET")

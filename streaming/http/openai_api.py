@@ -3,7 +3,7 @@
 The same path as the native API (validation, registry, log, cancellation in `event_stream`);
 only the body's dialect and the frames differ. Parameters are either supported, harmless to
 ignore (IGNORED), accepted at their neutral value only (NEUTRAL), or refused with a 400 that
-names them: an unsupported parameter silently ignored would change the answer without a word.
+names them (openai_dialect.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.core import config
 from streaming.core.chunk_log import Chunk, ChunkKind
-from streaming.core.exceptions import BadRequest, GenerationError, NotFound
+from streaming.core.exceptions import BadRequest, GenerationError, UnsupportedParameter
 from streaming.core.fields import accepted, asked, naming
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
@@ -28,6 +28,14 @@ from streaming.engines.startup import ready_engine
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.errors import openai_error_response
 from streaming.http.event_stream import event_stream, open_event_stream
+from streaming.http.openai_dialect import (
+    ModelNotFound,
+    check_model,
+    check_model_named,
+    check_parameters,
+    flag,
+    is_none_or,
+)
 from streaming.http.upstream_options import (
     take_upstream_options,
     text_of_parts,
@@ -60,10 +68,6 @@ IGNORED = {
 }
 
 
-def is_none_or(*neutral: Any) -> Callable[[Any], bool]:
-    return lambda value: value is None or value in neutral
-
-
 # Accepted only at the value that means "off" (clients such as LangChain send them explicitly).
 NEUTRAL: dict[str, Callable[[Any], bool]] = {
     "n": is_none_or(1),
@@ -91,48 +95,12 @@ STREAM_OPTIONS = {"include_usage", "include_obfuscation"}
 MESSAGE_KEYS = {"role", "content", "name"}  # `name` labels a participant; the engines ignore it
 
 
-class UnsupportedParameter(BadRequest):
-    """A parameter this server cannot honour (OpenAI's `param` names it)."""
-
-    code = "unsupported_parameter"
-
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(message)
-        self.param = param
-
-
-class ModelNotFound(NotFound):
-    """A `model` other than the one served."""
-
-    code = "model_not_found"
-
-
 @dataclass(frozen=True, slots=True)
 class ChatOptions:
     """What the OpenAI body asks of the reply, beside the GenerationRequest."""
 
     stream: bool
     include_usage: bool
-
-
-def check_parameters(
-    data: dict[str, Any],
-    accepted: set[str],
-    neutral: dict[str, Callable[[Any], bool]],
-    why_not: dict[str, str] | None = None,
-) -> None:
-    """Refuse, by name, a field neither `accepted` nor at its `neutral` value."""
-    for key, value in data.items():
-        if key in accepted:
-            continue
-        is_neutral = neutral.get(key)
-        if is_neutral is None:
-            raise UnsupportedParameter(key, f"Unrecognized request argument supplied: {key}.")
-        if not is_neutral(value):
-            what = (why_not or {}).get(key, f"`{key}`")
-            raise UnsupportedParameter(
-                key, f"This server does not support {what}: got {key}={json.dumps(value)[:200]}."
-            )
 
 
 @functools.cache
@@ -149,14 +117,8 @@ def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, Cha
     # With the openai engine, what only its upstream acts on goes to it (upstream_options.py).
     options_json = take_upstream_options(data) if upstream else ""
     check_parameters(data, ACCEPTED, NEUTRAL, refusals(engine.name))
-    requested = data.get("model")
-    if not isinstance(requested, str) or not requested:
-        raise UnsupportedParameter("model", "`model` must be a non-empty string.")
-    if requested != model:
-        raise ModelNotFound(
-            f"The model {requested!r} does not exist; this server serves "
-            f"{model!r} (GET /v1/models)."
-        )
+    check_model_named(data)
+    check_model(data["model"], model)
     options = _options(data)
     fields, legacy = asked(data, "chat"), data.get("max_tokens")
     if fields.get("max_tokens") is None:  # `max_completion_tokens` unset: the legacy name's
@@ -178,11 +140,7 @@ def parse_chat_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, Cha
 
 
 def _options(data: dict[str, Any]) -> ChatOptions:
-    stream = data.get("stream")
-    if stream is None:
-        stream = False
-    if not isinstance(stream, bool):
-        raise BadRequest("`stream` must be true or false.")
+    stream = flag(data, "stream", False)
     stream_options = data.get("stream_options")
     if stream_options is None:
         return ChatOptions(stream, include_usage=False)

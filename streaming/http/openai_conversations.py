@@ -17,12 +17,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.conversations import records, shown
 from streaming.conversations.answers import settle
-from streaming.core.exceptions import BadRequest, NotFound
+from streaming.core.exceptions import BadRequest, NotFound, UnsupportedParameter
 from streaming.http import turns
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
 from streaming.http.errors import openai_error_response
-from streaming.http.openai_api import UnsupportedParameter, check_parameters
+from streaming.http.openai_dialect import check_metadata, check_parameters, owned
 from streaming.http.openai_items import (
     conversation_object,
     input_items,
@@ -30,7 +30,6 @@ from streaming.http.openai_items import (
     list_object,
 )
 from streaming.http.replies import json_off_the_loop
-from streaming.http.responses_body import check_metadata
 from streaming.http.validation import decode_json_object
 from streaming.models import Conversation, ConversationItem
 
@@ -38,29 +37,11 @@ LIST_LIMIT, LIST_LIMIT_MAX = 20, 100  # OpenAI's default and bound for `limit`
 ITEM_ID = re.compile(r"msg_[0-9a-f]{32}")
 
 
-class ConversationNotFound(NotFound):
-    """No such conversation, or another owner's."""
-
-    def __init__(self, conversation_id: str, param: str | None = None) -> None:
-        super().__init__(f"No conversation with id {conversation_id[:60]!r}.")
-        self.param = param
-
-
 class ItemNotFound(NotFound):
     """No such item in this conversation."""
 
     def __init__(self, item_id: str) -> None:
         super().__init__(f"No item with id {item_id[:60]!r} in this conversation.")
-
-
-async def owned(
-    request: HttpRequest, conversation_id: str, param: str | None = None
-) -> Conversation:
-    """The asker's conversation of that id; ConversationNotFound for any other."""
-    try:
-        return await sync_to_async(records.get)(conversation_owner(request), conversation_id)
-    except NotFound:
-        raise ConversationNotFound(conversation_id, param) from None
 
 
 @api_view("POST", errors=openai_error_response, writes=("POST",))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming.http.openai_api import UnsupportedParameter
+from streaming.core.exceptions import UnsupportedParameter
 from streaming.models import Conversation, ConversationItem, ItemStatus
 
 MAX_ITEMS = 20  # OpenAI's bound on the items added at once

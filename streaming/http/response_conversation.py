@@ -22,7 +22,7 @@ from streaming.core.request import GenerationRequest
 from streaming.engines.base import Engine
 from streaming.generations.registry import Generation
 from streaming.http import turns
-from streaming.http.openai_conversations import owned
+from streaming.http.openai_dialect import owned
 from streaming.http.openai_items import input_items
 from streaming.http.responses_body import ResponseBody
 from streaming.models import Conversation, ConversationItem, ItemStatus

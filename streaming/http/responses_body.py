@@ -1,7 +1,7 @@
 """The body of `POST /v1/responses`: validated into a GenerationRequest and a ResponseSpec.
 
-As for chat completions (openai_api.py), a field is supported, harmless to ignore, accepted at
-its neutral value only, or refused with a 400 that names it.
+As for chat completions, a field is supported, harmless to ignore, accepted at its neutral
+value only, or refused with a 400 that names it (openai_dialect.py).
 """
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.core.exceptions import BadRequest
+from streaming.core.exceptions import UnsupportedParameter
 from streaming.core.fields import accepted, asked
 from streaming.core.request import GenerationRequest, Message
-from streaming.http.openai_api import (
-    ModelNotFound,
-    UnsupportedParameter,
+from streaming.http.openai_dialect import (
+    check_metadata,
+    check_model,
+    check_model_named,
     check_parameters,
+    flag,
     is_none_or,
 )
 from streaming.http.validation import build_request, decode_json_object, parse_messages
@@ -59,8 +61,6 @@ ROLES = {"user": "user", "system": "system", "developer": "system", "assistant":
 TEXT_PARTS = {"input_text", "output_text", "text"}
 RESPONSE_ID = re.compile(re.escape(ID_PREFIX) + "([0-9a-f]{32})")
 CONVERSATION_ID = re.compile("conv_[0-9a-f]{32}")  # conversations/records.new_conversation_id
-MAX_METADATA = 16  # OpenAI's bounds on `metadata`: pairs, key and value characters
-MAX_METADATA_KEY, MAX_METADATA_VALUE = 64, 512
 
 
 def generation_id_of(response_id: str) -> str | None:
@@ -100,12 +100,7 @@ class ResponseBody:
 
     def check_model(self, model: str) -> None:
         """ModelNotFound (404) unless `model` is the one served."""
-        requested = self.data.get("model")
-        if requested != model:
-            raise ModelNotFound(
-                f"The model {requested!r} does not exist; this server serves "
-                f"{model!r} (GET /v1/models)."
-            )
+        check_model(self.data.get("model"), model)
 
     def sampling(self) -> dict[str, Any]:
         """What the body asks of the generation, as `build_request`'s arguments."""
@@ -134,17 +129,16 @@ def parse_response_body(body: bytes) -> ResponseBody:
     """Check every field that needs no engine; `ResponseBody.build` does the rest."""
     data = decode_json_object(body)
     check_parameters(data, ACCEPTED, NEUTRAL)
-    if not isinstance(data.get("model"), str) or not data["model"]:
-        raise UnsupportedParameter("model", "`model` must be a non-empty string.")
+    check_model_named(data)
     if data.get("input") is None:
         raise UnsupportedParameter("input", "`input` is required: a string or a list of messages.")
     instructions = data.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise UnsupportedParameter("instructions", "`instructions` must be a string.")
     stream, background, store = (
-        _flag(data, "stream", False),
-        _flag(data, "background", False),
-        _flag(data, "store", True),
+        flag(data, "stream", False),
+        flag(data, "background", False),
+        flag(data, "store", True),
     )
     if background and not store:
         raise UnsupportedParameter(
@@ -237,35 +231,3 @@ def _message(item: Any, where: str) -> Message:
             f"{where}.content", f"`{where}.content` must be a string or a list of text parts."
         )
     return Message(role, content)
-
-
-def _flag(data: dict[str, Any], name: str, default: bool) -> bool:
-    value = data.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise BadRequest(f"`{name}` must be true or false.")
-    return value
-
-
-def check_metadata(metadata: Any) -> None:
-    """OpenAI's bounds on `metadata` (responses, conversations): a 400 naming it otherwise."""
-    if metadata is None:
-        return
-    if (
-        not isinstance(metadata, dict)
-        or len(metadata) > MAX_METADATA
-        or not all(
-            isinstance(k, str)
-            and isinstance(v, str)
-            and len(k) <= MAX_METADATA_KEY
-            and len(v) <= MAX_METADATA_VALUE
-            for k, v in metadata.items()
-        )
-    ):
-        raise UnsupportedParameter(
-            "metadata",
-            f"`metadata` must map at most {MAX_METADATA} keys of at most "
-            f"{MAX_METADATA_KEY} characters to strings of at most "
-            f"{MAX_METADATA_VALUE}.",
-        )

@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from streaming.tools.chromium import CHROMIUM, launch_chromium
 from tests.support.live import LiveServer, start_server
 
-CHROMIUM = Path("/usr/bin/chromium")
-# Headless flags for a container: no sandbox (we run as root), no GPU, and no background calls
-# home that would wait on a network this machine does not have.
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # Slow enough that a person (and a test) sees the answer grow; fast enough to keep tests short.
 PAGE_ENGINE_ENV = {"DETERMINISTIC_TTFT_MS": "150", "DETERMINISTIC_TPS": "25"}
 DESKTOP = {"width": 1100, "height": 760}
@@ -54,7 +41,7 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        chromium = launch_chromium(playwright)
         yield chromium
         chromium.close()
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from streaming.core.exceptions import BadRequest, NotHonoured
+from streaming.core.exceptions import BadRequest, UnsupportedParameter
 from streaming.core.fields import BY_NAME, FIELDS, NAMES, accepted, asked, parse_asked
 from streaming.core.request import Fault
 from streaming.engines import get_engine
@@ -114,7 +114,7 @@ def test_an_engine_refuses_a_field_by_its_own_message_or_as_not_honoured():
     assert type(hook) is BadRequest
     assert str(hook) == "`fault` is a test hook of the deterministic engine, not of transformers."
     penalty = BY_NAME["frequency_penalty"].refused("transformers", ": why")
-    assert isinstance(penalty, NotHonoured) and penalty.param == "frequency_penalty"
+    assert isinstance(penalty, UnsupportedParameter) and penalty.param == "frequency_penalty"
     assert str(penalty) == "`frequency_penalty`: the transformers engine does not honour it: why."
 
 

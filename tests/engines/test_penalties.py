@@ -130,7 +130,7 @@ def test_the_manager_penalises_one_request_of_a_batch_and_leaves_the_other_as_it
 
 
 def test_on_a_gpu_the_penalties_are_off_said_in_the_log_and_refused_by_name(caplog):
-    from streaming.core.exceptions import NotHonoured
+    from streaming.core.exceptions import UnsupportedParameter
     from streaming.core.request import GenerationRequest, Message, Sampling
     from streaming.engines.base import Engine
     from streaming.engines.transformers import TransformersEngine
@@ -143,7 +143,7 @@ def test_on_a_gpu_the_penalties_are_off_said_in_the_log_and_refused_by_name(capl
     assert engine.sampling_defaults == Sampling(0.2, 0.9)  # what it shows is what it applies
     assert engine.describe()["capabilities"]["penalties"] is False
     asked = GenerationRequest("g", (Message("user", "hi"),), 8, frequency_penalty=0.5)
-    with pytest.raises(NotHonoured, match="CUDA graph"):
+    with pytest.raises(UnsupportedParameter, match="CUDA graph"):
         Engine.check_request(engine, asked)
     cpu = TransformersEngine(device="cpu")
     cpu._decide_penalties("cpu")

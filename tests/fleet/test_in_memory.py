@@ -21,7 +21,7 @@ from streaming.core.exceptions import (
     BadRequest,
     EngineBusy,
     GenerationError,
-    NotHonoured,
+    UnsupportedParameter,
     WorkerUnavailable,
 )
 from streaming.core.request import Fault
@@ -233,7 +233,9 @@ async def test_the_workers_announce_their_engines_capabilities_and_fault_works_b
     chunks, error = await read(fleet.web.generate(asked))
 
     assert len(chunks) == 2 and error is not None and error.code == "context_length"
-    with pytest.raises(NotHonoured, match="`repetition_penalty`: the deterministic engine"):
+    with pytest.raises(
+        UnsupportedParameter, match="`repetition_penalty`: the deterministic engine"
+    ):
         fleet.web.check_request(dataclasses.replace(request(), repetition_penalty=1.2))
 
 
@@ -243,7 +245,7 @@ async def test_a_worker_that_announces_no_capabilities_is_judged_by_its_engines_
     presence = fleet.web.presence
     for engine, upstream in (("deterministic", False), ("openai", True)):
         for info in presence.workers.values():
-            info.capabilities, info.engine = {}, engine
+            info.heartbeat = dataclasses.replace(info.heartbeat, capabilities={}, engine=engine)
         assert fleet.web.capabilities == Capabilities(upstream_options=upstream)
     with pytest.raises(BadRequest, match="`fault` is a test hook"):
         fleet.web.check_request(dataclasses.replace(request(), fault=Fault(at=2, kind="cut")))
