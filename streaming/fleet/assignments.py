@@ -1,10 +1,11 @@
 """What a web process keeps of the fleet (fleet/engine.py): each generation of its own on a
 worker, each replica it follows, each worker's last heartbeat. One record each, made and freed
-in one place."""
+in one place (`Assignments`, handed to the engine's inbox and handover)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,9 +31,10 @@ JOIN_EVERY = 256  # chunks of an assignment's text kept apart before they are jo
 
 @dataclass
 class Assignment:
-    """One generation of ours on a worker (its stream is in `streams`): made by `generate`,
-    freed by `release`, nowhere else."""
+    """One generation of ours on a worker: made by `generate`, freed by `release`, nowhere
+    else (`Assignments`)."""
 
+    stream: TokenStream  # the engine's own stream of it
     worker: str  # the worker's channel
     log: dict[str, Any] | None = None  # its log's options (FleetSharing.keep), sent with `generate`
     sent_at: float | None = None  # when `generate` went (None: not yet)
@@ -103,3 +105,92 @@ class WorkerInfo:
     def channel(self) -> str:
         """Its channel's name, as its heartbeat gave it."""
         return self.heartbeat.worker
+
+
+class Assignments:
+    """A web process's records of the fleet's generations: its own (`Assignment`), the
+    replicas it follows (`Following`), and how many of ours each worker runs."""
+
+    def __init__(self) -> None:
+        self.own: dict[str, Assignment] = {}
+        self.followed: dict[str, Following] = {}
+        self.assigned: Counter[str] = Counter()  # worker channel → our streams on it
+        # Answers handed over or followed again: chunks of theirs count only from their worker.
+        self.moved: set[str] = set()
+
+    def get(self, generation_id: str) -> Assignment | None:
+        """Our generation's record, if it is ours."""
+        return self.own.get(generation_id)
+
+    def __getitem__(self, generation_id: str) -> Assignment:
+        return self.own[generation_id]
+
+    def add(self, stream: TokenStream, max_text: int) -> Assignment:
+        """Record a generation of ours, not yet on a worker (`assign`)."""
+        assignment = self.own[stream.id] = Assignment(stream, "", max_text=max_text)
+        return assignment
+
+    def release(self, generation_id: str) -> None:
+        """Forget a generation of ours."""
+        assignment = self.own.pop(generation_id, None)
+        if assignment is not None:
+            self._unassign(assignment)
+        self.moved.discard(generation_id)
+
+    def assign(self, assignment: Assignment, worker: WorkerInfo, at: int = 0) -> None:
+        """Make `worker` the one that runs it, from token `at` on."""
+        if assignment.worker:
+            self._unassign(assignment)
+        assignment.worker = worker.channel
+        assignment.made_by.append((worker.channel, at))
+        self.assigned[worker.channel] += 1
+        if worker.free is not None:
+            worker.free -= 1  # until its next heartbeat says otherwise
+
+    def move(self, assignment: Assignment, worker: WorkerInfo, at: int) -> None:
+        """Hand it over to `worker` from token `at`: only that worker's chunks count now."""
+        self.assign(assignment, worker, at)
+        self.moved.add(assignment.stream.id)
+
+    def _unassign(self, assignment: Assignment) -> None:
+        self.assigned[assignment.worker] -= 1
+        if self.assigned[assignment.worker] <= 0:
+            del self.assigned[assignment.worker]
+
+    def on(self, worker: str) -> list[Assignment]:
+        """Our generations that `worker` runs."""
+        return [a for a in self.own.values() if a.worker == worker]
+
+    def follow(self, stream: TokenStream, worker: str, follower: Follower) -> None:
+        """Record a replica's stream, fed by `worker` from now on."""
+        if stream.id in self.followed:
+            self.moved.add(stream.id)  # followed again, on another worker: only its chunks count
+        self.followed[stream.id] = Following(stream, worker, follower)
+
+    def unfollow(self, generation_id: str) -> None:
+        """Forget a replica's stream."""
+        self.followed.pop(generation_id, None)
+        if generation_id not in self.own:
+            self.moved.discard(generation_id)
+
+    def following_on(self, worker: str) -> list[Following]:
+        """The replicas that `worker` feeds."""
+        return [f for f in self.followed.values() if f.worker == worker]
+
+    def stream(self, generation_id: str) -> TokenStream | None:
+        """Our stream of it, or the replica's we follow."""
+        if (assignment := self.own.get(generation_id)) is not None:
+            return assignment.stream
+        following = self.followed.get(generation_id)
+        return following.stream if following is not None else None
+
+    def worker_of(self, generation_id: str) -> str:
+        """The worker that feeds it ("" when none does)."""
+        if (assignment := self.own.get(generation_id)) is not None:
+            return assignment.worker
+        following = self.followed.get(generation_id)
+        return following.worker if following is not None else ""
+
+    def left_by(self, generation_id: str, sender: str) -> bool:
+        """Whether `sender` is a worker it has moved away from (its chunks no longer count)."""
+        return generation_id in self.moved and sender != self.worker_of(generation_id)

@@ -2,16 +2,16 @@
 then its end (for a durable answer, once its log in Redis has it).
 
 The queue and the one send loop per web process are in fleet/outbox.py; this is what the worker
-puts in them (mixed into ModelWorkerConsumer, fleet/worker.py).
+puts in them (the worker's `Delivery`, fleet/worker.py).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from streaming.core.abort import AbortReason
-from streaming.core.config import Config
 from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.latency import summarize
 from streaming.engines.base import Engine
@@ -22,62 +22,50 @@ from streaming.fleet.protocol import HANDED_OVER, End
 from streaming.fleet.webs import Webs
 
 
-class Delivers:
-    """The worker's part in sending what its engine makes (mixed into ModelWorkerConsumer: it
-    uses the consumer's records)."""
+class Delivery:
+    """The worker's generations going out, through one outbox per web process (`outboxes`).
 
-    config: Config
-    engine: Engine
-    audiences: dict[str, Audience]
-    known: dict[str, str]
-    webs: Webs
-    answer_logs: answer_log.AnswerLog
-    outboxes: Outboxes
-    generations: dict[str, Audience]
+    `audiences` and `known` are the worker's records (fleet/worker.py): an audience is freed
+    here once its end is on its way, a known id once its home has that end.
+    """
 
-    async def _pump(self, audience: Audience) -> None:
+    def __init__(
+        self,
+        layer: Any,
+        engine: Engine,
+        *,
+        audiences: dict[str, Audience],
+        known: dict[str, str],
+        webs: Webs,
+        answer_logs: answer_log.AnswerLog,
+        heartbeat_s: float,
+        spawn: Callable[[Any], Any],
+    ) -> None:
+        self.engine = engine
+        self.audiences = audiences
+        self.known = known
+        self.webs = webs
+        self.answer_logs = answer_logs
+        self.heartbeat_s = heartbeat_s  # a batch's longest wait (an empty one: nothing to send)
+        self.outboxes = Outboxes(
+            layer,
+            "",  # the worker's channel, once `start` has opened it
+            spawn,
+            delivered=self._delivered,
+            give_up=self._give_up_on,
+            in_use=self._in_use,
+        )
+
+    async def pump(self, audience: Audience) -> None:
+        """Send each new chunk of the generation to every web process it feeds, then its end
+        (for a durable answer, once its log has it)."""
         stream = audience.stream
-        error_code, finish_reason = None, None
         durable = stream.id in self.answer_logs.open
-        reader = stream.join(audience.sent)
-        try:
-            async for batch in stream.batches(self.config.connections.heartbeat_s, reader=reader):
-                if not batch:
-                    continue
-                for web in audience.fed:  # its home, and any web process following it
-                    self.outboxes[web].add(stream.id, batch)
-                    self.outboxes.flush(web)
-                audience.sent = reader.position
-                audience.streamed = batch[-1].index + batch[-1].tokens
-                if durable and not stream.complete:
-                    self.answer_logs.spoil(stream.id)  # past its cap: no longer whole
-            finish_reason = stream.finish_reason
-        except GenerationError as error:
-            error_code = error.code
-        except StreamCut:
-            error_code = "cut"
-        finally:
-            self.engine.release(stream.id)
-            audience.close()
-
-        def tell_the_readers(last_entry: dict[str, Any] | None = None) -> None:
-            self.audiences.pop(stream.id, None)
-            ending = End(
-                stream.id,
-                finish_reason,
-                error_code,
-                stream.tokens_generated,
-                stream.tokens_after_abort,
-                audience.streamed,
-                last_entry,
-            )
-            for web in audience.fed:
-                self._tell(web, ending)
-
+        finish_reason, error_code = await self._send_chunks(audience, durable)
         if error_code == HANDED_OVER:
             self.answer_logs.drop(stream.id)  # the worker that goes on with it writes its log
         if not durable or error_code == HANDED_OVER:
-            tell_the_readers()
+            self._tell_the_readers(audience, finish_reason, error_code)
             return
         # The web process that started it is gone: a reader elsewhere writes its row, with
         # the latencies measured here.
@@ -98,10 +86,60 @@ class Delivers:
             stream.id,
             stream.logged(stream.end) if stream.complete else [],
             end,
-            then=lambda: tell_the_readers(end),
+            then=lambda: self._tell_the_readers(audience, finish_reason, error_code, end),
         )
 
-    def _tell(self, web: str, end: End) -> None:
+    async def _send_chunks(
+        self, audience: Audience, durable: bool
+    ) -> tuple[str | None, str | None]:
+        """Every chunk to the web processes it feeds, until it ends; (finish reason, error code)."""
+        stream = audience.stream
+        error_code, finish_reason = None, None
+        reader = stream.join(audience.sent)
+        try:
+            async for batch in stream.batches(self.heartbeat_s, reader=reader):
+                if not batch:
+                    continue
+                for web in audience.fed:  # its home, and any web process following it
+                    self.outboxes[web].add(stream.id, batch)
+                    self.outboxes.flush(web)
+                audience.sent = reader.position
+                audience.streamed = batch[-1].index + batch[-1].tokens
+                if durable and not stream.complete:
+                    self.answer_logs.spoil(stream.id)  # past its cap: no longer whole
+            finish_reason = stream.finish_reason
+        except GenerationError as error:
+            error_code = error.code
+        except StreamCut:
+            error_code = "cut"
+        finally:
+            self.engine.release(stream.id)
+            audience.close()
+        return finish_reason, error_code
+
+    def _tell_the_readers(
+        self,
+        audience: Audience,
+        finish_reason: str | None,
+        error_code: str | None,
+        last_entry: dict[str, Any] | None = None,
+    ) -> None:
+        """Free the generation's audience and queue its end for every web process it fed."""
+        stream = audience.stream
+        self.audiences.pop(stream.id, None)
+        ending = End(
+            stream.id,
+            finish_reason,
+            error_code,
+            stream.tokens_generated,
+            stream.tokens_after_abort,
+            audience.streamed,
+            last_entry,
+        )
+        for web in audience.fed:
+            self.tell(web, ending)
+
+    def tell(self, web: str, end: End) -> None:
         """Queue a generation's end for `web` (after the chunks queued before it)."""
         self.outboxes[web].ends.append(end)
         self.outboxes.flush(web)
@@ -116,6 +154,6 @@ class Delivers:
 
     async def _give_up_on(self, web: str) -> None:
         """`web` has read nothing for GIVE_UP_FULL_S (outbox.py): abort what it is home to."""
-        for generation_id, audience in list(self.generations.items()):
-            if audience.home == web:
+        for generation_id, audience in list(self.audiences.items()):
+            if audience.home == web and not audience.stream.finished:
                 await self.engine.abort(generation_id, AbortReason.CANCELLED)

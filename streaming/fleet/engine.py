@@ -1,9 +1,10 @@
 """The web side of separate model workers: the Engine protocol over Channels' Redis layer.
 
-Each web process has one reply channel; a reader task hands incoming chunks to the local
-TokenStreams (fleet/inbox.py), so the views cannot tell this engine from an in-process one.
-Workers announce themselves by heartbeat; a worker silent for WORKER_TIMEOUT_S is presumed dead
-and its answers go on on another (fleet/handover.py; `worker_unavailable` when none is left).
+Each web process has one reply channel (fleet/link.py); its `Inbox` hands incoming chunks to
+the local TokenStreams (fleet/inbox.py), so the views cannot tell this engine from an in-process
+one. Workers announce themselves by heartbeat; a worker silent for WORKER_TIMEOUT_S is presumed
+dead and its answers go on on another (the `Handover`, fleet/handover.py; `worker_unavailable`
+when none is left). What it keeps of each generation is in fleet/assignments.py.
 Tokens lost on the way (Redis restarted) are asked for again. The messages are in
 streaming/fleet/protocol.py.
 """
@@ -14,10 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections import Counter
 from typing import Any
-
-from channels.layers import get_channel_layer
 
 from streaming.core.capabilities import Capabilities
 from streaming.core.config import Config, FleetSettings, RetentionSettings
@@ -25,11 +23,12 @@ from streaming.core.exceptions import EngineBusy, GenerationError, WorkerUnavail
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
-from streaming.fleet import handover, protocol
-from streaming.fleet.assignments import Assignment, Follower, Following, WorkerInfo
-from streaming.fleet.inbox import Receives
+from streaming.fleet import protocol
+from streaming.fleet.assignments import Assignment, Assignments, Follower, Following, WorkerInfo
+from streaming.fleet.handover import Handover, choose
+from streaming.fleet.inbox import Inbox
+from streaming.fleet.link import Link
 from streaming.fleet.presence import Presence
-from streaming.fleet.protocol import WORKERS_GROUP
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ ABORT_ACK_S = 2.0  # how long an abort waits for the worker's final counters
 QUERY_S = 0.5  # how long a cross-process lookup waits for the owning worker to answer
 
 
-class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
+class ChannelLayerEngine(Engine):
     """Generations run in `runworker model-worker` processes; this side streams them (their
     answers are shared with other web processes through fleet/sharing.py)."""
 
@@ -45,16 +44,19 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         super().__init__()
         self.fleet_settings = fleet_settings
         self.retention = retention
-        self.layer = None
-        self.reply_channel = ""
+        self.link = Link()
         self.presence = Presence(fleet_settings)
-        self.assignments: dict[str, Assignment] = {}  # generation id → where it runs
-        self.assigned: Counter[str] = Counter()  # worker channel → our streams on it
-        self.followed: dict[str, Following] = {}  # generation id → a replica's
-        # Answers handed over or followed again: chunks of theirs count only from their worker.
-        self.moved: set[str] = set()
-        self._queries: dict[str, asyncio.Future[protocol.State]] = {}
+        self.assignments = Assignments()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.handover = Handover(
+            self.assignments,
+            self.presence,
+            self.link,
+            fleet_settings,
+            spawn=self._spawn,
+            send_generate=self._send_generate,
+        )
+        self.inbox = Inbox(self.assignments, self.presence, self.handover, fleet_settings)
 
     @classmethod
     def from_config(cls, config: Config) -> ChannelLayerEngine:
@@ -62,6 +64,16 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         return cls(config.fleet, config.retention)
 
     # --- identity ---------------------------------------------------------------------------
+
+    @property
+    def reply_channel(self) -> str:
+        """This process's channel, where workers send what it reads."""
+        return self.link.reply_channel
+
+    @property
+    def followed(self) -> dict[str, Following]:
+        """The replicas' streams we follow, by generation id."""
+        return self.assignments.followed
 
     @property
     def workers(self) -> dict[str, WorkerInfo]:
@@ -103,9 +115,8 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
 
     async def start(self) -> None:
         """Open this process's reply channel and listen for workers."""
-        self.layer = get_channel_layer()
-        self.reply_channel = await self.layer.new_channel("web.")
-        self._spawn(self._receive_loop())
+        await self.link.open()
+        self._spawn(self.inbox.listen(self.link))
         self._spawn(self._presence_loop())
         self.ready = True
 
@@ -136,32 +147,15 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         live = self.presence.live()
         if not live:
             raise WorkerUnavailable(self.presence.why_unavailable())
-        worker = handover.choose(live, self.assigned)
+        worker = choose(live, self.assignments.assigned)
         if worker is None:
             raise EngineBusy("Every model worker is at capacity.")
         stream = self.streams[request.id] = TokenStream(request, self.counters)
         # Its text is kept (up to the cap), so that another worker can go on with it.
-        assignment = self.assignments[request.id] = Assignment(
-            "", max_text=self.retention.resume_max_bytes
-        )
-        self._assign(assignment, worker)
+        assignment = self.assignments.add(stream, max_text=self.retention.resume_max_bytes)
+        self.assignments.assign(assignment, worker)
         self._spawn(self._send_generate(stream, assignment))
         return stream
-
-    def _assign(self, assignment: Assignment, worker: WorkerInfo, at: int = 0) -> None:
-        """Make `worker` the one that runs it, from token `at` on."""
-        if assignment.worker:
-            self._unassign(assignment)
-        assignment.worker = worker.channel
-        assignment.made_by.append((worker.channel, at))
-        self.assigned[worker.channel] += 1
-        if worker.free is not None:
-            worker.free -= 1  # until its next heartbeat says otherwise
-
-    def _unassign(self, assignment: Assignment) -> None:
-        self.assigned[assignment.worker] -= 1
-        if self.assigned[assignment.worker] <= 0:
-            del self.assigned[assignment.worker]
 
     async def _send_generate(
         self,
@@ -175,7 +169,7 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         )
         assignment.sent_at = None
         try:
-            await self.layer.send(assignment.worker, message.encode())
+            await self.link.send(assignment.worker, message)
             assignment.sent_at = time.monotonic()
         except Exception as error:
             self._fail(stream, f"Could not reach the model worker: {error}")
@@ -191,21 +185,18 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
     async def follow(self, stream: TokenStream, worker: str, follower: Follower) -> None:
         """Have `worker` feed `stream`, a replica of its generation `stream.id`, from the token
         it has on, until `unfollow`."""
-        if stream.id in self.followed:
-            self.moved.add(stream.id)  # followed again, on another worker: only its chunks count
-        self.followed[stream.id] = Following(stream, worker, follower)
-        message = protocol.Follow(stream.id, self.reply_channel, stream.tokens_generated)
-        await self.layer.send(worker, message.encode())
+        self.assignments.follow(stream, worker, follower)
+        await self.link.send(
+            worker, protocol.Follow(stream.id, self.reply_channel, stream.tokens_generated)
+        )
 
     def unfollow(self, generation_id: str) -> None:
         """Feed that stream no more."""
-        self.followed.pop(generation_id, None)
-        if generation_id not in self.streams:
-            self.moved.discard(generation_id)
+        self.assignments.unfollow(generation_id)
 
     async def _tell_workers(self, message: protocol.Attach | protocol.Detach) -> None:
         try:
-            await self.layer.group_send(WORKERS_GROUP, message.encode())
+            await self.link.to_workers(message)
         except Exception as error:
             # A lost detach: the worker aborts once this process is silent, or at the end.
             logger.warning("%s of %s not sent: %r", message.type, message.id, error)
@@ -220,7 +211,7 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
             # `unread`: tokens produced before the abort that nobody read (the grace period
             # ran out, answer.py); the worker counts them as wasted with the rest.
             abort = protocol.Abort(stream.id, unread=stream.tokens_after_abort)
-            await self.layer.send(assignment.worker, abort.encode())
+            await self.link.send(assignment.worker, abort)
             await asyncio.wait_for(ack, ABORT_ACK_S)
         except Exception as error:
             logger.warning(
@@ -232,10 +223,7 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
     def release(self, request_id: str) -> None:
         """Forget a finished stream."""
         super().release(request_id)
-        assignment = self.assignments.pop(request_id, None)
-        if assignment is not None:
-            self._unassign(assignment)
-        self.moved.discard(request_id)
+        self.assignments.release(request_id)
 
     def _fail(self, stream: TokenStream, message: str) -> None:
         if not stream.finished:
@@ -246,7 +234,7 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
 
     async def abort_elsewhere(self, generation_id: str) -> None:
         """Abort a generation that some other web process streams."""
-        await self.layer.group_send(WORKERS_GROUP, protocol.Abort(generation_id).encode())
+        await self.link.to_workers(protocol.Abort(generation_id))
 
     async def query(self, generation_id: str) -> dict[str, Any] | None:
         """A live generation's counters from whichever worker runs it, or None.
@@ -256,33 +244,27 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         """
         if not self.workers:
             return None
-        future = asyncio.get_running_loop().create_future()
-        self._queries[generation_id] = future
-        try:
-            await self.layer.group_send(
-                WORKERS_GROUP, protocol.Query(generation_id, self.reply_channel).encode()
-            )
-            return dataclasses.asdict(await asyncio.wait_for(future, QUERY_S))
-        except (TimeoutError, Exception):
-            return None
-        finally:
-            self._queries.pop(generation_id, None)
+        with self.inbox.state_of(generation_id) as answer:
+            try:
+                await self.link.to_workers(protocol.Query(generation_id, self.reply_channel))
+            except Exception as error:
+                # The layer is down: nobody can say, as when no worker runs it.
+                logger.warning("query of %s not sent: %r", generation_id, error)
+                return None
+            try:
+                return dataclasses.asdict(await asyncio.wait_for(answer, QUERY_S))
+            except TimeoutError:
+                return None  # no worker runs it (or its answer is late)
 
     # --- presence ---------------------------------------------------------------------------
 
     async def _presence_loop(self) -> None:
         while True:
-            await self.presence.beat(self.layer, self.reply_channel)
+            await self.presence.beat(self.link.layer, self.reply_channel)
             for worker in self.presence.silent():
                 logger.warning("model worker %s is silent; presumed dead", worker)
-                for generation_id, assignment in list(self.assignments.items()):
-                    if assignment.worker == worker:
-                        self._spawn(
-                            self._hand_over(
-                                self.streams[generation_id], f"{worker} stopped answering"
-                            )
-                        )
-                for following in list(self.followed.values()):
-                    if following.worker == worker:
-                        following.follower.moved(following.stream.id)
+                for assignment in self.assignments.on(worker):
+                    self.handover.soon(assignment.stream, f"{worker} stopped answering")
+                for following in self.assignments.following_on(worker):
+                    following.follower.moved(following.stream.id)
             await asyncio.sleep(self.fleet_settings.heartbeat_s / 2)

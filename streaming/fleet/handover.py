@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import logging
 from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from streaming.core.chunk_log import as_list
@@ -22,14 +23,20 @@ from streaming.core.config import FleetSettings
 from streaming.core.exceptions import GenerationError
 from streaming.core.request import Continuation, GenerationRequest
 from streaming.core.stream import TokenStream
-from streaming.fleet.assignments import Assignment, Following, WorkerInfo
+from streaming.fleet.assignments import Assignment, Assignments, WorkerInfo
+from streaming.fleet.link import Link
 from streaming.fleet.presence import Presence
-from streaming.fleet.protocol import HANDED_OVER, Abort, Envelope, Follow
+from streaming.fleet.protocol import HANDED_OVER, Abort, Follow
 
 logger = logging.getLogger(__name__)
 
 # Per answer: past it, what ends the answer is not a worker's fault (a request that kills them).
 MAX_HANDOVERS = 3
+
+# (stream, assignment, the request going on, its chunks so far): the engine's `generate` sending.
+SendGenerate = Callable[
+    [TokenStream, Assignment, GenerationRequest, list[list[Any]]], Awaitable[None]
+]
 
 
 def continued(
@@ -64,20 +71,35 @@ def choose(
     )
 
 
-class HandsOver:
-    """The fleet engine's part in a handover, and in asking again for tokens lost on the way
-    (mixed into ChannelLayerEngine: it uses the engine's records and sends)."""
+class Handover:
+    """Our answers going on on another worker, and tokens lost on the way asked for again.
 
-    assignments: dict[str, Assignment]
-    assigned: Counter[str]
-    followed: dict[str, Following]
-    moved: set[str]
-    presence: Presence
-    fleet_settings: FleetSettings
-    reply_channel: str
-    layer: Any
+    `send_generate`: the engine's sending of a `generate` (it ends the stream if that fails).
+    """
 
-    async def _hand_over(self, stream: TokenStream, why: str, *, again: bool = False) -> None:
+    def __init__(
+        self,
+        assignments: Assignments,
+        presence: Presence,
+        link: Link,
+        fleet_settings: FleetSettings,
+        *,
+        spawn: Callable[[Coroutine[Any, Any, None]], None],
+        send_generate: SendGenerate,
+    ) -> None:
+        self.assignments = assignments
+        self.presence = presence
+        self.link = link
+        self.timeout_s = fleet_settings.timeout_s  # how long to wait for a worker with room
+        self.heartbeat_s = fleet_settings.heartbeat_s
+        self.spawn = spawn
+        self.send_generate = send_generate
+
+    def soon(self, stream: TokenStream, why: str, *, again: bool = False) -> None:
+        """`hand_over`, in a task of its own."""
+        self.spawn(self.hand_over(stream, why, again=again))
+
+    async def hand_over(self, stream: TokenStream, why: str, *, again: bool = False) -> None:
         """Go on with one of our answers on another worker (`again`: the same one may do),
         from where it is; end it when none can."""
         assignment = self.assignments.get(stream.id)
@@ -105,40 +127,31 @@ class HandsOver:
             worker.channel,
             stream.tokens_generated,
         )
-        self._assign(assignment, worker, stream.tokens_generated)
-        self.moved.add(stream.id)  # from now on only its new worker's chunks count
+        self.assignments.move(assignment, worker, stream.tokens_generated)
         if gone != worker.channel:
             # Alive after all (or stopping): it ends its copy without an end for anyone.
-            self._spawn(self._send_quietly(gone, Abort(stream.id, handed_over=True)))
+            self.spawn(self.link.send_quietly(gone, Abort(stream.id, handed_over=True)))
         request, carried = continued(stream, assignment)
-        await self._send_generate(stream, assignment, request, carried)
+        await self.send_generate(stream, assignment, request, carried)
 
     async def _worker_for(self, stream: TokenStream, excluding: str | None) -> WorkerInfo | None:
         """A live worker with room; waiting for one up to WORKER_TIMEOUT_S (after a Redis
         restart, a worker says it is ready once its ping has come back)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.fleet_settings.timeout_s
+        deadline = loop.time() + self.timeout_s
         while True:
-            worker = choose(self.presence.live(), self.assigned, excluding)
+            worker = choose(self.presence.live(), self.assignments.assigned, excluding)
             if worker is not None or loop.time() >= deadline or stream.finished:
                 return worker
-            await asyncio.sleep(self.fleet_settings.heartbeat_s / 2)  # no event: heartbeats
+            await asyncio.sleep(self.heartbeat_s / 2)  # no event: heartbeats
 
-    async def _send_quietly(self, channel: str, message: Envelope) -> None:
-        try:
-            await self.layer.send(channel, message.encode())
-        except Exception as error:
-            logger.warning("%s to %s not sent: %r", message.type, channel, error)
-
-    def _resend(self, stream: TokenStream, worker: str, assignment: Assignment | None) -> None:
+    def resend(self, stream: TokenStream) -> None:
         """Tokens of `stream` were lost on the way (Redis restarted): ask its worker for them
         again, once until it answers (its `followed` answer; `gone`: it no longer has them)."""
-        holder = assignment if assignment is not None else self.followed.get(stream.id)
+        generation_id = stream.id
+        holder = self.assignments.get(generation_id) or self.assignments.followed.get(generation_id)
         if holder is None or holder.resending:
             return
         holder.resending = True
-        self._spawn(
-            self._send_quietly(
-                worker, Follow(stream.id, self.reply_channel, stream.tokens_generated)
-            )
-        )
+        follow = Follow(generation_id, self.link.reply_channel, stream.tokens_generated)
+        self.spawn(self.link.send_quietly(self.assignments.worker_of(generation_id), follow))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import signal
 import time
 from bisect import bisect_right
@@ -28,8 +27,8 @@ from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
 from streaming.fleet import answer_log, protocol, stopping, store
 from streaming.fleet.audience import Audience
-from streaming.fleet.delivery import Delivers
-from streaming.fleet.outbox import RETRY_FULL_S, Outboxes
+from streaming.fleet.delivery import Delivery
+from streaming.fleet.outbox import RETRY_FULL_S
 from streaming.fleet.protocol import HANDED_OVER, HEARTBEATS_GROUP, WORKERS_GROUP, End
 from streaming.fleet.webs import Webs
 
@@ -38,26 +37,20 @@ logger = logging.getLogger(__name__)
 STOP_S = 5.0  # stopping: how long the last ends may take to reach the web processes
 
 
-class ModelWorkerConsumer(Delivers, AsyncConsumer):
-    """A thin adapter between channel-layer messages and one engine."""
+class WorkerCannotStart(Exception):
+    """The worker's engine failed to start: the process must leave (runworker's ModelWorker)."""
 
-    engine: Engine
+
+class ModelWorkerConsumer(AsyncConsumer):
+    """A thin adapter between channel-layer messages and one engine."""
 
     def __init__(self, answer_logs: answer_log.AnswerLog | None = None) -> None:
         """`answer_logs`: where durable answers are logged (None: Redis; a test gives its own)."""
         super().__init__()
-        self.given_answer_logs = answer_logs
-
-    async def __call__(self, scope, receive, send):
-        """Load the engine, start heartbeats, then take messages from both channels.
-
-        Unlike AsyncConsumer's loop, a Redis outage does not end this one: receiving is
-        retried, so the worker carries on when Redis is back.
-        """
-        self.scope, self.base_send = scope, send
         self.config = config.current()  # this process's settings, as they were at its start
         self.channel_layer = get_channel_layer()
-        self.channel_name = await self.channel_layer.new_channel("model-worker.")
+        self.channel_name = ""  # opened by `start`
+        self.engine: Engine = build_engine(local=True)  # loaded by `start`
         # One record per generation, from `generate` until its end reached its readers.
         self.audiences: dict[str, Audience] = {}
         # Ids a web process may still wait for: live, or ended but the end not yet delivered to
@@ -67,36 +60,51 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
         self.webs = Webs(self.config.fleet.timeout_s)
         # The one choice of where answers are logged: the client is made on first use, so a
         # worker without durable answers never needs Redis for them.
-        self.answer_logs = self.given_answer_logs or answer_log.RedisLog(
+        self.answer_logs = answer_logs or answer_log.RedisLog(
             store.redis, retained_max=self.config.retention.retained_max
         )
         self.tasks: set[asyncio.Task[Any]] = set()
-        self.outboxes = Outboxes(
+        self.delivery = Delivery(
             self.channel_layer,
-            self.channel_name,
-            self._spawn,
-            delivered=self._delivered,
-            give_up=self._give_up_on,
-            in_use=self._in_use,
+            self.engine,
+            audiences=self.audiences,
+            known=self.known,
+            webs=self.webs,
+            answer_logs=self.answer_logs,
+            heartbeat_s=self.config.connections.heartbeat_s,
+            spawn=self._spawn,
         )
+        self.outboxes = self.delivery.outboxes  # what each web process has not been sent yet
         self.shutting_down = False
-        self.engine = build_engine(local=True)
+        self.pings_seen = 0  # the last of our own pings to come back (`_heartbeats`)
+
+    async def __call__(self, scope, receive, send):
+        """Start, then take messages from both channels.
+
+        AsyncConsumer's loop would end at the first failed receive: this one retries, so the
+        worker carries on when Redis is back; and it starts the engine before taking any.
+        """
+        self.scope, self.base_send = scope, send
+        await self.start()
+        own = functools.partial(self.channel_layer.receive, self.channel_name)
+        await asyncio.gather(self._listen(receive), self._listen(own))
+
+    async def start(self) -> None:
+        """Open our channel, load the engine (WorkerCannotStart if it fails), start heartbeats."""
+        self.channel_name = await self.channel_layer.new_channel("model-worker.")
+        self.outboxes.sender = self.channel_name  # every message names its worker
         stopping.on_signals(self.stop)  # before the engine's start, which may take minutes
         try:
             self.engine.preflight()
             await self.engine.start()
-        except Exception:
-            # A worker without its engine would sit on its channel answering nobody. Nothing
-            # has started yet, so it leaves at once (a SystemExit here would end only this task).
-            logger.exception("the model worker's engine failed to start; exiting")
-            os._exit(1)
+        except Exception as error:
+            # A worker without its engine would sit on its channel answering nobody.
+            raise WorkerCannotStart("the model worker's engine failed to start") from error
         freeze_loaded()
         logger.info(
             "model worker %s ready: %s (%s)", self.channel_name, self.engine.name, self.engine.model
         )
         self._spawn(self._heartbeats())
-        own = functools.partial(self.channel_layer.receive, self.channel_name)
-        await asyncio.gather(self._listen(receive), self._listen(own))
 
     @property
     def generations(self) -> dict[str, Audience]:
@@ -172,12 +180,12 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
         try:
             if self.shutting_down:
                 # Sent before our last heartbeat said "not ready": let another worker take it.
-                self._tell(web, End(request.id, None, HANDED_OVER, 0, 0, 0))
+                self.delivery.tell(web, End(request.id, None, HANDED_OVER, 0, 0, 0))
                 return
             self.engine.check_request(request)
             stream = self.engine.generate(request)
         except StreamingError as error:
-            self._tell(web, End(request.id, None, error.code, 0, 0, 0))
+            self.delivery.tell(web, End(request.id, None, error.code, 0, 0, 0))
             return
         durable = message.log  # how a durable answer is kept (None: not durable)
         audience = self.audiences[request.id] = Audience(
@@ -204,7 +212,7 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
                 "worker": self.channel_name,
             }
             self.answer_logs.start(request.id, first, retention_s=durable["retention_s"])
-        self._spawn(self._pump(audience))
+        self._spawn(self.delivery.pump(audience))
 
     async def abort(self, message: protocol.Abort) -> None:
         """Stop a generation, if it is ours (aborts are broadcast to every worker);
@@ -313,7 +321,6 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
         # restarted), and work sent then would be lost. Each beat pings our own channel; we
         # say we are ready only while the previous ping came back.
         seq = 0
-        self.pings_seen = 0
         while True:
             try:
                 await self.channel_layer.group_add(WORKERS_GROUP, self.channel_name)

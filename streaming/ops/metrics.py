@@ -59,63 +59,58 @@ LATENCY_BUCKETS_S = (
 )
 
 
+ENGINE_LABELS = ("engine", "model")  # the labels of every per-engine metric
+
+
 class Metrics:
     """The metric objects, built once per process on first use (not at import)."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
-        engine_labels = ("engine", "model")
-        self.ttft = Histogram(
+        def latency(name: str, documentation: str) -> Histogram:
+            return Histogram(
+                name, documentation, ENGINE_LABELS, buckets=LATENCY_BUCKETS_S, registry=registry
+            )
+
+        def tally(
+            name: str, documentation: str, labels: tuple[str, ...] = ENGINE_LABELS
+        ) -> Counter:
+            return Counter(name, documentation, labels, registry=registry)
+
+        self.ttft = latency(
             "streaming_time_to_first_token_seconds",
             "Time from the engine accepting a generation to its first token.",
-            engine_labels,
-            buckets=LATENCY_BUCKETS_S,
-            registry=registry,
         )
-        self.tpot = Histogram(
+        self.tpot = latency(
             "streaming_time_per_output_token_seconds",
             "Mean time per output token after the first, one observation per generation.",
-            engine_labels,
-            buckets=LATENCY_BUCKETS_S,
-            registry=registry,
         )
-        self.itl = Histogram(
+        self.itl = latency(
             "streaming_inter_token_latency_seconds",
             "Gaps between consecutive tokens, every gap of every generation.",
-            engine_labels,
-            buckets=LATENCY_BUCKETS_S,
-            registry=registry,
         )
-        self.generations = Counter(
+        self.generations = tally(
             "streaming_generations",
             "Generations ended, by how they ended and the API that served them.",
             ("status", "api"),
-            registry=registry,
         )
-        self.tokens_generated = Counter(
+        self.tokens_generated = tally(
             "streaming_tokens_generated",
             "Tokens the engine produced, counted when each generation ends.",
-            engine_labels,
-            registry=registry,
         )
-        self.tokens_after_abort = Counter(
+        self.tokens_after_abort = tally(
             "streaming_tokens_after_abort",
             "Tokens produced after the generation was aborted: work nobody read.",
-            engine_labels,
-            registry=registry,
         )
         # The Responses API's `background` ones run with nobody reading: an operator sees
         # what runs for nobody.
-        self.background_generations = Counter(
+        self.background_generations = tally(
             "streaming_background_generations",
             "Background generations ended (they run with nobody reading), by how they ended.",
             ("status",),
-            registry=registry,
         )
-        self.background_tokens = Counter(
+        self.background_tokens = tally(
             "streaming_background_tokens_generated",
             "Tokens background generations produced, counted when each ends.",
-            engine_labels,
-            registry=registry,
         )
         # `livesum`: a process that has exited (and said so) no longer counts towards the sum.
         self.streams_in_flight = Gauge(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from channels.management.commands.runworker import Command as ChannelsRunworker
 from channels.worker import Worker
 
-from streaming.fleet.worker import RETRY_FULL_S
+from streaming.fleet.worker import RETRY_FULL_S, WorkerCannotStart
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +43,15 @@ class ModelWorker(Worker):
                     channel, {"type": "channel", "channel": channel}
                 )
                 await queue.put(message)
+
+    async def application_exception(self, exception, application_details):
+        """A consumer whose engine failed to start ends the process, with status 1."""
+        if isinstance(exception, WorkerCannotStart):
+            logger.error("%s; exiting", exception, exc_info=exception)
+            # At once: a SystemExit would end only this task, and threads the engine began
+            # loading may never end.
+            os._exit(1)
+        await super().application_exception(exception, application_details)
 
 
 class Command(ChannelsRunworker):
