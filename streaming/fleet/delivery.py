@@ -41,7 +41,7 @@ class Delivers:
         durable = stream.id in self.answer_logs.open
         reader = stream.join(audience.sent)
         try:
-            async for batch in stream.batches(self.config.connections.heartbeat_s, reader=reader):
+            async for batch in stream.batches(reader=reader):
                 if not batch:
                     continue
                 for web in audience.fed:  # its home, and any web process following it
@@ -66,8 +66,8 @@ class Delivers:
                 stream.id,
                 finish_reason,
                 error_code,
-                stream.tokens_generated,
-                stream.tokens_after_abort,
+                stream.stats.tokens_generated,
+                stream.stats.tokens_after_abort,
                 audience.streamed,
                 last_entry,
             )
@@ -81,14 +81,14 @@ class Delivers:
             return
         # The web process that started it is gone: a reader elsewhere writes its row, with
         # the latencies measured here.
-        orphan = not self.webs.alive(audience.home)
+        orphan, stats = not self.webs.alive(audience.home), stream.stats
         end = {
             "finish_reason": finish_reason,
             "error_code": error_code,
-            "tokens_generated": stream.tokens_generated,
-            "tokens_after_abort": stream.tokens_after_abort,
+            "tokens_generated": stats.tokens_generated,
+            "tokens_after_abort": stats.tokens_after_abort,
             "orphan": orphan,
-            "figures": summarize(stream.created_at, stream.token_times, time.monotonic())
+            "figures": summarize(stats.created_at, stats.token_times, time.monotonic())
             if orphan
             else {},
         }
@@ -96,7 +96,7 @@ class Delivers:
         # replica): any reader after it, in any web process, finds the whole answer in Redis.
         self.answer_logs.end(
             stream.id,
-            stream.logged(stream.end) if stream.complete else [],
+            stream.chunks() if stream.complete else [],
             end,
             then=lambda: tell_the_readers(end),
         )

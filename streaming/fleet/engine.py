@@ -192,7 +192,7 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         if stream.id in self.followed:
             self.moved.add(stream.id)  # followed again, on another worker: only its chunks count
         self.followed[stream.id] = Following(stream, worker, follower)
-        message = protocol.Follow(stream.id, self.reply_channel, stream.tokens_generated)
+        message = protocol.Follow(stream.id, self.reply_channel, stream.stats.tokens_generated)
         await self.layer.send(worker, message.encode())
 
     def unfollow(self, generation_id: str) -> None:
@@ -217,7 +217,7 @@ class ChannelLayerEngine(handover.HandsOver, Receives, Engine):
         try:
             # `unread`: tokens produced before the abort that nobody read (the grace period
             # ran out, answer.py); the worker counts them as wasted with the rest.
-            abort = protocol.Abort(stream.id, unread=stream.tokens_after_abort)
+            abort = protocol.Abort(stream.id, unread=stream.stats.tokens_after_abort)
             await self.layer.send(assignment.worker, abort.encode())
             await asyncio.wait_for(ack, ABORT_ACK_S)
         except Exception as error:

@@ -40,9 +40,11 @@ def continued(
     assert assignment.text is not None
     request = dataclasses.replace(
         stream.request,
-        continuation=Continuation(tokens=stream.tokens_generated, text="".join(assignment.text)),
+        continuation=Continuation(
+            tokens=stream.stats.tokens_generated, text="".join(assignment.text)
+        ),
     )
-    return request, [as_list(c) for c in stream.logged(stream.end)] if assignment.log else []
+    return request, [as_list(c) for c in stream.chunks()] if assignment.log else []
 
 
 def can_go_on(stream: TokenStream, assignment: Assignment) -> bool:
@@ -103,9 +105,9 @@ class HandsOver:
             stream.id,
             why,
             worker.channel,
-            stream.tokens_generated,
+            stream.stats.tokens_generated,
         )
-        self._assign(assignment, worker, stream.tokens_generated)
+        self._assign(assignment, worker, stream.stats.tokens_generated)
         self.moved.add(stream.id)  # from now on only its new worker's chunks count
         if gone != worker.channel:
             # Alive after all (or stopping): it ends its copy without an end for anyone.
@@ -139,6 +141,6 @@ class HandsOver:
         holder.resending = True
         self._spawn(
             self._send_quietly(
-                worker, Follow(stream.id, self.reply_channel, stream.tokens_generated)
+                worker, Follow(stream.id, self.reply_channel, stream.stats.tokens_generated)
             )
         )

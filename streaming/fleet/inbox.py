@@ -96,8 +96,8 @@ class Receives:
                 continue
             if moved and generation_id in moved and sender != self._worker_of(generation_id):
                 continue  # from the worker it left
-            if index != stream.tokens_generated:
-                if index > stream.tokens_generated:
+            if index != stream.stats.tokens_generated:
+                if index > stream.stats.tokens_generated:
                     # A message expired or was lost (Redis restarted): ask for it again.
                     self._resend(
                         stream, self._worker_of(generation_id), self.assignments.get(generation_id)
@@ -121,14 +121,15 @@ class Receives:
             if error_code == HANDED_OVER:
                 self._spawn(self._hand_over(stream, HANDED_OVER))
                 continue
-            if error_code is None and not stream.aborted and end.streamed > stream.tokens_generated:
+            stats = stream.stats
+            if error_code is None and not stream.aborted and end.streamed > stats.tokens_generated:
                 # Its last tokens were lost on the way, with the worker's copy: go on from ours.
                 self._spawn(self._hand_over(stream, "its last tokens were lost", again=True))
                 continue
             # The worker's counters are the truth: it saw every token, read or not. (Only
             # tokens this side found unread may be missing there, if it ended before our abort.)
-            stream.tokens_generated = end.tokens_generated
-            stream.tokens_after_abort = max(end.tokens_after_abort, stream.tokens_after_abort)
+            stats.tokens_generated = end.tokens_generated
+            stats.tokens_after_abort = max(end.tokens_after_abort, stats.tokens_after_abort)
             assignment = self.assignments.get(generation_id)
             ack = assignment.ack if assignment is not None else None
             if ack is not None and not ack.done():

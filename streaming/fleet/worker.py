@@ -228,7 +228,7 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
             state = "gone"  # past its cap: no longer whole
         else:
             chunks = [
-                c for c in audience.stream.logged(audience.sent) if c.index + c.tokens > after
+                c for c in audience.stream.chunks(audience.sent) if c.index + c.tokens > after
             ]
             if chunks and chunks[0].index < after:
                 state = "gone"  # it has a part of that chunk only: its text would have a seam
@@ -264,7 +264,7 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
                 audience.after_grace(
                     self._spawn,
                     functools.partial(self._nobody_reads, code=code),
-                    audience.stream.tokens_generated,
+                    audience.stream.stats.tokens_generated,
                 )
         else:
             # The last to leave says how much came, unread, since its last reader left.
@@ -298,8 +298,8 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
                 message.reply_to,
                 protocol.State(
                     stream.id,
-                    stream.tokens_generated,
-                    stream.tokens_after_abort,
+                    stream.stats.tokens_generated,
+                    stream.stats.tokens_after_abort,
                     stream.finished,
                     self.channel_name,
                 ).encode(),
@@ -357,6 +357,6 @@ class ModelWorkerConsumer(Delivers, AsyncConsumer):
                 if audience.detach(web):
                     # Its readers left at the latest when it was last heard of.
                     heard = self.webs.heard_at.get(web, silent_since)
-                    left_at = bisect_right(audience.stream.token_times, heard)
+                    left_at = bisect_right(audience.stream.stats.token_times, heard)
                     audience.after_grace(self._spawn, self._nobody_reads, left_at)
         self.webs.forget_silent({web for a in self.audiences.values() for web in a.reading})
