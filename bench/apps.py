@@ -167,10 +167,10 @@ async def engine_bare(scope, receive, send) -> None:
     stream = _bare_engine.generate(request)
     await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
     token_event = sse.token_event
-    async for batch in stream.batches(15.0):
+    async for batch in stream.batches():
         frames = b"".join([token_event(c.index, c.text, c.tokens) for c in batch])
         await send({"type": "http.response.body", "body": frames, "more_body": True})
-    summary = {"finish_reason": stream.finish_reason, "tokens": stream.tokens_generated}
+    summary = {"finish_reason": stream.finish_reason, "tokens": stream.stats.tokens_generated}
     await send(
         {
             "type": "http.response.body",
@@ -238,12 +238,12 @@ _naive_streams: dict[str, Any] = {}  # the naive route's TokenStreams, by genera
 
 def _timings(stream) -> dict[str, Any]:
     return {
-        "created_at": stream.created_at,
-        "aborted_at": stream.aborted_at,
+        "created_at": stream.stats.created_at,
+        "aborted_at": stream.stats.aborted_at,
         "finished": stream.finished,
-        "token_times": list(stream.token_times),
-        "tokens_generated": stream.tokens_generated,
-        "tokens_after_abort": stream.tokens_after_abort,
+        "token_times": list(stream.stats.token_times),
+        "tokens_generated": stream.stats.tokens_generated,
+        "tokens_after_abort": stream.stats.tokens_after_abort,
     }
 
 
@@ -295,7 +295,7 @@ async def _bench_naive(scope, receive, send) -> None:
     stream = engine.generate(request)
     _naive_streams[request.id] = stream
     await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-    async for batch in stream.batches(15.0):
+    async for batch in stream.batches():
         frames = b"".join(sse.token_event(c.index, c.text) for c in batch)
         await send({"type": "http.response.body", "body": frames, "more_body": True})
     await send({"type": "http.response.body", "body": sse.DONE, "more_body": False})

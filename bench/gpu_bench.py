@@ -89,9 +89,9 @@ async def load(
         sent = time.perf_counter()
         stream = engine.generate(_request(index, tokens))
         times = []
-        async for batch in stream.batches(60.0):
+        async for batch in stream.batches():
             times += [time.perf_counter()] * len(batch)
-        counts.append(stream.tokens_generated)
+        counts.append(stream.stats.tokens_generated)
         if times:
             ttfts.append(times[0] - sent)
         if len(times) > 1:
@@ -161,12 +161,12 @@ async def abort_within_a_step(
     others = [engine.generate(_request(10_001 + i, tokens)) for i in range(streams - 1)]
 
     async def drain(stream) -> None:
-        async for _ in stream.batches(60.0):
+        async for _ in stream.batches():
             pass
 
     readers = [asyncio.create_task(drain(s)) for s in others]
-    async for _ in target.batches(60.0):
-        if target.tokens_generated >= 4:
+    async for _ in target.batches():
+        if target.stats.tokens_generated >= 4:
             break
     await engine.abort(target.id, AbortReason.CANCELLED)
     await asyncio.sleep(1.0)  # late outputs of the step in flight are counted meanwhile
@@ -175,8 +175,8 @@ async def abort_within_a_step(
     await asyncio.gather(*readers, return_exceptions=True)
     return {
         "streams": streams,
-        "tokens_after_abort": target.tokens_after_abort,
-        "within_one_step": target.tokens_after_abort <= 1,
+        "tokens_after_abort": target.stats.tokens_after_abort,
+        "within_one_step": target.stats.tokens_after_abort <= 1,
     }
 
 

@@ -78,9 +78,9 @@ async def engine_run(engine: TransformersEngine, streams: int, tokens: int) -> f
                 **SAMPLING,
             )
         )
-        async for _ in stream.batches(60.0):
+        async for _ in stream.batches():
             pass
-        return stream.tokens_generated
+        return stream.stats.tokens_generated
 
     started = time.perf_counter()
     counts = await asyncio.gather(*(one(i) for i in range(streams)))

@@ -141,15 +141,16 @@ async def run_engine(engine: TransformersEngine, concurrency: int, args) -> Resu
             )
             engine.check_request(request)
             stream = engine.generate(request)
-            async for _ in stream.batches(60.0):
+            async for _ in stream.batches():
                 pass
             engine.release(request.id)
-            if stream.first_token_at is not None and stream.last_token_at is not None:
+            stats = stream.stats
+            if stats.first_token_at is not None and stats.last_token_at is not None:
                 samples.append(
                     Sample(
-                        stream.first_token_at - stream.created_at,
-                        stream.tokens_generated,
-                        stream.last_token_at - stream.first_token_at,
+                        stats.first_token_at - stats.created_at,
+                        stats.tokens_generated,
+                        stats.last_token_at - stats.first_token_at,
                     )
                 )
 

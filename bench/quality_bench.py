@@ -121,7 +121,7 @@ async def answer_all(
         stream = engine.generate(request)
         texts = []
         try:
-            async for batch in stream.batches(120.0):
+            async for batch in stream.batches():
                 texts += [chunk.text for chunk in batch]
         finally:
             engine.release(request.id)
@@ -129,7 +129,7 @@ async def answer_all(
         return {
             "id": question.id,
             "text": text,
-            "tokens": stream.tokens_generated,
+            "tokens": stream.stats.tokens_generated,
             "right": is_right(text, question.answers),
         }
 

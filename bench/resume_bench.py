@@ -136,7 +136,7 @@ def memory_per_kept_stream(tokens: int, script: str) -> dict[str, float]:
             stream.push(words[index % len(words)])
     used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    used -= sum(sys.getsizeof(stream.token_times) for stream in streams)  # not the log's
+    used -= sum(sys.getsizeof(stream.stats.token_times) for stream in streams)  # not the log's
     text = sum(len(words[i % len(words)].encode()) for i in range(tokens))
     return {
         "tokens": tokens,

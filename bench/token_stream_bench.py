@@ -2,7 +2,8 @@
 
 Many streams at once; each producer pushes one token and yields to the loop, so every read
 waits on the stream (the case of real, paced generation: 20 tokens/s is one wait per token).
-Measures process CPU per token, no HTTP, no framing: the stream's own cost.
+Measures process CPU per token, no HTTP, no framing: the stream's own cost, with the heartbeat
+each HTTP reader has (streaming/http/heartbeat.py).
 
     .venv/bin/python bench/token_stream_bench.py [--streams 200] [--tokens 2000] [--runs 5]
 
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streaming.core.request import GenerationRequest, Message
 from streaming.core.stream import Counters, TokenStream
+from streaming.http.heartbeat import Heartbeat
 
 HEARTBEAT_S = 15.0  # as STREAM_HEARTBEAT_S: never reached here, only armed
 
@@ -46,8 +48,11 @@ async def one_stream(tokens: int, max_log_bytes: int, counters: Counters) -> Non
 
     producer = asyncio.ensure_future(produce())
     read = 0
-    async for batch in stream.batches(HEARTBEAT_S):
-        read += len(batch)
+    reader = stream.join()
+    with Heartbeat(reader, HEARTBEAT_S) as heartbeat:
+        async for batch in stream.batches(reader=reader):
+            heartbeat.postpone()
+            read += len(batch)
     await producer
     assert read == tokens, read
 

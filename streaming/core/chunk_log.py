@@ -72,6 +72,7 @@ class ChunkLog:
         "recent",
         "recent_chars",
         "text",
+        "whole",
     )
 
     def __init__(self) -> None:
@@ -88,6 +89,9 @@ class ChunkLog:
         self.freed_bytes = 0  # how much text was freed from the front
         # The position after the last chunk: kept, not summed, as every push and read asks it.
         self.end = 0
+        # Every chunk from the first is kept; once False (past a cap), for good: what every
+        # reader has read is freed (`TokenStream.stop_keeping_whole`).
+        self.whole = True
 
     @property
     def size(self) -> int:

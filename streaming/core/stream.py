@@ -2,9 +2,9 @@
 
 An engine produces on its own schedule (a batch on a GPU does not wait for one slow reader), so
 each generation gets a `TokenStream`: an append-only log of its chunks that the engine appends
-to and any number of readers read, each from its own position. It keeps the counters that prove
-cancellation works (`tokens_after_abort`), and adds them to the `Counters` it is given: its
-engine's, the process's totals.
+to and any number of readers read, each from its own position. Its figures (`StreamStats`) hold
+the counters that prove cancellation works (`tokens_after_abort`); it adds them to the
+`Counters` it is given: its engine's, the process's totals.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from array import array
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Literal
 from streaming.core.chunk_log import Chunk, ChunkKind, ChunkLog, answer_text
 from streaming.core.exceptions import StreamCut, StreamingError
 from streaming.core.request import GenerationRequest
+from streaming.core.stream_stats import StreamStats
 
 FinishReason = Literal["stop", "length", "tool_calls"]  # tool_calls: an upstream's
 
@@ -54,34 +54,21 @@ class TokenStream:
     comes, sees the same events.
 
     Past `max_log_bytes` the log is no longer kept whole: what every reader has read is freed,
-    and a new reader can join only at the end (`complete` turns False).
+    and a new reader can join only at the end (`complete` turns False, `stop_keeping_whole`).
     """
 
     request: GenerationRequest
     counters: Counters  # the totals it adds to: its engine's (engines/base.py)
     max_buffered: int = 256  # chunks a reader may lag before a producer that can pause waits
     max_log_bytes: int = 0  # 0: free what is read at once (no reader will join later)
-    tokens_generated: int = 0
-    tokens_after_abort: int = 0
-    reasoning_tokens: int = 0  # of tokens_generated, those of REASONING chunks
-    created_at: float = field(default_factory=time.monotonic)
-    first_token_at: float | None = None
-    last_token_at: float | None = None
-    aborted_at: float | None = None
+    stats: StreamStats = field(default_factory=StreamStats)  # what it counts and times
     finish_reason: FinishReason | None = None
     error: BaseException | None = None
-    prompt_tokens: int | None = None  # set by engines that know it (usage in the OpenAI API)
-    # Arrival time of each token, 8 bytes apiece: the log's gaps are computed from it at the end.
-    token_times: array[float] = field(default_factory=lambda: array("d"))
-    complete: bool = True  # the log still holds every chunk from the first
     _log: ChunkLog = field(default_factory=ChunkLog)
     _readers: list[Reader] = field(default_factory=list)
     _room_waiter: asyncio.Future[None] | None = None
     _finished: bool = False
     _on_finish: Callable[[], None] | None = None
-    # Set by engines that accept a request asynchronously (a remote upstream): its result is
-    # None once accepted, or the StreamingError that refused it before any token.
-    _acceptance: asyncio.Future[StreamingError | None] | None = None
 
     def __post_init__(self) -> None:
         counters = self.counters
@@ -101,30 +88,31 @@ class TokenStream:
     @property
     def aborted(self) -> bool:
         """True once abort was asked for."""
-        return self.aborted_at is not None
+        return self.stats.aborted_at is not None
 
     # --- producer side ---------------------------------------------------------------------
 
     def push(self, text: str, tokens: int = 1, kind: int = ChunkKind.TEXT) -> None:
         """Record `tokens` new tokens and log their text (of `kind`) for the readers."""
         now = time.monotonic()
-        index = self.tokens_generated
-        self.tokens_generated += tokens
+        stats = self.stats
+        index = stats.tokens_generated
+        stats.tokens_generated = index + tokens
         counters = self.counters
         counters.tokens_generated_total += tokens
-        if self.aborted_at is not None:
+        if stats.aborted_at is not None:
             # The proof the article asks for: anything counted here was wasted work.
-            self.tokens_after_abort += tokens
+            stats.tokens_after_abort += tokens
             counters.tokens_after_abort_total += tokens
             return
-        if self.first_token_at is None:
-            self.first_token_at = now
-        self.last_token_at = now
-        self.token_times.append(now)
+        if stats.first_token_at is None:
+            stats.first_token_at = now
+        stats.last_token_at = now
+        stats.token_times.append(now)
         log = self._log
         pending = log.add(Chunk(index, text, tokens, kind))  # the chunks not yet compact
         if kind and kind == ChunkKind.REASONING:  # TEXT (0) reads no enum member
-            self.reasoning_tokens += tokens
+            stats.reasoning_tokens += tokens
         if pending > self.max_buffered:
             log.compact(pending // 2)  # the older half: a reader that far behind waits
         elif not self._readers and self.max_log_bytes:
@@ -134,48 +122,14 @@ class TokenStream:
     def carry_over(self, tokens: int, chunks: list[Chunk]) -> None:
         """A handover: go on after `tokens` made elsewhere, their `chunks` logged, uncounted."""
         self._log.extend(chunks)
-        self.tokens_generated = tokens  # the next chunk's id (only engines of TEXT go on)
+        self.stats.tokens_generated = tokens  # the next chunk's id (only engines of TEXT go on)
 
     def recount(self, tokens: int) -> None:
         """Correct the total to what the producer learnt at the end (a remote upstream's usage)."""
-        extra = tokens - self.tokens_generated
+        extra = tokens - self.stats.tokens_generated
         if extra > 0:
-            self.tokens_generated = tokens
+            self.stats.tokens_generated = tokens
             self.counters.tokens_generated_total += extra
-
-    def defer_acceptance(self) -> None:
-        """For engines that accept asynchronously: readers wait in `accepted()` for `accept()`."""
-        self._acceptance = asyncio.get_running_loop().create_future()
-
-    def accept(self, refusal: StreamingError | None = None) -> None:
-        """The engine took the request, or (with `refusal`) turned it down before any token.
-
-        A refusal is an error with an HTTP status (EngineUnavailable, BadRequest, …), never a
-        GenerationError: those are for after the 200.
-        """
-        acceptance = self._acceptance
-        if acceptance is not None and not acceptance.done():
-            acceptance.set_result(refusal)
-        if refusal is not None:
-            self.finish(error=refusal)
-
-    @property
-    def acceptance_pending(self) -> bool:
-        """An asynchronously accepting engine has not yet said yes or no."""
-        return self._acceptance is not None and not self._acceptance.done()
-
-    async def accepted(self) -> None:
-        """Return once the engine has taken the request; raise its refusal if it turned it down.
-
-        Immediate for engines that accept in `generate()`. For a remote one this is the last
-        moment a failure can still be an HTTP status: after the 200 only an event can say so.
-        """
-        acceptance = self._acceptance
-        if acceptance is None:
-            return
-        refusal = await asyncio.shield(acceptance)
-        if refusal is not None:
-            raise refusal
 
     def finish(
         self, finish_reason: FinishReason | None = None, error: BaseException | None = None
@@ -184,12 +138,10 @@ class TokenStream:
         if self._finished:
             return
         self._finished = True
-        # Ended before it was accepted (aborted, say): the reader learns how from the stream.
-        self.accept()
         self.finish_reason = finish_reason
         self.error = error
         self.counters.generations_in_flight -= 1
-        if self.complete and self.max_log_bytes > 0:
+        if self._log.whole and self.max_log_bytes > 0:
             self._log.compact()  # kept for readers to come: compact now
         if self._on_finish is not None:
             # Soon, not now: the engine is in the middle of its own bookkeeping.
@@ -205,11 +157,7 @@ class TokenStream:
     @property
     def has_room(self) -> bool:
         """True while every reader keeps up (fewer than `max_buffered` chunks behind)."""
-        end = self._log.end - self.max_buffered
-        readers = self._readers
-        if len(readers) == 1:  # the common case, without a generator per token
-            return readers[0].position > end
-        return all(reader.position > end for reader in readers)
+        return not self._readers or self._read_by_all() > self._log.end - self.max_buffered
 
     async def wait_for_room(self) -> None:
         """For producers that can pause: wait until the slowest reader has caught up."""
@@ -222,27 +170,26 @@ class TokenStream:
 
     def mark_aborted(self) -> None:
         """Note the moment abort was asked for; tokens pushed after it count as wasted."""
-        if self.aborted_at is None:
-            self.aborted_at = time.monotonic()
+        if self.stats.aborted_at is None:
+            self.stats.aborted_at = time.monotonic()
 
     def count_unread(self, tokens: int) -> None:
         """Count `tokens` produced before the abort as wasted too (their reader never came back)."""
-        self.tokens_after_abort += tokens
+        self.stats.tokens_after_abort += tokens
         self.counters.tokens_after_abort_total += tokens
 
     def _wake(self) -> None:
-        readers = self._readers
-        if len(readers) == 1:  # the common case, without a loop per token
-            waiter = readers[0].waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-            return
-        for reader in readers:
-            waiter = reader.waiter
+        for reader in self._readers:
+            waiter = reader.waiter  # Reader.nudge, inline: once per token
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
 
     # --- the log ---------------------------------------------------------------------------
+
+    @property
+    def complete(self) -> bool:
+        """The log still holds every chunk from the first (until `stop_keeping_whole`)."""
+        return self._log.whole
 
     @property
     def end(self) -> int:
@@ -263,27 +210,28 @@ class TokenStream:
         """The position just after the chunk whose id is `event_id`, or None if none has it."""
         return self._log.position_after(event_id)
 
-    def logged(self, stop: int) -> list[Chunk]:
-        """The chunks before position `stop`, from the first; only while `complete`."""
-        return self._log.chunks(0, stop)
+    def chunks(self, stop: int | None = None) -> list[Chunk]:
+        """The chunks before position `stop` (None: all), from the first; only while `complete`."""
+        return self._log.chunks(0, self._log.end if stop is None else stop)
 
     def text(self, stop: int | None = None) -> str:
         """The answer's text (TEXT chunks) before position `stop` (None: all); whole only while
         the log is `complete`."""
         return "".join([answer_text(chunk) for chunk in self._log.held(stop)])
 
-    def free(self) -> None:
-        """Stop keeping the log whole (past the cap, or a finished answer past its retention):
-        free the chunks every reader has read; readers still in it finish."""
-        self.complete = False
-        self._log.free(self._read_by_all())
+    def stop_keeping_whole(self) -> None:
+        """Past the cap, or a finished answer past its retention: from now on free the chunks
+        every reader has read (those now, at once); readers still in it finish."""
+        log = self._log
+        log.whole = False
+        log.free(self._read_by_all())
 
     def _read_by_all(self) -> int:
         """The position every reader has read up to (the end, with none)."""
         readers = self._readers
-        if len(readers) == 1:  # the common case, without a generator per read
+        if len(readers) == 1:  # the common case, without a generator per call
             return readers[0].position
-        return min((reader.position for reader in readers), default=self.end)
+        return min((reader.position for reader in readers), default=self._log.end)
 
     # --- reader side -----------------------------------------------------------------------
 
@@ -295,7 +243,7 @@ class TokenStream:
         try:
             async with (
                 asyncio.timeout(within_s),
-                aclosing(self.batches(within_s, position=self.end)) as batches,
+                aclosing(self.batches(self.end)) as batches,
             ):
                 async for _ in batches:
                     if done():
@@ -318,10 +266,10 @@ class TokenStream:
             self._read()
 
     async def batches(
-        self, idle_timeout: float, position: int = 0, reader: Reader | None = None
+        self, position: int = 0, reader: Reader | None = None
     ) -> AsyncIterator[list[Chunk]]:
         """Yield every chunk from `position` (or `reader`'s, joined earlier) on, all those ready
-        at once; `[]` after `idle_timeout` s with nothing new.
+        at once; `[]` when the reader is nudged (`Reader.nudge`: a heartbeat) with nothing new.
 
         Ends normally after the last chunk of a completed generation; raises GenerationError
         or StreamCut when the producer ended that way. The reader leaves when this ends.
@@ -330,23 +278,6 @@ class TokenStream:
             reader = self.join(position)
         loop = asyncio.get_running_loop()
         log = self._log
-        # One idle timer for the whole stream, re-armed lazily, rather than one armed and
-        # cancelled around every wait (a heap push and a cancel per token): each batch only
-        # moves `idle_at` on, and the timer, when it fires early, sleeps again until then.
-        idle_at = loop.time() + idle_timeout
-        timer: asyncio.TimerHandle | None = None
-
-        def on_timer() -> None:
-            nonlocal timer
-            now = loop.time()
-            if now >= idle_at:
-                waiter = reader.waiter  # a waiting reader gets [] (a ping), which moves idle_at on
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(None)
-                timer = loop.call_at(now + idle_timeout, on_timer)
-            else:
-                timer = loop.call_at(idle_at, on_timer)
-
         try:
             while True:
                 end = log.end  # self.end, without a property call
@@ -355,34 +286,29 @@ class TokenStream:
                         if self.error is not None:
                             raise self.error.with_traceback(None)  # every reader raises it afresh
                         return
-                    if timer is None:
-                        timer = loop.call_at(idle_at, on_timer)
                     reader.waiter = loop.create_future()
                     try:
                         await reader.waiter
                     finally:
                         reader.waiter = None
-                    if reader.position == self.end and not self._finished:
-                        idle_at = loop.time() + idle_timeout
+                    if reader.position == log.end and not self._finished:
                         yield []
                     continue
                 batch = log.chunks(reader.position, end)
                 reader.position = end
                 self._read()
-                idle_at = loop.time() + idle_timeout
                 yield batch
         finally:
-            if timer is not None:
-                timer.cancel()
             self.leave(reader)
 
     def _read(self) -> None:
         # A reader moved on or left: past the cap (once past, for good) free what all have
         # read, or, in a log kept for readers to come, compact it; let a paused producer go on.
-        if not self.complete or self.log_bytes > self.max_log_bytes:
-            self.free()
+        log = self._log
+        if not log.whole or log.size > self.max_log_bytes:
+            self.stop_keeping_whole()
         else:  # with no reader left, all of it at once
-            self._log.compact_read(self._read_by_all(), COMPACT_AFTER if self._readers else 0)
+            log.compact_read(self._read_by_all(), COMPACT_AFTER if self._readers else 0)
         room = self._room_waiter
         if room is not None and not room.done() and self.has_room:
             room.set_result(None)
@@ -396,3 +322,9 @@ class Reader:
     def __init__(self, position: int) -> None:
         self.position = position
         self.waiter: asyncio.Future[None] | None = None
+
+    def nudge(self) -> None:
+        """Wake the reader if it waits: its `batches` yields `[]` when nothing new came."""
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)

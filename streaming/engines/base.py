@@ -104,6 +104,13 @@ class Engine(ABC):
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start producing tokens for `request`; raise EngineBusy when at capacity."""
 
+    async def accepted(self, request_id: str) -> None:  # noqa: B027 - optional hook
+        """Return once the engine has taken the request; raise its refusal if it turned it down.
+
+        Immediate for engines that take it in `generate()`. For one that answers later (a remote
+        upstream: acceptance.py) this is the last moment a failure can still be an HTTP status.
+        """
+
     async def abort(self, request_id: str, reason: AbortReason) -> None:
         """Stop a generation and free its slot; idempotent; returns once it has stopped.
 

@@ -4,7 +4,7 @@ Each generation is one streamed `POST {base}/chat/completions` on a connection o
 client (upstream.py: with httpx the front spent twice the CPU per token), parsed as it arrives
 into the generation's TokenStream. Aborting closes that connection: the upstream
 sees the disconnect and drops the sequence from its batch (how vLLM and TGI abort).
-The upstream's answer to the request is awaited before our 200 (`TokenStream.accepted`), so a
+The upstream's answer to the request is awaited before our 200 (`Engine.accepted`), so a
 dead or refusing upstream is still an HTTP error; after that, failures are error events.
 """
 
@@ -31,6 +31,7 @@ from streaming.core.exceptions import (
 from streaming.core.fields import FIELDS
 from streaming.core.request import GenerationRequest, Message
 from streaming.core.stream import TokenStream
+from streaming.engines.acceptance import Acceptances
 from streaming.engines.base import TaskEngine
 from streaming.engines.remote_reader import UpstreamReader
 from streaming.engines.upstream import UpstreamConnection, UpstreamError, UpstreamPool
@@ -99,6 +100,7 @@ class RemoteEngine(TaskEngine):
         self.origin = Origin.parse(self.base_url)  # ValueError for a URL that is not one
         self._client: httpx.AsyncClient | None = None  # for /models only
         self._pool: UpstreamPool | None = None
+        self._acceptances = Acceptances()  # the upstream's answer to each request
 
     @property
     def model(self) -> str:
@@ -138,9 +140,22 @@ class RemoteEngine(TaskEngine):
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start the upstream request; readers wait in `accepted()` for its answer."""
         stream = TokenStream(request, self.counters)
-        stream.defer_acceptance()
+        self._acceptances.expect(stream)
         # Abort cancels this task, which closes its connection (how vLLM and TGI see an abort).
         return self._start(stream, self._run(stream))
+
+    async def accepted(self, request_id: str) -> None:
+        """Return once the upstream has answered 200; raise its refusal as our HTTP error."""
+        await self._acceptances.wait(request_id)
+
+    async def _stop(self, stream: TokenStream) -> None:
+        await super()._stop(stream)
+        self._acceptances.give(stream)  # a task cancelled before it ran never answers
+
+    def release(self, request_id: str) -> None:
+        """Forget the stream, its task and the upstream's answer."""
+        super().release(request_id)
+        self._acceptances.forget(request_id)
 
     def preflight(self) -> None:
         """Without STREAMING_REMOTE_MODEL: ask the upstream now which one model it serves.
@@ -256,7 +271,7 @@ class RemoteEngine(TaskEngine):
         return head.encode("latin-1") + body
 
     async def _run(self, stream: TokenStream) -> None:
-        reader = UpstreamReader(stream)
+        reader, acceptances = UpstreamReader(stream), self._acceptances
         reusable = False
         try:
             connection = await self._send(self.request_bytes(stream.request), reader)
@@ -267,9 +282,9 @@ class RemoteEngine(TaskEngine):
                     reusable = True
                 except (TimeoutError, UpstreamError):
                     pass  # what came of it will do
-                stream.accept(self._refusal(connection))
+                acceptances.give(stream, self._refusal(connection))
                 return
-            stream.accept()
+            acceptances.give(stream)
             await connection.finished()
             if not reader.done:
                 raise GenerationError(
@@ -283,19 +298,20 @@ class RemoteEngine(TaskEngine):
                 pass  # we closed it ourselves: an error frame, or the body's end never came
             else:
                 logger.warning("remote engine: generation %s: %s", stream.id, error)
-                if stream.acceptance_pending:
-                    stream.accept(EngineUnavailable("The upstream is unavailable."))
+                if acceptances.pending(stream):
+                    acceptances.give(stream, EngineUnavailable("The upstream is unavailable."))
                 else:
                     code = "timeout" if error.timeout else "worker_unavailable"
                     what = "sent nothing for too long" if error.timeout else "connection broke"
                     stream.finish(error=GenerationError(code, f"The upstream {what}."))
         except Exception:
             logger.exception("remote engine: generation %s failed", stream.id)
-            if stream.acceptance_pending:
-                stream.accept(EngineUnavailable("The upstream request failed."))
+            if acceptances.pending(stream):
+                acceptances.give(stream, EngineUnavailable("The upstream request failed."))
             else:
                 stream.finish(error=GenerationError("engine_error"))
         finally:
+            acceptances.give(stream)  # ended unanswered: its readers learn how from it
             reader.stop()
             if reader.connection is not None:
                 if reusable:

@@ -102,7 +102,7 @@ class UpstreamReader:
         self.done = True
         stream, usage = self.stream, self.usage
         if usage:
-            stream.prompt_tokens = usage.get("prompt_tokens")
+            stream.stats.prompt_tokens = usage.get("prompt_tokens")
             stream.recount(usage.get("completion_tokens") or 0)
         reason = self.finish_reason
         stream.finish(reason if reason in ("length", "tool_calls") else "stop")

@@ -326,8 +326,8 @@ class TransformersEngine(LoadsModel, Engine):
                 "Generation %s: %s after %.0f ms in the queue, %d tokens",
                 job.id,
                 finish_reason or getattr(error, "code", error),
-                (job.submitted_at - job.stream.created_at) * 1000,
-                job.stream.tokens_generated,
+                (job.submitted_at - job.stream.stats.created_at) * 1000,
+                job.stream.stats.tokens_generated,
             )
         job.stream.finish(finish_reason, error)
         self._admit()

@@ -57,10 +57,9 @@ class Audience:
 
         async def wait() -> None:
             await asyncio.sleep(self.grace_s)
-            stream = self.stream
-            await nobody_reads(
-                stream.id, max(0, stream.tokens_generated - stream.tokens_after_abort - left_at)
-            )
+            stats = self.stream.stats
+            made = stats.tokens_generated - stats.tokens_after_abort
+            await nobody_reads(self.stream.id, max(0, made - left_at))
 
         if self._grace is None:
             self._grace = spawn(wait())

@@ -38,7 +38,6 @@ class Delivery:
         known: dict[str, str],
         webs: Webs,
         answer_logs: answer_log.AnswerLog,
-        heartbeat_s: float,
         spawn: Callable[[Any], Any],
     ) -> None:
         self.engine = engine
@@ -46,7 +45,6 @@ class Delivery:
         self.known = known
         self.webs = webs
         self.answer_logs = answer_logs
-        self.heartbeat_s = heartbeat_s  # a batch's longest wait (an empty one: nothing to send)
         self.outboxes = Outboxes(
             layer,
             "",  # the worker's channel, once `start` has opened it
@@ -69,14 +67,14 @@ class Delivery:
             return
         # The web process that started it is gone: a reader elsewhere writes its row, with
         # the latencies measured here.
-        orphan = not self.webs.alive(audience.home)
+        orphan, stats = not self.webs.alive(audience.home), stream.stats
         end = {
             "finish_reason": finish_reason,
             "error_code": error_code,
-            "tokens_generated": stream.tokens_generated,
-            "tokens_after_abort": stream.tokens_after_abort,
+            "tokens_generated": stats.tokens_generated,
+            "tokens_after_abort": stats.tokens_after_abort,
             "orphan": orphan,
-            "figures": summarize(stream.created_at, stream.token_times, time.monotonic())
+            "figures": summarize(stats.created_at, stats.token_times, time.monotonic())
             if orphan
             else {},
         }
@@ -84,7 +82,7 @@ class Delivery:
         # replica): any reader after it, in any web process, finds the whole answer in Redis.
         self.answer_logs.end(
             stream.id,
-            stream.logged(stream.end) if stream.complete else [],
+            stream.chunks() if stream.complete else [],
             end,
             then=lambda: self._tell_the_readers(audience, finish_reason, error_code, end),
         )
@@ -97,7 +95,7 @@ class Delivery:
         error_code, finish_reason = None, None
         reader = stream.join(audience.sent)
         try:
-            async for batch in stream.batches(self.heartbeat_s, reader=reader):
+            async for batch in stream.batches(reader=reader):
                 if not batch:
                     continue
                 for web in audience.fed:  # its home, and any web process following it
@@ -131,8 +129,8 @@ class Delivery:
             stream.id,
             finish_reason,
             error_code,
-            stream.tokens_generated,
-            stream.tokens_after_abort,
+            stream.stats.tokens_generated,
+            stream.stats.tokens_after_abort,
             audience.streamed,
             last_entry,
         )

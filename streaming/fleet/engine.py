@@ -187,7 +187,7 @@ class ChannelLayerEngine(Engine):
         it has on, until `unfollow`."""
         self.assignments.follow(stream, worker, follower)
         await self.link.send(
-            worker, protocol.Follow(stream.id, self.reply_channel, stream.tokens_generated)
+            worker, protocol.Follow(stream.id, self.reply_channel, stream.stats.tokens_generated)
         )
 
     def unfollow(self, generation_id: str) -> None:
@@ -210,7 +210,7 @@ class ChannelLayerEngine(Engine):
         try:
             # `unread`: tokens produced before the abort that nobody read (the grace period
             # ran out, answer.py); the worker counts them as wasted with the rest.
-            abort = protocol.Abort(stream.id, unread=stream.tokens_after_abort)
+            abort = protocol.Abort(stream.id, unread=stream.stats.tokens_after_abort)
             await self.link.send(assignment.worker, abort)
             await asyncio.wait_for(ack, ABORT_ACK_S)
         except Exception as error:

@@ -47,9 +47,11 @@ def continued(
     assert assignment.text is not None
     request = dataclasses.replace(
         stream.request,
-        continuation=Continuation(tokens=stream.tokens_generated, text="".join(assignment.text)),
+        continuation=Continuation(
+            tokens=stream.stats.tokens_generated, text="".join(assignment.text)
+        ),
     )
-    return request, [as_list(c) for c in stream.logged(stream.end)] if assignment.log else []
+    return request, [as_list(c) for c in stream.chunks()] if assignment.log else []
 
 
 def can_go_on(stream: TokenStream, assignment: Assignment) -> bool:
@@ -125,9 +127,9 @@ class Handover:
             stream.id,
             why,
             worker.channel,
-            stream.tokens_generated,
+            stream.stats.tokens_generated,
         )
-        self.assignments.move(assignment, worker, stream.tokens_generated)
+        self.assignments.move(assignment, worker, stream.stats.tokens_generated)
         if gone != worker.channel:
             # Alive after all (or stopping): it ends its copy without an end for anyone.
             self.spawn(self.link.send_quietly(gone, Abort(stream.id, handed_over=True)))
@@ -153,5 +155,5 @@ class Handover:
         if holder is None or holder.resending:
             return
         holder.resending = True
-        follow = Follow(generation_id, self.link.reply_channel, stream.tokens_generated)
+        follow = Follow(generation_id, self.link.reply_channel, stream.stats.tokens_generated)
         self.spawn(self.link.send_quietly(self.assignments.worker_of(generation_id), follow))

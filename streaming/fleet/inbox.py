@@ -120,8 +120,8 @@ class Inbox:
                 continue
             if moved and assignments.left_by(generation_id, sender):
                 continue  # from the worker it left
-            if index != stream.tokens_generated:
-                if index > stream.tokens_generated:
+            if index != stream.stats.tokens_generated:
+                if index > stream.stats.tokens_generated:
                     # A message expired or was lost (Redis restarted): ask for it again.
                     self.handover.resend(stream)
                 continue  # (below: a chunk sent again that we have)
@@ -147,14 +147,15 @@ class Inbox:
         if error_code == HANDED_OVER:
             self.handover.soon(stream, HANDED_OVER)
             return
-        if error_code is None and not stream.aborted and end.streamed > stream.tokens_generated:
+        stats = stream.stats
+        if error_code is None and not stream.aborted and end.streamed > stats.tokens_generated:
             # Its last tokens were lost on the way, with the worker's copy: go on from ours.
             self.handover.soon(stream, "its last tokens were lost", again=True)
             return
         # The worker's counters are the truth: it saw every token, read or not. (Only
         # tokens this side found unread may be missing there, if it ended before our abort.)
-        stream.tokens_generated = end.tokens_generated
-        stream.tokens_after_abort = max(end.tokens_after_abort, stream.tokens_after_abort)
+        stats.tokens_generated = end.tokens_generated
+        stats.tokens_after_abort = max(end.tokens_after_abort, stats.tokens_after_abort)
         ack = assignment.ack
         if ack is not None and not ack.done():
             ack.set_result(None)  # abort() finishes the stream

@@ -58,7 +58,7 @@ class Replicas(FleetSharing):
             await super().catch_up(stream, chunks=chunks)
         else:
             # Not there in time, or ended: the position decides (400, or its ending).
-            await stream.until(lambda: stream.tokens_generated > event_id, CATCH_UP_S)
+            await stream.until(lambda: stream.stats.tokens_generated > event_id, CATCH_UP_S)
 
     def release(self, generation_id: str) -> None:
         """A finished replica is followed no more."""
@@ -133,7 +133,7 @@ class Replicas(FleetSharing):
             self._answers.pop(stream.id, None)
         if state == "gone":  # past its cap at the worker: no longer whole
             self._unfollow(stream.id)
-            stream.free()
+            stream.stop_keeping_whole()
             stream.finish(error=StreamCut())
             raise Gone()
 
@@ -214,19 +214,20 @@ class Replicas(FleetSharing):
     def _apply(self, generation: Generation, stream: TokenStream, kind: str, value: Any) -> None:
         if stream.finished:
             return
+        stats = stream.stats
         if kind == "c":
             for index, text, tokens, *kind in value:
-                if index < stream.tokens_generated:
+                if index < stats.tokens_generated:
                     continue  # it has that one (followed live before the end)
-                if index != stream.tokens_generated:
-                    self._fail(stream, f"tokens {stream.tokens_generated}..{index} are missing")
+                if index != stats.tokens_generated:
+                    self._fail(stream, f"tokens {stats.tokens_generated}..{index} are missing")
                     return
                 stream.push(text, tokens, *kind)  # a kind only when not TEXT
         elif kind == "x":
             stream.finish(error=StreamCut())  # no longer whole here: a reconnect gets 410
         elif kind == "e":
-            stream.tokens_generated = value["tokens_generated"]  # the worker's: the truth
-            stream.tokens_after_abort = value["tokens_after_abort"]
+            stats.tokens_generated = value["tokens_generated"]  # the worker's: the truth
+            stats.tokens_after_abort = value["tokens_after_abort"]
             if value["orphan"]:
                 generation.writes_row = True  # nobody else will write its row
                 # Its latencies as the worker measured them, not as its log was replayed here.

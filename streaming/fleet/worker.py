@@ -71,7 +71,6 @@ class ModelWorkerConsumer(AsyncConsumer):
             known=self.known,
             webs=self.webs,
             answer_logs=self.answer_logs,
-            heartbeat_s=self.config.connections.heartbeat_s,
             spawn=self._spawn,
         )
         self.outboxes = self.delivery.outboxes  # what each web process has not been sent yet
@@ -236,7 +235,7 @@ class ModelWorkerConsumer(AsyncConsumer):
             state = "gone"  # past its cap: no longer whole
         else:
             chunks = [
-                c for c in audience.stream.logged(audience.sent) if c.index + c.tokens > after
+                c for c in audience.stream.chunks(audience.sent) if c.index + c.tokens > after
             ]
             if chunks and chunks[0].index < after:
                 state = "gone"  # it has a part of that chunk only: its text would have a seam
@@ -272,7 +271,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                 audience.after_grace(
                     self._spawn,
                     functools.partial(self._nobody_reads, code=code),
-                    audience.stream.tokens_generated,
+                    audience.stream.stats.tokens_generated,
                 )
         else:
             # The last to leave says how much came, unread, since its last reader left.
@@ -306,8 +305,8 @@ class ModelWorkerConsumer(AsyncConsumer):
                 message.reply_to,
                 protocol.State(
                     stream.id,
-                    stream.tokens_generated,
-                    stream.tokens_after_abort,
+                    stream.stats.tokens_generated,
+                    stream.stats.tokens_after_abort,
                     stream.finished,
                     self.channel_name,
                 ).encode(),
@@ -364,6 +363,6 @@ class ModelWorkerConsumer(AsyncConsumer):
                 if audience.detach(web):
                     # Its readers left at the latest when it was last heard of.
                     heard = self.webs.heard_at.get(web, silent_since)
-                    left_at = bisect_right(audience.stream.token_times, heard)
+                    left_at = bisect_right(audience.stream.stats.token_times, heard)
                     audience.after_grace(self._spawn, self._nobody_reads, left_at)
         self.webs.forget_silent({web for a in self.audiences.values() for web in a.reading})

@@ -139,7 +139,7 @@ class Answer:
         self.stream.leave(reader)
         if self.stream.readers > 0 or self.stream.finished:
             return
-        self.left_at_token = self.stream.tokens_generated
+        self.left_at_token = self.stream.stats.tokens_generated
         if not self.rejoinable:
             self._abandoned = True
             await self._abandon()
@@ -172,11 +172,11 @@ class Answer:
     def free(self) -> None:
         """Let the log go: later readers get 410."""
         self.freed = True
-        self.stream.free()
+        self.stream.stop_keeping_whole()
 
     def unread_tokens(self) -> int:
         """Tokens produced since the last reader left and before any abort: never read."""
         if self.left_at_token is None or self.stream.readers > 0:
             return 0
-        stream = self.stream
-        return max(0, stream.tokens_generated - stream.tokens_after_abort - self.left_at_token)
+        stats = self.stream.stats
+        return max(0, stats.tokens_generated - stats.tokens_after_abort - self.left_at_token)

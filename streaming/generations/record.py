@@ -72,10 +72,10 @@ def figures(generation: Generation) -> dict[str, Any]:
             **summarize(generation.created_mono, [], ended),
         }
     return {
-        "tokens_generated": stream.tokens_generated,
-        "tokens_after_abort": stream.tokens_after_abort,
+        "tokens_generated": stream.stats.tokens_generated,
+        "tokens_after_abort": stream.stats.tokens_after_abort,
         "finish_reason": stream.finish_reason or "",
-        **summarize(stream.created_at, stream.token_times, ended),
+        **summarize(stream.stats.created_at, stream.stats.token_times, ended),
     }
 
 
@@ -156,7 +156,7 @@ def log_row(generation: Generation) -> dict[str, Any]:
         "model": engine.model[:200],
         "status": generation.status,
         "error_code": generation.error_code,
-        "reasoning_tokens": stream.reasoning_tokens if stream is not None else 0,
+        "reasoning_tokens": stream.stats.reasoning_tokens if stream is not None else 0,
         "workers": generation.sharing.made_by(generation.id, measured["tokens_generated"]),
         **measured,
     }

@@ -44,7 +44,7 @@ def outcome_of(generation: Generation) -> Outcome:
     return Outcome(
         status=status,
         text=stream.text() if stream is not None else "",
-        input_tokens=(stream.prompt_tokens or 0) if stream is not None else 0,
+        input_tokens=(stream.stats.prompt_tokens or 0) if stream is not None else 0,
         output_tokens=record.figures(generation)["tokens_generated"],
         error=(
             {
@@ -65,8 +65,8 @@ def finished_outcome(stream: TokenStream, text: str) -> Outcome:
     return Outcome(
         status="incomplete" if length else "completed",
         text=text,
-        input_tokens=stream.prompt_tokens or 0,
-        output_tokens=stream.tokens_generated,
+        input_tokens=stream.stats.prompt_tokens or 0,
+        output_tokens=stream.stats.tokens_generated,
         incomplete_reason=INCOMPLETE if length else None,
     )
 

@@ -18,6 +18,7 @@ from streaming.core.chunk_log import Chunk, ChunkKind, answer_text
 from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.stream import TokenStream
 from streaming.generations.registry import Generation
+from streaming.http.heartbeat import Heartbeat
 from streaming.http.request_thread import release_request_thread
 from streaming.wire import sse
 
@@ -73,9 +74,10 @@ class NativeFramer:
 
         The summary is a named event: clients that read only unnamed messages never see it.
         """
-        summary = {"finish_reason": stream.finish_reason, "tokens": stream.tokens_generated}
-        if stream.reasoning_tokens:
-            summary["reasoning_tokens"] = stream.reasoning_tokens
+        stats = stream.stats
+        summary = {"finish_reason": stream.finish_reason, "tokens": stats.tokens_generated}
+        if stats.reasoning_tokens:
+            summary["reasoning_tokens"] = stats.reasoning_tokens
         return sse.json_event(summary, event="summary") + sse.DONE
 
     @staticmethod
@@ -157,8 +159,8 @@ async def single_frame(frame: bytes) -> AsyncIterator[bytes]:
 async def event_stream(
     generation: Generation, heartbeat_s: float, framer: Framer = NATIVE, position: int = 0
 ) -> AsyncIterator[bytes]:
-    """Frames of one reader of a generation, from `position` in its log; the single place
-    where cancellation is handled.
+    """Frames of one reader of a generation, from `position` in its log, with a ping after
+    `heartbeat_s` with nothing new; the single place where cancellation is handled.
 
     The first item is an empty marker yielded once the engine has taken the request (a remote
     engine's upstream has answered); its refusal is raised instead, before any byte is sent,
@@ -178,16 +180,18 @@ async def event_stream(
     reader = answer.join(position)
     _open += 1
     try:
-        await stream.accepted()
+        await generation.engine.accepted(stream.id)
         yield b""
         release_request_thread()  # the view and the middleware are done: no thread while streaming
         # aclosing: closed at a `yield` (a reader gone mid-write), this generator closes the one
         # it reads from at once, not whenever the garbage collector finds it.
-        async with aclosing(stream.batches(heartbeat_s, reader=reader)) as chunks:
-            async for batch in chunks:
-                frame = framer.tokens(batch) if batch else framer.ping()
-                if frame:
-                    yield frame
+        with Heartbeat(reader, heartbeat_s) as heartbeat:
+            async with aclosing(stream.batches(reader=reader)) as chunks:
+                async for batch in chunks:
+                    heartbeat.postpone()
+                    frame = framer.tokens(batch) if batch else framer.ping()
+                    if frame:
+                        yield frame
         yield framer.done(stream)
     except GenerationError as error:
         yield framer.error(error)

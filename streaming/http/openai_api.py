@@ -210,7 +210,9 @@ class ChunkFramer:
     def done(self, stream: TokenStream) -> bytes:
         """Finish reason, usage if asked, `[DONE]`."""
         return self.writer.finish(
-            stream.finish_reason or "stop", stream.prompt_tokens or 0, stream.tokens_generated
+            stream.finish_reason or "stop",
+            stream.stats.prompt_tokens or 0,
+            stream.stats.tokens_generated,
         )
 
     def error(self, error: GenerationError) -> bytes:
@@ -258,8 +260,8 @@ class CompletionCollector:
             self.created,
             "".join(self.parts),
             stream.finish_reason or "stop",
-            stream.prompt_tokens or 0,
-            stream.tokens_generated,
+            stream.stats.prompt_tokens or 0,
+            stream.stats.tokens_generated,
             reasoning="".join(self.reasoning),
             tool_calls=openai_format.merge_tool_calls(self.tool_calls),
             logprobs=self.logprobs,

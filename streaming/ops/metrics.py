@@ -140,18 +140,18 @@ class Metrics:
         if stream is None:
             return  # never started: nothing was generated, nothing was in flight
         self.streams_in_flight.dec()
-        labels = (engine.name, engine.model)
-        if stream.tokens_generated:
-            self.tokens_generated.labels(*labels).inc(stream.tokens_generated)
+        labels, stats = (engine.name, engine.model), stream.stats
+        if stats.tokens_generated:
+            self.tokens_generated.labels(*labels).inc(stats.tokens_generated)
         if generation.background:
             self.background_generations.labels(generation.status).inc()
-            self.background_tokens.labels(*labels).inc(stream.tokens_generated)
-        if stream.tokens_after_abort:
-            self.tokens_after_abort.labels(*labels).inc(stream.tokens_after_abort)
-        times = stream.token_times
+            self.background_tokens.labels(*labels).inc(stats.tokens_generated)
+        if stats.tokens_after_abort:
+            self.tokens_after_abort.labels(*labels).inc(stats.tokens_after_abort)
+        times = stats.token_times
         if not times:
             return
-        self.ttft.labels(*labels).observe(times[0] - stream.created_at)
+        self.ttft.labels(*labels).observe(times[0] - stats.created_at)
         if len(times) > 1:
             self.tpot.labels(*labels).observe((times[-1] - times[0]) / (len(times) - 1))
             gaps = [later - earlier for earlier, later in itertools.pairwise(times)]

@@ -18,7 +18,7 @@ def stream(**options) -> TokenStream:
 
 async def read_all(log: TokenStream, position: int = 0) -> list[Chunk]:
     chunks: list[Chunk] = []
-    async for batch in log.batches(5.0, position):
+    async for batch in log.batches(position):
         chunks += batch
     return chunks
 
@@ -105,7 +105,7 @@ async def test_a_failed_stream_raises_its_error_in_every_reader():
 
 async def test_with_no_cap_what_was_read_is_freed_at_once():
     log = stream()  # max_log_bytes=0: nobody will join later (the worker, /api/stream)
-    reader = log.batches(5.0)
+    reader = log.batches()
     log.push("hello")
     assert [c.text for c in await anext(reader)] == ["hello"]
     log.push("!")
@@ -117,7 +117,7 @@ async def test_with_no_cap_what_was_read_is_freed_at_once():
 
 async def test_past_the_cap_only_what_every_reader_has_read_is_freed():
     log = stream(max_log_bytes=64)
-    fast, slow = log.batches(5.0), log.batches(5.0)
+    fast, slow = log.batches(), log.batches()
     log.push("-")
     await anext(fast), await anext(slow)  # both reading, both at 1
     for _ in range(3):
@@ -133,14 +133,14 @@ async def test_past_the_cap_only_what_every_reader_has_read_is_freed():
     log.push("y")
     assert [c.text for c in await anext(slow)] == ["y"]
     with pytest.raises(ValueError):
-        await anext(log.batches(5.0, 0))  # the start is gone: nobody may read from it
+        await anext(log.batches(0))  # the start is gone: nobody may read from it
     await fast.aclose()
     await slow.aclose()
 
 
 async def test_a_pausing_producer_waits_for_the_slowest_reader_only():
     log = stream(max_buffered=2, max_log_bytes=1 << 20)
-    fast, slow = log.batches(5.0), log.batches(5.0)
+    fast, slow = log.batches(), log.batches()
     log.push("a")
     await anext(fast), await anext(slow)
     log.push("b")
@@ -189,7 +189,7 @@ async def test_chunk_kinds_survive_compaction_and_freeing_and_only_text_is_the_a
         ('[{"index":0}]', ChunkKind.TOOL_CALLS),
         ("!", ChunkKind.TEXT),
     ]
-    assert (log.text(), log.reasoning_tokens) == ("Hi!", 1)
+    assert (log.text(), log.stats.reasoning_tokens) == ("Hi!", 1)
     log._log.free(1)  # the first chunk freed: the kinds of the rest stay theirs
     assert [c.kind for c in log._log.chunks(1, 4)] == [
         ChunkKind.TEXT,
@@ -210,9 +210,9 @@ async def test_the_end_holds_through_compacting_and_freeing_and_totals_go_to_its
     reader = log.join()
     for _ in range(9):
         log.push("c")  # past max_buffered unread: the older half is compacted, again and again
-    assert log.end == 10 and "".join(c.text for c in log.logged(10)) == "ab" + "c" * 9
+    assert log.end == 10 and "".join(c.text for c in log.chunks(10)) == "ab" + "c" * 9
     reader.position = 6
-    log.free()  # what the only reader has read is let go; the end stays where it was
+    log.stop_keeping_whole()  # what the only reader has read is let go; the end stays where it was
     assert (log.end, log.text()) == (10, "cccc")
     with pytest.raises(ValueError, match="no longer in its log"):
         log.join(5)

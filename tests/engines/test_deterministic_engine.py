@@ -13,6 +13,7 @@ from streaming.core.request import Fault, GenerationRequest, Message
 from streaming.core.stream import Counters, TokenStream
 from streaming.engines.deterministic import DeterministicEngine
 from streaming.engines.script import tokens_for
+from streaming.http.heartbeat import Heartbeat
 
 
 def request(prompt="hello", *, max_tokens=40, seed=1, fault=None, id="g1", stop=()):
@@ -29,7 +30,7 @@ def request(prompt="hello", *, max_tokens=40, seed=1, fault=None, id="g1", stop=
 async def collect(engine, req):
     stream = engine.generate(req)
     text = []
-    async for batch in stream.batches(5.0):
+    async for batch in stream.batches():
         text += [c.text for c in batch]
     return stream, text
 
@@ -62,7 +63,7 @@ async def test_stream_delivers_every_token_in_order():
     engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
     stream, text = await collect(engine, request(max_tokens=30))
     assert text == tokens_for(request(max_tokens=30))[0]
-    assert stream.tokens_generated == 30 and stream.finish_reason == "length"
+    assert stream.stats.tokens_generated == 30 and stream.finish_reason == "length"
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,7 @@ async def test_fault_after_n_tokens(fault, error):
     stream = engine.generate(request(fault=fault))
     seen = []
     with pytest.raises(error):
-        async for batch in stream.batches(5.0):
+        async for batch in stream.batches():
             seen += batch
     assert len(seen) == 3
 
@@ -82,30 +83,32 @@ async def test_fault_after_n_tokens(fault, error):
 async def test_stall_goes_silent_until_aborted():
     engine = DeterministicEngine(ttft_s=0, tokens_per_s=0)
     stream = engine.generate(request(fault=Fault(at=2, kind="stall")))
-    batches = stream.batches(0.05)
-    got = []
-    while sum(len(b) for b in got) < 2:
-        got.append(await anext(batches))
-    assert await anext(batches) == []  # idle: the view would send a ping here
-    await engine.abort("g1", AbortReason.CANCELLED)
-    with pytest.raises(GenerationError, match="cancelled"):
-        await anext(batches)
+    reader = stream.join()
+    batches = stream.batches(reader=reader)
+    with Heartbeat(reader, 0.05):  # as the view's (event_stream)
+        got = []
+        while sum(len(b) for b in got) < 2:
+            got.append(await anext(batches))
+        assert await anext(batches) == []  # idle: the view would send a ping here
+        await engine.abort("g1", AbortReason.CANCELLED)
+        with pytest.raises(GenerationError, match="cancelled"):
+            await anext(batches)
 
 
 async def test_abort_stops_the_producer_and_counts_nothing_after():
     engine = DeterministicEngine(ttft_s=0, tokens_per_s=200)
     stream = engine.generate(request(max_tokens=400))
-    batches = stream.batches(5.0)
-    while stream.tokens_generated < 3:
+    batches = stream.batches()
+    while stream.stats.tokens_generated < 3:
         await anext(batches)
     await engine.abort("g1", AbortReason.CANCELLED)
-    stopped_at = stream.tokens_generated
+    stopped_at = stream.stats.tokens_generated
     # Let a second generation produce tokens: the clock is the engine's own pace.
     clock = engine.generate(request(id="clock", max_tokens=10))
-    async for _ in clock.batches(5.0):
+    async for _ in clock.batches():
         pass
-    assert stream.tokens_generated == stopped_at < 400
-    assert stream.tokens_after_abort == 0
+    assert stream.stats.tokens_generated == stopped_at < 400
+    assert stream.stats.tokens_after_abort == 0
     assert engine.counters.generations_in_flight == 0
 
 
@@ -114,7 +117,7 @@ async def test_batch_cap_queues_then_refuses():
     first = engine.generate(request(id="a", max_tokens=400))
     engine.generate(request(id="b", max_tokens=5))  # waits in the queue
     await asyncio.sleep(0)  # let both tasks reach the semaphore
-    async for _ in first.batches(5.0):
+    async for _ in first.batches():
         break  # the first generation holds the only slot now
     with pytest.raises(EngineBusy):
         engine.generate(request(id="c"))
@@ -130,33 +133,35 @@ async def test_slow_reader_makes_the_unpaced_producer_wait():
     for _ in range(100):
         await asyncio.sleep(0)
     assert not stream.has_room
-    produced = stream.tokens_generated
+    produced = stream.stats.tokens_generated
     for _ in range(10):
         await asyncio.sleep(0)
-    assert stream.tokens_generated == produced  # waiting for the reader, not piling up
+    assert stream.stats.tokens_generated == produced  # waiting for the reader, not piling up
     stream.leave(reader)  # nobody left to wait for: it goes on
     for _ in range(10):
         await asyncio.sleep(0)
-    assert stream.tokens_generated > produced
+    assert stream.stats.tokens_generated > produced
     await engine.abort("g1", AbortReason.CANCELLED)
 
 
 async def test_an_idle_stream_pings_again_and_again_then_ends_cleanly():
     stream = TokenStream(request(), Counters())
-    batches = stream.batches(0.02)
-    assert await anext(batches) == []
-    assert await anext(batches) == []  # the idle timer re-arms itself
-    stream.push("a")
-    assert [c.text for c in await anext(batches)] == ["a"]
-    stream.finish("stop")
-    with pytest.raises(StopAsyncIteration):
-        await anext(batches)
+    reader = stream.join()
+    batches = stream.batches(reader=reader)
+    with Heartbeat(reader, 0.02):  # as the view's (event_stream)
+        assert await anext(batches) == []
+        assert await anext(batches) == []  # the idle timer re-arms itself
+        stream.push("a")
+        assert [c.text for c in await anext(batches)] == ["a"]
+        stream.finish("stop")
+        with pytest.raises(StopAsyncIteration):
+            await anext(batches)
 
 
 async def chunks_of(engine, req):
     stream = engine.generate(req)
     chunks = []
-    async for batch in stream.batches(5.0):
+    async for batch in stream.batches():
         chunks += batch
     return stream, chunks
 
@@ -173,7 +178,7 @@ async def test_a_stop_string_across_tokens_ends_the_answer_before_it():
     assert "".join(c.text for c in chunks) == before  # the token's text before it is sent
     assert stream.finish_reason == "stop"
     # Every token made counts, those of the stop string too, and none after them is made.
-    assert stream.tokens_generated == sum(c.tokens for c in chunks) == at + 3
+    assert stream.stats.tokens_generated == sum(c.tokens for c in chunks) == at + 3
 
 
 async def test_text_held_back_for_a_stop_string_that_never_comes_is_sent_at_the_end():
@@ -184,7 +189,7 @@ async def test_text_held_back_for_a_stop_string_that_never_comes_is_sent_at_the_
     )
     assert "".join(c.text for c in chunks) == "".join(script)
     assert chunks[-1].text.endswith(script[-1])
-    assert (stream.finish_reason, stream.tokens_generated) == ("length", 12)
+    assert (stream.finish_reason, stream.stats.tokens_generated) == ("length", 12)
     assert sum(c.tokens for c in chunks) == 12
 
 
@@ -199,11 +204,11 @@ async def test_step_mode_advances_every_running_sequence_together():
     engine = DeterministicEngine(ttft_s=0, tokens_per_s=0, step_s=3600)
     streams = [engine.generate(request(max_tokens=n, id=f"g{n}")) for n in (2, 5, 5)]
     await settle()
-    assert [s.tokens_generated for s in streams] == [0, 0, 0]
+    assert [s.stats.tokens_generated for s in streams] == [0, 0, 0]
     for step in range(1, 6):
         engine.steps.advance()
         await settle()
-        assert [s.tokens_generated for s in streams] == [min(step, 2), step, step]
+        assert [s.stats.tokens_generated for s in streams] == [min(step, 2), step, step]
     assert [s.finish_reason for s in streams] == ["length"] * 3
     assert engine.steps._ticking is None  # an empty batch stops the clock
 
@@ -221,8 +226,8 @@ async def test_step_mode_gives_the_same_tokens_and_an_abort_leaves_the_batch():
     for _ in range(2):
         slow.steps.advance()
         await settle()
-    assert (kept.tokens_generated, kept.finish_reason) == (3, "length")
-    assert gone.tokens_generated == 1
+    assert (kept.stats.tokens_generated, kept.finish_reason) == (3, "length")
+    assert gone.stats.tokens_generated == 1
     assert slow.model == "deterministic-0ms-step3.6e+06ms"
 
 

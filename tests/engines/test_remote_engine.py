@@ -87,9 +87,9 @@ def run(
         stream.max_buffered = max_buffered  # before any token: its task has not run yet
         texts: list[str] = []
         try:
-            await stream.accepted()
+            await engine.accepted(stream.id)
             async with asyncio.timeout(30):
-                async for batch in stream.batches(5.0):
+                async for batch in stream.batches():
                     texts += [c.text for c in batch]
                     await asyncio.sleep(0)  # a reader slower than the upstream
         except Exception as error:
@@ -131,7 +131,7 @@ def test_chunks_finish_reason_and_usage_are_relayed():
     assert result.error is None and result.texts == ["안", "녕", "!"]
     assert result.stream.finish_reason == "length"
     # Three chunks with text, but the upstream counted four tokens: its count wins.
-    assert (result.stream.tokens_generated, result.stream.prompt_tokens) == (4, 7)
+    assert (result.stream.stats.tokens_generated, result.stream.stats.prompt_tokens) == (4, 7)
     # No temperature or top_p: the request set none, and the upstream has its own defaults.
     assert sent == [
         {
@@ -227,7 +227,7 @@ def test_a_slow_reader_pauses_the_upstream_and_loses_nothing():
     )
     assert result.error is None
     assert "".join(result.texts) == "".join(words)
-    assert result.stream.tokens_generated == 2000
+    assert result.stream.stats.tokens_generated == 2000
 
 
 @pytest.fixture

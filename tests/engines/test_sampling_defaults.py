@@ -147,7 +147,7 @@ def sampled_with(engine, monkeypatch, body: bytes) -> dict:
         request = parse_generation_body(body)
         engine.check_request(request)
         stream = engine.generate(request)
-        async for _ in stream.batches(30.0):
+        async for _ in stream.batches():
             pass
         engine.release(stream.id)
 

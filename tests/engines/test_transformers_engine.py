@@ -65,7 +65,7 @@ async def read(engine, stream) -> tuple[list[str], BaseException | None]:
     """Every chunk's text, and the error the stream ended with (None: a normal end)."""
     texts: list[str] = []
     try:
-        async for batch in stream.batches(30.0):
+        async for batch in stream.batches():
             texts += [chunk.text for chunk in batch]
     except GenerationError as error:
         return texts, error
@@ -93,7 +93,7 @@ def test_a_real_answer_streams(engine):
     stream, texts, error = asyncio.run(generate(engine, request("What is the capital of France?")))
     assert error is None and stream.finish_reason in ("stop", "length")
     assert len(texts) > 1 and "".join(texts).strip()
-    assert stream.tokens_generated > 1 and stream.tokens_after_abort == 0
+    assert stream.stats.tokens_generated > 1 and stream.stats.tokens_after_abort == 0
     assert engine.model == "SmolLM2-135M-Instruct"
 
 
@@ -143,7 +143,7 @@ async def chunks_of(engine, req):
     stream = engine.generate(req)
     chunks = []
     try:
-        async for batch in stream.batches(30.0):
+        async for batch in stream.batches():
             chunks += batch
     finally:
         engine.release(stream.id)
@@ -175,8 +175,8 @@ def test_a_stop_string_of_split_characters_ends_the_answer_before_it(engine, jap
     assert "".join(c.text for c in stopped) == before
     assert stream.finish_reason == "stop" and stream.error is None
     # Its tokens count, and the sequence left the batch at them.
-    assert stream.tokens_generated == sum(c.tokens for c in chunks[: at + 2])
-    assert sum(c.tokens for c in stopped) == stream.tokens_generated
+    assert stream.stats.tokens_generated == sum(c.tokens for c in chunks[: at + 2])
+    assert sum(c.tokens for c in stopped) == stream.stats.tokens_generated
     assert stream.id not in engine._running
 
 
@@ -186,7 +186,7 @@ def test_text_held_back_for_a_stop_string_is_sent_when_the_answer_ends(engine, j
         chunks_of(engine, request(JAPANESE, max_tokens=32, stop=(text[-2:] + "終",)))
     )
     assert "".join(c.text for c in chunks) == text
-    assert (stream.finish_reason, stream.tokens_generated) == ("length", 32)
+    assert (stream.finish_reason, stream.stats.tokens_generated) == ("length", 32)
 
 
 def test_detokenizing_the_real_tokenizer_never_splits_a_character(engine):
@@ -209,9 +209,11 @@ def test_eight_concurrent_streams_share_the_batch(engine):
     results = asyncio.run(main())
     streams = [stream for stream, _, _ in results]
     assert all(error is None for _, _, error in results)
-    assert all(stream.tokens_generated > 0 for stream in streams)
+    assert all(stream.stats.tokens_generated > 0 for stream in streams)
     # Batched, not one after another: every stream had started before any had finished.
-    assert max(s.first_token_at for s in streams) < min(s.last_token_at for s in streams)
+    assert max(s.stats.first_token_at for s in streams) < min(
+        s.stats.last_token_at for s in streams
+    )
 
 
 def test_cancelling_one_stream_stops_it_while_the_others_finish(engine):
@@ -220,27 +222,27 @@ def test_cancelling_one_stream_stops_it_while_the_others_finish(engine):
         streams = [engine.generate(r) for r in reqs]
         readers = [asyncio.create_task(read(engine, s)) for s in streams]
         victim = streams[0]
-        await wait_for(lambda: victim.tokens_generated >= 3)
+        await wait_for(lambda: victim.stats.tokens_generated >= 3)
         await engine.abort(victim.id, AbortReason.CANCELLED)
-        at_abort = victim.tokens_generated
+        at_abort = victim.stats.tokens_generated
         results = await asyncio.gather(*readers)
         return victim, at_abort, streams[1:], results
 
     victim, at_abort, others, results = asyncio.run(main())
     assert isinstance(results[0][1], GenerationError) and results[0][1].code == "cancelled"
     # At most one step's output already on its way to the loop and one step in flight.
-    assert victim.tokens_after_abort <= 2
-    assert victim.tokens_generated == at_abort + victim.tokens_after_abort
+    assert victim.stats.tokens_after_abort <= 2
+    assert victim.stats.tokens_generated == at_abort + victim.stats.tokens_after_abort
     assert victim.id not in engine._running
     for stream, (_, error) in zip(others, results[1:], strict=True):
         assert error is None and stream.finish_reason in ("stop", "length")
-        assert stream.tokens_after_abort == 0
+        assert stream.stats.tokens_after_abort == 0
 
 
 def test_max_tokens_is_a_normal_end(engine):
     stream, _texts, error = asyncio.run(generate(engine, request(max_tokens=5)))
     assert error is None
-    assert (stream.tokens_generated, stream.finish_reason) == (5, "length")
+    assert (stream.stats.tokens_generated, stream.finish_reason) == (5, "length")
 
 
 def long_prompt(engine, tokens: int) -> str:
@@ -308,7 +310,7 @@ def test_reaching_the_window_mid_answer_is_context_length(engine):
     prompt, length = counting_prompt(engine, CONTEXT_TOKENS - 8)
     stream, texts, error = asyncio.run(generate(engine, request(prompt, max_tokens=100)))
     assert isinstance(error, GenerationError) and error.code == "context_length"
-    assert texts and 0 < stream.tokens_generated <= CONTEXT_TOKENS - length
+    assert texts and 0 < stream.stats.tokens_generated <= CONTEXT_TOKENS - length
 
 
 def test_a_full_queue_is_busy_and_a_queued_request_waits_for_a_slot(engine):
@@ -326,7 +328,7 @@ def test_a_full_queue_is_busy_and_a_queued_request_waits_for_a_slot(engine):
 
     first, second = asyncio.run(main())
     assert first.finish_reason and second.finish_reason
-    assert second.first_token_at >= first.last_token_at  # it waited for the batch slot
+    assert second.stats.first_token_at >= first.stats.last_token_at  # it waited for the batch slot
 
 
 def test_an_engine_failure_ends_streams_with_engine_error_and_recovers(engine):
@@ -355,5 +357,5 @@ def test_an_engine_failure_ends_streams_with_engine_error_and_recovers(engine):
         return await generate(engine, request(max_tokens=4))
 
     stream, _texts, error = asyncio.run(main())
-    assert error is None and stream.tokens_generated > 0
+    assert error is None and stream.stats.tokens_generated > 0
     assert engine.decode_loop.restarts == 1

@@ -121,7 +121,7 @@ async def read(stream: TokenStream) -> tuple[list[Chunk], GenerationError | None
     chunks: list[Chunk] = []
 
     async def all_of_it() -> None:
-        async with aclosing(stream.batches(WITHIN_S)) as batches:
+        async with aclosing(stream.batches()) as batches:
             async for batch in batches:
                 chunks.extend(batch)
 

@@ -57,7 +57,7 @@ async def test_a_replica_on_another_web_process_follows_a_running_answer(start_f
     stream = fleet.web.generate(asked)
     FleetSharing(fleet.web).keep(asked.id, durable())
     home = asyncio.create_task(read(stream))
-    await eventually(lambda: stream.tokens_generated >= 5)
+    await eventually(lambda: stream.stats.tokens_generated >= 5)
     replicas = await fleet.another_web()
 
     generation = await replicas.replicate(asked.id)
@@ -88,7 +88,7 @@ async def test_a_replica_after_the_end_reads_the_log(start_fleet):
     chunks, error = await read(generation.stream)
     assert error is None
     assert text(chunks) == text(home_chunks) and ids(chunks) == list(range(30))
-    assert generation.stream.tokens_generated == 30
+    assert generation.stream.stats.tokens_generated == 30
 
 
 class ReadBeforeTheEnd(MemoryLog):

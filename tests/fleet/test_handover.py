@@ -34,7 +34,7 @@ async def start_answers(fleet, count: int = 6, max_tokens: int = 60):
     asked = [request(max_tokens, prompt=f"question {n}") for n in range(count)]
     streams = [fleet.web.generate(each) for each in asked]
     readers = [asyncio.create_task(read(stream)) for stream in streams]
-    await eventually(lambda: all(stream.tokens_generated >= 5 for stream in streams))
+    await eventually(lambda: all(stream.stats.tokens_generated >= 5 for stream in streams))
     return asked, streams, readers
 
 
@@ -57,8 +57,8 @@ async def test_a_killed_workers_answers_go_on_on_the_other_whole(start_fleet):
     # The log row's record of who made its tokens: each worker, in order, and how many.
     first, sharing = fleet.workers[0].channel_name, FleetSharing(fleet.web)
     for stream in streams:
-        made = sharing.made_by(stream.id, stream.tokens_generated)
-        assert sum(part["tokens"] for part in made) == stream.tokens_generated == 60
+        made = sharing.made_by(stream.id, stream.stats.tokens_generated)
+        assert sum(part["tokens"] for part in made) == stream.stats.tokens_generated == 60
         assert [part["worker"] for part in made] == (
             [first, second] if stream.id in on_first else [fleet.web.assignments[stream.id].worker]
         )
@@ -77,7 +77,7 @@ async def test_a_durable_answer_handed_over_keeps_its_chunks_for_replicas_and_it
     stream.max_log_bytes = options["max_bytes"]  # kept whole here, as its Answer does
     home = asyncio.create_task(read(stream))
     replicas = await fleet.another_web()
-    await eventually(lambda: stream.tokens_generated >= 5)
+    await eventually(lambda: stream.stats.tokens_generated >= 5)
     first = next(n for n, w in enumerate(fleet.workers) if asked.id in w.audiences)
     going_on = fleet.workers[1 - first]
 
@@ -188,7 +188,7 @@ async def test_only_the_text_is_kept_here_and_past_its_cap_an_answer_cannot_move
     # STREAM_RESUME_MAX_BYTES caps what a web process keeps of each answer for a handover.
     fleet = await start_fleet(workers=2, STREAM_RESUME_MAX_BYTES=40, **PACED)
     _asked, streams, readers = await start_answers(fleet, count=2, max_tokens=200)
-    await eventually(lambda: all(s.tokens_generated >= 40 for s in streams))
+    await eventually(lambda: all(s.stats.tokens_generated >= 40 for s in streams))
     # What the readers have read is freed, as in process: only the text is kept (up to 40).
     assert all(
         stream.log_bytes < 40 and fleet.web.assignments[stream.id].text is None

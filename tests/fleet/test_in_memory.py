@@ -46,7 +46,7 @@ async def test_a_generation_reaches_the_worker_and_its_tokens_arrive_in_order(
     assert [chunk.text for chunk in chunks] == expected
     assert [chunk.index for chunk in chunks] == list(range(len(expected)))  # the event ids
     stream = fleet.web.streams[asked.id]
-    assert (stream.finish_reason, stream.tokens_generated) == (finish_reason, len(expected))
+    assert (stream.finish_reason, stream.stats.tokens_generated) == (finish_reason, len(expected))
     await eventually(lambda: not fleet.worker.generations and not fleet.worker.known)
 
 
@@ -55,9 +55,9 @@ async def test_an_abort_from_the_web_stops_the_workers_generation_within_a_token
     asked = request(max_tokens=10_000)
     stream = fleet.web.generate(asked)
     reader = asyncio.create_task(read(stream))
-    await eventually(lambda: stream.tokens_generated >= 3)
+    await eventually(lambda: stream.stats.tokens_generated >= 3)
     on_worker = fleet.running_on_worker(asked.id)
-    tokens_at_abort = on_worker.tokens_generated
+    tokens_at_abort = on_worker.stats.tokens_generated
 
     await fleet.web.abort(asked.id, AbortReason.CANCELLED)
 
@@ -66,11 +66,11 @@ async def test_an_abort_from_the_web_stops_the_workers_generation_within_a_token
     await eventually(lambda: not fleet.worker.generations)
     assert fleet.worker.engine.streams == {}
     assert on_worker.error.code == "cancelled"
-    assert on_worker.tokens_after_abort <= 1
-    assert on_worker.tokens_generated <= tokens_at_abort + 1
+    assert on_worker.stats.tokens_after_abort <= 1
+    assert on_worker.stats.tokens_generated <= tokens_at_abort + 1
     # The web process takes the worker's counters (carried by the end abort waited for).
-    assert stream.tokens_generated == on_worker.tokens_generated
-    assert len(chunks) <= on_worker.tokens_generated
+    assert stream.stats.tokens_generated == on_worker.stats.tokens_generated
+    assert len(chunks) <= on_worker.stats.tokens_generated
 
 
 async def test_concurrent_generations_share_chunks_messages(start_fleet, monkeypatch):
@@ -106,7 +106,7 @@ async def test_a_silent_worker_ends_its_streams_with_worker_unavailable(start_fl
     asked = request(max_tokens=10_000)
     stream = fleet.web.generate(asked)
     reader = asyncio.create_task(read(stream))
-    await eventually(lambda: stream.tokens_generated >= 1)
+    await eventually(lambda: stream.stats.tokens_generated >= 1)
 
     await fleet.kill_worker()
 
@@ -125,7 +125,7 @@ async def test_the_last_web_process_detaching_aborts_the_generation(start_fleet,
     fleet = await start_fleet(DETERMINISTIC_TPS=100.0, DETERMINISTIC_ANSWER_TOKENS=10_000)
     asked = request(max_tokens=10_000)
     stream = fleet.web.generate(asked)  # nobody reads it here
-    await eventually(lambda: stream.tokens_generated >= 2)
+    await eventually(lambda: stream.stats.tokens_generated >= 2)
     on_worker = fleet.running_on_worker(asked.id)
 
     await fleet.web.readers_left(asked.id, unread=2, leaving=leaving)
@@ -137,8 +137,8 @@ async def test_the_last_web_process_detaching_aborts_the_generation(start_fleet,
     assert not fleet.worker.generations and not fleet.worker.audiences
     if not leaving:
         # Produced before the abort but never read: wasted, counted where it was made.
-        assert on_worker.tokens_after_abort >= 2
-        assert stream.tokens_after_abort == on_worker.tokens_after_abort
+        assert on_worker.stats.tokens_after_abort >= 2
+        assert stream.stats.tokens_after_abort == on_worker.stats.tokens_after_abort
 
 
 async def test_a_reader_back_before_the_detach_arrives_keeps_it_running(start_fleet):
@@ -161,7 +161,7 @@ async def test_query_reports_a_running_generation_and_nothing_for_an_unknown_one
     fleet = await start_fleet(DETERMINISTIC_TPS=100.0, DETERMINISTIC_ANSWER_TOKENS=10_000)
     asked = request(max_tokens=10_000)
     stream = fleet.web.generate(asked)
-    await eventually(lambda: stream.tokens_generated >= 2)
+    await eventually(lambda: stream.stats.tokens_generated >= 2)
 
     state = await fleet.web.query(asked.id)
 

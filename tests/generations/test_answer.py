@@ -17,7 +17,7 @@ def answer(grace_s: float = 5.0, retention_s: float = 60.0, max_bytes: int = 1 <
     abandoned: list[int] = []
 
     async def abandon() -> None:
-        abandoned.append(stream.tokens_generated)
+        abandoned.append(stream.stats.tokens_generated)
 
     return (
         stream,

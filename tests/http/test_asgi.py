@@ -53,11 +53,11 @@ async def test_disconnect_aborts_the_generation(engine):
     await exchange.disconnect()
     await log_writer.flush()
     assert stream.finished and stream.aborted
-    assert stream.tokens_after_abort == 0
-    assert stream.tokens_generated < 400
+    assert stream.stats.tokens_after_abort == 0
+    assert stream.stats.tokens_generated < 400
     row = await GenerationLog.objects.aget(generation_id=generation_id)
     assert row.status == "client_disconnected"
-    assert row.tokens_generated == stream.tokens_generated
+    assert row.tokens_generated == stream.stats.tokens_generated
     assert engine.counters.generations_in_flight == 0
 
 
