@@ -17,9 +17,9 @@ from asgiref.sync import sync_to_async
 
 from streaming.conversations import records
 from streaming.core import config
-from streaming.fleet import answer_log, store
+from streaming.fleet.whereabouts import whereabouts
 from streaming.generations import record
-from streaming.generations.registry import Generation, registry
+from streaming.generations.registry import Generation
 from streaming.models import ConversationItem, GenerationLog, GenerationStatus, ItemStatus
 from streaming.ops import log_writer
 
@@ -99,10 +99,11 @@ async def settle(items: list[ConversationItem]) -> None:
     """Answers shown `in_progress` that no process runs any more (it was killed, or restarted
     meanwhile): ended as their log row says, else cut, with the text of their last checkpoint.
     """
+    where = whereabouts()
     for item in items:
         if item.status != ItemStatus.IN_PROGRESS or not item.generation_id:
             continue
-        if await _running_somewhere(item.generation_id):
+        if await where.running_somewhere(item.generation_id):
             continue
         row = await GenerationLog.objects.filter(generation_id=item.generation_id).afirst()
         status, reason = (
@@ -112,15 +113,3 @@ async def settle(items: list[ConversationItem]) -> None:
         )
         await sync_to_async(records.end_answer)(item.pk, status, reason)
         item.status, item.finish_reason = status, reason
-
-
-async def _running_somewhere(generation_id: str) -> bool:
-    """Whether a process may still be making or finishing it: this one, or (REDIS_URL) any,
-    its request waiting in Redis or its log there."""
-    if registry.get(generation_id) is not None:
-        return True
-    if not store.enabled():
-        return False
-    return bool(await store.peek_pending(generation_id)) or bool(
-        await store.call("exists", answer_log.key(generation_id))
-    )

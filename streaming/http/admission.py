@@ -19,10 +19,10 @@ from streaming.core.exceptions import MethodNotAllowed, ShuttingDown, StreamingE
 from streaming.core.request import GenerationRequest
 from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
-from streaming.fleet import store
 from streaming.fleet.sharing import sharing_for
+from streaming.fleet.whereabouts import whereabouts
 from streaming.generations.registry import PENDING, Generation, registry
-from streaming.http.auth import answer_owner, authenticate, client_address, may_see, principal
+from streaming.http.auth import answer_owner, authenticate, client_address, principal
 from streaming.http.errors import error_response, public_error
 from streaming.http.limits import WRITES, limits
 
@@ -109,33 +109,15 @@ async def admit(
         ),
         asker=asker,
     )
-    if store.enabled() and generation.owner:
-        # With REDIS_URL: any web process can tell who may see and cancel it.
-        await store.remember_owner(generation.id, generation.owner)
+    # Any web process that may be asked about it can tell who may see and cancel it.
+    await whereabouts().remember_owner(generation)
     return generation, options
 
 
-def owned(request: HttpRequest, generation: Generation | None) -> Generation | None:
-    """The generation if the asker may see it: someone else's is "not found" (its existence
-    is not theirs to learn either)."""
-    return generation if generation is None or may_see(request, generation.owner) else None
-
-
 async def publish(request: HttpRequest, generation: Generation) -> None:
-    """A created generation, not started: with REDIS_URL it goes to Redis, the only home of a
-    created generation, where whichever web process gets its stream claims it (so no process
-    keeps a copy that could go stale); without, it stays in this process's registry."""
-    if store.enabled():
-        registry.discard(generation)
-        await store.put_pending(
-            generation.request,
-            api=generation.api,
-            client=generation.client,
-            created_at=generation.created_at,
-            owner=generation.owner,
-            asker=principal(request),
-            in_conversation=generation.in_conversation,
-        )
+    """A created generation, not started, made claimable wherever its reader's stream comes
+    (in a fleet, Redis becomes its only home; in one process, the registry stays it)."""
+    await whereabouts().publish(generation, principal(request))
 
 
 async def start_new(request: HttpRequest, generation: Generation, *, durable: bool = False) -> None:

@@ -33,7 +33,7 @@ from streaming.core.exceptions import (
     TooManyBackground,
     TooManyStreams,
 )
-from streaming.fleet import store
+from streaming.fleet.counts import SharedCounts, shared_counts
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +218,8 @@ def _keys(pool: Pool, client: str) -> tuple[str, str]:
 class RedisLimits:
     """Counts shared by every web process through Redis."""
 
-    def __init__(self) -> None:
+    def __init__(self, counts: SharedCounts) -> None:
+        self.counts = counts
         self.held: set[Lease] = set()
         self._renewer: asyncio.Task[None] | None = None
         self._releases: set[asyncio.Task[None]] = set()
@@ -229,22 +230,15 @@ class RedisLimits:
         if limit <= 0:
             return
         key = f"{PREFIX}{rate.name}:{client}"
-        count, ttl_ms = await store.call("eval", _HIT, 1, key, RATE_WINDOW_S)
+        count, ttl_ms = await self.counts.run(_HIT, (key,), RATE_WINDOW_S)
         if count > limit:
             raise RateLimited(limit, retry_after_s=max(ttl_ms, 0) / 1000, what=rate.what)
 
     async def acquire(self, client: str, pool: Pool = STREAMS) -> Lease:
         """A lease on a slot of `pool`, or its error for this client / everyone."""
         lease = Lease(client, uuid.uuid4().hex, self, pool)
-        verdict = await store.call(
-            "eval",
-            _ACQUIRE,
-            2,
-            *_keys(pool, client),
-            lease.token,
-            pool.total(),
-            pool.per_client(),
-            _ttl_ms(),
+        verdict = await self.counts.run(
+            _ACQUIRE, _keys(pool, client), lease.token, pool.total(), pool.per_client(), _ttl_ms()
         )
         if verdict == 2:
             raise pool.all_full(pool.total())
@@ -266,8 +260,7 @@ class RedisLimits:
 
     async def _remove(self, lease: Lease) -> None:
         try:
-            client = store.redis()
-            async with client.pipeline(transaction=False) as pipe:
+            async with self.counts.pipeline() as pipe:
                 for key in _keys(lease.pool, lease.client):
                     pipe.zrem(key, lease.token)
                 await pipe.execute()
@@ -289,7 +282,7 @@ class RedisLimits:
                 return
             ttl_ms = _ttl_ms()
             try:
-                async with store.redis().pipeline(transaction=False) as pipe:
+                async with self.counts.pipeline() as pipe:
                     for lease in held:
                         pipe.eval(_RENEW, 2, *_keys(lease.pool, lease.client), lease.token, ttl_ms)
                     await pipe.execute()
@@ -320,7 +313,8 @@ def limits() -> Limits:
     """This process's limiter: Redis-backed when REDIS_URL is set (read lazily)."""
     global _limits
     if _limits is None:
-        _limits = RedisLimits() if store.enabled() else LocalLimits()
+        counts = shared_counts()
+        _limits = LocalLimits() if counts is None else RedisLimits(counts)
     return _limits
 
 

@@ -2,8 +2,7 @@
 the engine's defaults.
 
 Views are thin: admission.py admits, lookup.py finds the answer to read (here or in another web
-process), cancel.py stops it, event_stream.py frames and handles a reader leaving (in
-`event_stream`).
+process) or stops it, event_stream.py frames and handles a reader leaving (in `event_stream`).
 """
 
 from __future__ import annotations
@@ -18,16 +17,15 @@ from streaming.core.request import GenerationRequest
 from streaming.engines import get_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
-from streaming.fleet import store
+from streaming.fleet.whereabouts import whereabouts
 from streaming.generations import record
 from streaming.generations.answer import retry_ms
 from streaming.generations.record import state_json
 from streaming.generations.registry import PENDING, STREAMING, Generation, registry
-from streaming.http import cancel
-from streaming.http.admission import admit, api_view, owned, publish, start_new
-from streaming.http.elsewhere import logged, may_see_elsewhere, streamed_elsewhere
+from streaming.generations.whereabouts import FIRST, NeverStarted, Position
+from streaming.http.admission import admit, api_view, publish, start_new
 from streaming.http.event_stream import cancelled_stream, open_event_stream
-from streaming.http.lookup import FIRST, NeverStarted, Position, locate
+from streaming.http.lookup import cancel, locate, log_row, visible
 from streaming.http.validation import parse_generation_body
 from streaming.models import GenerationStatus
 from streaming.wire import sse
@@ -94,14 +92,14 @@ def _resume_preamble(generation: Generation) -> bytes:
 @api_view("POST")
 async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpResponse:
     """`POST /api/generations/<id>/cancel`: abort it on the engine; idempotent."""
-    found = await cancel.cancel(request, generation_id)
+    found = await cancel(request, generation_id)
     generation = found.generation
     if generation is not None:
         status = generation.status if not generation.live else GenerationStatus.CANCELLED
     elif found.stopped:
         status = GenerationStatus.CANCELLED  # streamed by another web process
     else:
-        row = await logged(request, generation_id)
+        row = await log_row(request, generation_id)
         if row is None:
             raise NotFound()
         status = row.status
@@ -111,16 +109,16 @@ async def cancel_generation(request: HttpRequest, generation_id: str) -> HttpRes
 @api_view("GET")
 async def generation_state(request: HttpRequest, generation_id: str) -> HttpResponse:
     """`GET /api/generations/<id>`: live counters, or the log row once it has ended."""
-    generation = owned(request, registry.get(generation_id))
+    where = whereabouts()
+    mine = await visible(request, where, generation_id)
+    generation = registry.get(generation_id) if mine else None
     if generation is not None:
         return JsonResponse(record.state(generation))
-    if store.enabled() and await may_see_elsewhere(request, generation_id):
-        pending = await store.peek_pending(generation_id)
-        if pending is not None:
-            return JsonResponse(state_json(generation_id, PENDING))
-    row = await logged(request, generation_id)
-    if row is None and store.enabled() and await may_see_elsewhere(request, generation_id):
-        remote = await streamed_elsewhere(generation_id)
+    if mine and await where.pending(generation_id):
+        return JsonResponse(state_json(generation_id, PENDING))
+    row = await log_row(request, generation_id)
+    if row is None and mine:
+        remote = await where.streamed(generation_id)
         if remote is not None:
             return JsonResponse(
                 state_json(
@@ -154,8 +152,7 @@ async def readyz(request: HttpRequest) -> HttpResponse:
     a request would get now (every created answer goes through Redis there)."""
     engine = await ready_engine()
     await engine.check_health()
-    if store.enabled():
-        await store.check()
+    await whereabouts().check()
     return JsonResponse({"status": "ready", "engine": engine.name, "model": engine.model})
 
 

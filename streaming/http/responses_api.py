@@ -25,13 +25,14 @@ from streaming.core.stream import TokenStream
 from streaming.generations import stored
 from streaming.generations.answer import event_id
 from streaming.generations.registry import Generation, registry
-from streaming.http import cancel, response_conversation
+from streaming.generations.whereabouts import Position
+from streaming.http import response_conversation
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.auth import may_see, principal
 from streaming.http.errors import openai_error_response
 from streaming.http.event_stream import event_stream, open_event_stream
 from streaming.http.limits import BACKGROUND, limits
-from streaming.http.lookup import REFUSED, Position, find, locate
+from streaming.http.lookup import REFUSED, cancel, find, locate
 from streaming.http.responses_body import ResponseBody, generation_id_of, parse_response_body
 from streaming.models import GenerationStatus, StoredResponse
 from streaming.wire import openai_format, sse
@@ -181,7 +182,7 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
     """`GET /v1/responses/<id>` (its state, or `?stream=true` its events), `DELETE` (forget)."""
     row = await _stored(request, response_id)
     if request.method == "DELETE":
-        await cancel.cancel(request, row.response_id)
+        await cancel(request, row.response_id)
         await stored.forget(row.response_id)
         return JsonResponse({"id": response_id, "object": "response", "deleted": True})
     streamed = request.GET.get("stream", "false")
@@ -218,7 +219,7 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
 async def cancel_response(request: HttpRequest, response_id: str) -> HttpResponse:
     """`POST /v1/responses/<id>/cancel`: stop it within a token; the response as it ends."""
     row = await _stored(request, response_id)
-    found = await cancel.cancel(request, row.response_id)
+    found = await cancel(request, row.response_id)
     generation, spec = found.generation, stored.spec_of(row)
     if found.stopped:
         stream = generation.stream if generation is not None else None

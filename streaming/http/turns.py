@@ -18,11 +18,9 @@ from streaming.core import config
 from streaming.core.exceptions import BadRequest, PromptTooLong
 from streaming.core.request import GenerationRequest, Message
 from streaming.engines.base import Engine
-from streaming.fleet import store
+from streaming.fleet.whereabouts import whereabouts
 from streaming.generations.registry import Generation, registry
-from streaming.http import cancel
 from streaming.http.admission import admit
-from streaming.http.elsewhere import abort_elsewhere
 from streaming.http.validation import build_request
 from streaming.models import Conversation
 
@@ -110,13 +108,6 @@ def forget(generation: Generation) -> None:
 async def let_go(generation_ids: list[str]) -> None:
     """A deleted conversation's answers: stopped if they still run, their logs freed here and
     (REDIS_URL) in Redis, so that nothing of them stays readable."""
+    where = whereabouts()
     for generation_id in generation_ids:
-        generation = registry.get(generation_id)
-        if generation is not None and generation.live:
-            await cancel.stop(generation)
-        if generation is not None and generation.answer is not None:
-            generation.answer.free()
-        if store.enabled():
-            if generation is None:
-                await abort_elsewhere(generation_id)
-            await store.forget(generation_id)
+        await where.forget(generation_id)
