@@ -118,3 +118,17 @@ def nginx_factory(tmp_path) -> Iterator[Callable[..., Nginx]]:
     yield start
     for proxy in started:
         proxy.stop()
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(tmp_path_factory) -> None:
+    """SQLite's test database in a file, as a deployment's is: in memory, its connections share
+    one cache, whose table locks fail at once ("database table is locked") where a file's writer
+    waits its turn (SQLITE_BUSY_TIMEOUT_S)."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        database.setdefault("TEST", {})["NAME"] = str(
+            tmp_path_factory.mktemp("db") / "test.sqlite3"
+        )
