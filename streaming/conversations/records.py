@@ -180,10 +180,28 @@ def append(
 
 
 def last_shown(conversation: Conversation) -> ConversationItem | None:
-    """The last item of the branch shown (None: the conversation is empty)."""
+    """The last item of the branch shown, as `conversation` was read (None: it is empty)."""
     if conversation.current_id is None:
         return None
     return ConversationItem.objects.get(pk=conversation.current_id)
+
+
+def append_at_end(
+    conversation: Conversation, items: Iterable[tuple[str, str]]
+) -> list[ConversationItem]:
+    """Add `items` ((role, content)) at the end of the branch shown as the write finds it, not
+    as the request read it: appends at once make one line, none a branch beside another."""
+    items = list(items)
+    bounds.check_items(items)
+    with transaction.atomic():
+        _lock(conversation)
+        current = (
+            Conversation.objects.filter(pk=conversation.pk)
+            .values_list("current_id", flat=True)
+            .first()
+        )
+        after = None if current is None else ConversationItem.objects.get(pk=current)
+        return _append_all(conversation, after, items)
 
 
 def answer_beside(
@@ -288,10 +306,7 @@ def _append_all(
     generation_id: str = "",
     last_id: str = "",
 ) -> list[ConversationItem]:
-    # The conversation's row, locked until the transaction ends: appends that counted at once
-    # could pass the limit together (SQLite, without row locks, has one writer at a time).
-    if connection.features.has_select_for_update:
-        list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values("pk"))
+    _lock(conversation)
     limit = config.current().conversations.max_items
     if ConversationItem.objects.filter(conversation=conversation).count() + len(items) > limit:
         raise ConversationLimit(
@@ -325,6 +340,14 @@ def _append_all(
     conversation.current, conversation.updated_at, conversation.title = after, stamp, title
     conversation.title_folded = searchable(title)
     return made
+
+
+def _lock(conversation: Conversation) -> None:
+    """The conversation's row, locked until the transaction ends: appends that counted at once
+    could pass the limit together, or find the same end (SQLite, without row locks, has one
+    writer at a time: its IMMEDIATE transactions)."""
+    if connection.features.has_select_for_update:
+        list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values("pk"))
 
 
 def _children(conversation: Conversation) -> dict[int | None, list[ConversationItem]]:

@@ -31,7 +31,6 @@ from streaming.http.openai_items import (
 )
 from streaming.http.replies import json_off_the_loop
 from streaming.http.validation import decode_json_object
-from streaming.models import Conversation, ConversationItem
 
 LIST_LIMIT, LIST_LIMIT_MAX = 20, 100  # OpenAI's default and bound for `limit`
 ITEM_ID = re.compile(r"msg_[0-9a-f]{32}")
@@ -93,7 +92,7 @@ async def conversation_items(request: HttpRequest, conversation_id: str) -> Http
             raise UnsupportedParameter("items", "`items` is required: a list of message items.")
         pairs = input_items(data["items"], "items")
         found = await owned(request, conversation_id)
-        added = await sync_to_async(_append_at_end)(found, pairs)
+        added = await sync_to_async(records.append_at_end)(found, pairs)
         return JsonResponse(list_object(added, False))
     query = _query(request, {"after", "limit", "order", "include"})
     limit = _limit(query.get("limit"))
@@ -131,12 +130,6 @@ async def conversation_item(
         return JsonResponse(conversation_object(found))
     await settle([chosen])
     return JsonResponse(item_object(chosen))
-
-
-def _append_at_end(
-    conversation: Conversation, pairs: list[tuple[str, str]]
-) -> list[ConversationItem]:
-    return records.append(conversation, pairs, after=records.last_shown(conversation))
 
 
 def _query(request: HttpRequest, accepted: set[str]) -> dict[str, Any]:

@@ -70,6 +70,34 @@ def test_writers_at_once_wait_their_turn_and_every_write_is_kept(live):
         assert [part["text"] for item in items for part in item["content"]] == [f"{name} item"]
 
 
+def test_items_added_at_once_all_end_the_branch_shown(live):
+    """OpenAI's add-items appends at the end as the write finds it, not as its request read it:
+    racing appends make one line, none a branch beside another."""
+    cid = live.post("/api/conversations", json={"title": "racing appends"}).json()["id"]
+    start = threading.Barrier(WRITERS)
+
+    def add(writer: int) -> list[int]:
+        with httpx.Client(base_url=live.url, timeout=60) as client:
+            start.wait()
+            return [
+                client.post(
+                    f"/v1/conversations/{cid}/items",
+                    json={"items": [{"role": "user", "content": f"w{writer}-{round_}"}]},
+                ).status_code
+                for round_ in range(ROUNDS)
+            ]
+
+    with ThreadPoolExecutor(WRITERS) as pool:
+        statuses = [status for run in pool.map(add, range(WRITERS)) for status in run]
+    assert statuses == [200] * (WRITERS * ROUNDS)
+    items = live.get(f"/v1/conversations/{cid}/items?order=asc&limit=100").json()["data"]
+    texts = [part["text"] for item in items for part in item["content"]]
+    assert sorted(texts) == sorted(f"w{n}-{r}" for n in range(WRITERS) for r in range(ROUNDS))
+    for writer in range(WRITERS):  # each writer's own items in the order it sent them
+        own = [text for text in texts if text.startswith(f"w{writer}-")]
+        assert own == [f"w{writer}-{r}" for r in range(ROUNDS)]
+
+
 def test_racing_writes_stop_at_the_limits(tmp_path):
     racers, limit = WRITERS * 2, 2
     start = threading.Barrier(racers)
