@@ -177,13 +177,6 @@ class Assignments:
         """The replicas that `worker` feeds."""
         return [f for f in self.followed.values() if f.worker == worker]
 
-    def stream(self, generation_id: str) -> TokenStream | None:
-        """Our stream of it, or the replica's we follow."""
-        if (assignment := self.own.get(generation_id)) is not None:
-            return assignment.stream
-        following = self.followed.get(generation_id)
-        return following.stream if following is not None else None
-
     def worker_of(self, generation_id: str) -> str:
         """The worker that feeds it ("" when none does)."""
         if (assignment := self.own.get(generation_id)) is not None:
