@@ -263,12 +263,12 @@ async def _bench_timings(scope, send) -> None:
     """Server-side clock readings (time.monotonic, shared by every process on this machine)."""
     from urllib.parse import parse_qs
 
-    from streaming.generations.registry import registry
+    from streaming.generations.registry import REGISTRY
 
     ids = parse_qs(scope["query_string"].decode()).get("ids", [""])[0].split(",")
     found: dict[str, Any] = {}
     for generation_id in filter(None, ids):
-        generation = registry.get(generation_id)
+        generation = REGISTRY.get().get(generation_id)
         stream = generation.stream if generation is not None else None
         stream = stream or _naive_streams.get(generation_id)
         if stream is not None:

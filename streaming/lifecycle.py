@@ -14,17 +14,25 @@ import time
 from collections.abc import Callable
 
 from streaming.core import config
+from streaming.core.runtime import Part
 from streaming.engines import get_engine, startup
-from streaming.generations.registry import registry
+from streaming.generations.registry import REGISTRY
 from streaming.http import admission, event_stream, stalled_readers
 from streaming.http.limits import limits
 from streaming.ops import log_writer, metrics
 
 logger = logging.getLogger(__name__)
 
-_serving = False
-_loop: asyncio.AbstractEventLoop | None = None  # the serving event loop, for a signal's drain
-_drain_task: asyncio.Task[None] | None = None
+
+class Serving:
+    """This process as a server: the loop it serves on once it serves, and its drain."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None  # for a signal's drain
+        self.drain: asyncio.Task[None] | None = None
+
+
+SERVING = Part("serving", Serving)
 # Ctrl-C (SIGINT) and `kill`/systemd (SIGTERM) take the same drain.
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # The same signal again this soon is the same Ctrl-C delivered twice (runserver's watcher
@@ -41,11 +49,10 @@ def serving(*, signals: bool = True) -> None:
     requests slow to arrive are watched for (stalled_readers.py), and once the engine is up
     what is loaded is frozen (`startup.freeze_loaded`).
     """
-    global _serving, _loop
-    if _serving:
+    process = SERVING.get()
+    if process.loop is not None:
         return
-    _serving = True
-    _loop = asyncio.get_running_loop()
+    process.loop = asyncio.get_running_loop()
     startup.freeze_after_start()
     startup.begin_start()
     if signals:
@@ -56,7 +63,7 @@ def serving(*, signals: bool = True) -> None:
 
 def serving_loop() -> asyncio.AbstractEventLoop | None:
     """The event loop this process serves on, once it serves."""
-    return _loop
+    return SERVING.get().loop
 
 
 def under_daphne() -> bool:
@@ -79,7 +86,7 @@ async def shutdown() -> None:
     """The server is exiting: whatever is still open ends as in a drain (`server_shutdown`,
     never a Stop), every pending log row is written, and the engine's threads stop."""
     await asyncio.gather(
-        *(generation.shut_down() for generation in registry.live()), return_exceptions=True
+        *(generation.shut_down() for generation in REGISTRY.get().live()), return_exceptions=True
     )
     await log_writer.flush()
     metrics.process_exiting()
@@ -130,9 +137,8 @@ def on_signals(loop: asyncio.AbstractEventLoop, then: Callable[[int], None]) -> 
         first.append((signum, now))
 
         def begin() -> None:
-            global _drain_task
-            _drain_task = loop.create_task(drain())
-            _drain_task.add_done_callback(lambda _: then(signum))
+            task = SERVING.get().drain = loop.create_task(drain())
+            task.add_done_callback(lambda _: then(signum))
 
         loop.call_soon_threadsafe(begin)
 
@@ -145,7 +151,7 @@ async def drain(grace_s: float | None = None) -> None:
     answer in a fleet, hand it to the fleet), write the log rows, stop the engine."""
     admission.stop_admitting()
     grace_s = config.current().connections.shutdown_grace_s if grace_s is None else grace_s
-    live = registry.live()
+    live = REGISTRY.get().live()
     logger.info("draining: ending %d open generation(s)", len(live))
     await asyncio.gather(*(generation.shut_down() for generation in live), return_exceptions=True)
     # Each reader now writes its error frame and finishes its generation (and log row).
@@ -153,7 +159,10 @@ async def drain(grace_s: float | None = None) -> None:
 
     def readers_remain() -> bool:
         """A reader has not finished yet, and the grace period is not over."""
-        return bool(registry.live() or event_stream.open_streams()) and time.monotonic() < deadline
+        return (
+            bool(REGISTRY.get().live() or event_stream.open_streams())
+            and time.monotonic() < deadline
+        )
 
     while readers_remain():  # noqa: ASYNC110 - no event to wait on
         await asyncio.sleep(0.05)

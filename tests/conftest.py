@@ -74,6 +74,23 @@ def engine():
     async_to_sync(log_writer.flush)()
 
 
+@pytest.fixture
+def fresh_runtime(engine):
+    """A runtime of the test's own: every part built afresh (the engine is the `engine`
+    fixture's), the process's own put back after."""
+    from asgiref.sync import async_to_sync
+
+    from streaming.core import runtime
+    from streaming.engines import ENGINE
+    from streaming.ops import log_writer
+
+    previous = runtime.install(runtime.Runtime())
+    ENGINE.set(engine)
+    yield runtime.current()
+    async_to_sync(log_writer.flush)()  # this runtime's rows, before its database goes
+    runtime.install(previous)
+
+
 @pytest.fixture(scope="session")
 def naive_server(tmp_path_factory) -> Iterator[LiveServer]:
     """A server built wrong (tests/support/stub_servers.py): generations run on after their

@@ -9,12 +9,11 @@ from streaming import lifecycle
 from streaming.engines import get_engine, startup
 
 
-async def test_serving_freezes_what_is_loaded_once_the_engine_is_up(engine, monkeypatch):
+async def test_serving_freezes_what_is_loaded_once_the_engine_is_up(fresh_runtime, monkeypatch):
     # What is loaded by then lives as long as the process: full collections skip it, which
     # keeps their pauses (and the TTFT tail with many streams open) short.
     drains = []
     monkeypatch.setattr(lifecycle, "drain_on_signals", lambda: drains.append(True))
-    monkeypatch.setattr(lifecycle, "_serving", False)  # whatever an earlier test did
     gc.unfreeze()
     try:
         lifecycle.serving()

@@ -17,8 +17,8 @@ from tests.support.live import LiveServer, RawStream
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_while_draining_new_requests_get_503(engine, monkeypatch):
-    monkeypatch.setattr(admission, "_draining", True)
+async def test_while_draining_new_requests_get_503(fresh_runtime):
+    admission.stop_admitting()
     for path in ("/api/stream", "/v1/chat/completions"):
         refused = await (await Exchange("POST", path, body(prompt="hi")).start()).read_all()
         assert refused.status == 503 and refused.headers["retry-after"] == "1"

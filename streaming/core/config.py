@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
 
+from streaming.core.runtime import Part
+
 
 class ConfigError(ValueError):
     """Settings that are each valid but cannot go together (Django reports it at start-up)."""
@@ -216,20 +218,20 @@ def setting_names() -> dict[str, str]:
     }
 
 
-_current: Config | None = None
+def _from_django() -> Config:
+    from django.conf import settings  # lazily, so core imports without Django configured
+
+    return Config.from_settings(settings)
+
+
+CONFIG = Part("settings", _from_django)
 
 
 def current() -> Config:
     """This process's settings, built from Django's on first use."""
-    global _current
-    if _current is None:
-        from django.conf import settings  # lazily, so core imports without Django configured
-
-        _current = Config.from_settings(settings)
-    return _current
+    return CONFIG.get()
 
 
 def reset(**_: Any) -> None:
     """Forget them: rebuilt on next use (a receiver of Django's `setting_changed`)."""
-    global _current
-    _current = None
+    CONFIG.set(None)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from django.utils.module_loading import import_string
 
 from streaming.core import config
+from streaming.core.runtime import Part
 from streaming.engines.base import Engine
-
-_engine: Engine | None = None
 
 
 def build_engine(name: str | None = None, *, local: bool = False) -> Engine:
@@ -29,18 +28,18 @@ def build_engine(name: str | None = None, *, local: bool = False) -> Engine:
     return import_string(path).from_config(settings)
 
 
+# This process's engine, built on first use (never at import).
+ENGINE: Part[Engine] = Part("engine", build_engine)
+
+
 def get_engine() -> Engine:
     """This process's engine (built on first use, never at import)."""
-    global _engine
-    if _engine is None:
-        _engine = build_engine()
-    return _engine
+    return ENGINE.get()
 
 
 def set_engine(engine: Engine | None) -> None:
-    """Replace this process's engine (tests and benchmarks)."""
-    global _engine
-    _engine = engine
+    """Replace this process's engine (tests and benchmarks); None: built afresh on next use."""
+    ENGINE.set(engine)
 
 
-__all__ = ["Engine", "build_engine", "get_engine", "set_engine"]
+__all__ = ["ENGINE", "Engine", "build_engine", "get_engine", "set_engine"]

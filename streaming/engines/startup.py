@@ -9,18 +9,60 @@ import logging
 import weakref
 
 from streaming.core.exceptions import EngineUnavailable
+from streaming.core.runtime import Part
 from streaming.engines import get_engine
 from streaming.engines.base import Engine
 
 logger = logging.getLogger(__name__)
 
 READY_WAIT_S = 5.0  # how long a request waits for a loading engine before a 503
-_start_tasks: dict[int, asyncio.Task[None]] = {}  # per engine; a task lives on one event loop
-# Engines whose start failed for good (a model not found, an upstream that refused): every
-# request gets 503 with the reason until the process is restarted, and it was logged once.
-_failed: weakref.WeakKeyDictionary[Engine, BaseException] = weakref.WeakKeyDictionary()
-_not_yet: str | None = None  # the last "not available yet" reason logged, so it is logged once
-_freeze_after_start = False
+
+
+class EngineStarts:
+    """This process's engine starts: one task per engine, the failures, what was logged."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[int, asyncio.Task[None]] = {}  # per engine; a task lives on one loop
+        # Engines whose start failed for good (a model not found, an upstream that refused):
+        # every request gets 503 with the reason until the process is restarted; logged once.
+        self.failed: weakref.WeakKeyDictionary[Engine, BaseException] = weakref.WeakKeyDictionary()
+        self.not_yet: str | None = None  # the last "not available yet" reason, logged once
+        self.freeze_after_start = False  # a server process: freeze what is loaded, once up
+
+    def begin(self, engine: Engine) -> asyncio.Task[None]:
+        """Start loading `engine` in the background (idempotent; a failed start stays failed)."""
+        task = self.tasks.get(id(engine))
+        retry = task is not None and task.done() and not engine.ready and engine not in self.failed
+        if task is None or retry or task.get_loop().is_closed():
+            task = asyncio.get_running_loop().create_task(self._start(engine))
+            self.tasks[id(engine)] = task
+        return task
+
+    async def _start(self, engine: Engine) -> None:
+        if self.not_yet is None:  # a retry after "not yet" is not news
+            logger.info("starting engine %s (%s)", engine.name, engine.model or "model not named")
+        try:
+            await engine.start()
+        except EngineUnavailable as error:
+            # Not there yet (an upstream that is down): the next request tries again.
+            if error.message != self.not_yet:
+                logger.warning("engine %s is not available yet: %s", engine.name, error.message)
+            self.not_yet = error.message
+            raise
+        except Exception as error:
+            self.failed[engine] = error
+            logger.exception(
+                "engine %s failed to start; every request gets 503 until a restart", engine.name
+            )
+            raise
+        self.not_yet = None
+        logger.info("engine %s ready (%s)", engine.name, engine.model)
+        if self.freeze_after_start:
+            self.freeze_after_start = False
+            freeze_loaded()
+
+
+STARTS = Part("engine starts", EngineStarts)
 
 
 def check_configuration() -> None:
@@ -35,44 +77,12 @@ def check_configuration() -> None:
 
 def begin_start(engine: Engine | None = None) -> asyncio.Task[None]:
     """Start loading the engine in the background (idempotent; a failed start stays failed)."""
-    engine = engine or get_engine()
-    task = _start_tasks.get(id(engine))
-    retry = task is not None and task.done() and not engine.ready and engine not in _failed
-    if task is None or retry or task.get_loop().is_closed():
-        task = asyncio.get_running_loop().create_task(_start(engine))
-        _start_tasks[id(engine)] = task
-    return task
-
-
-async def _start(engine: Engine) -> None:
-    global _freeze_after_start, _not_yet
-    if _not_yet is None:  # a retry after "not yet" is not news
-        logger.info("starting engine %s (%s)", engine.name, engine.model or "model not named")
-    try:
-        await engine.start()
-    except EngineUnavailable as error:
-        # Not there yet (an upstream that is down): the next request tries again.
-        if error.message != _not_yet:
-            logger.warning("engine %s is not available yet: %s", engine.name, error.message)
-        _not_yet = error.message
-        raise
-    except Exception as error:
-        _failed[engine] = error
-        logger.exception(
-            "engine %s failed to start; every request gets 503 until a restart", engine.name
-        )
-        raise
-    _not_yet = None
-    logger.info("engine %s ready (%s)", engine.name, engine.model)
-    if _freeze_after_start:
-        _freeze_after_start = False
-        freeze_loaded()
+    return STARTS.get().begin(engine or get_engine())
 
 
 def freeze_after_start() -> None:
     """A server process: freeze what is loaded once the engine's start succeeds."""
-    global _freeze_after_start
-    _freeze_after_start = True
+    STARTS.get().freeze_after_start = True
 
 
 def freeze_loaded() -> None:
@@ -95,7 +105,7 @@ async def ready_engine() -> Engine:
     engine = get_engine()
     if engine.ready:
         return engine
-    failure = _failed.get(engine)
+    failure = STARTS.get().failed.get(engine)
     if failure is not None:
         raise EngineUnavailable(f"The engine failed to start: {_reason(failure)}")
     task = begin_start(engine)

@@ -26,7 +26,7 @@ from streaming.fleet.engine import ChannelLayerEngine
 from streaming.fleet.protocol import end_as_the_worker_did
 from streaming.fleet.request_codec import request_from_message
 from streaming.fleet.sharing import CATCH_UP_S, FleetSharing
-from streaming.generations.registry import Generation, registry
+from streaming.generations.registry import REGISTRY, Generation
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class Replicas(FleetSharing):
                 kind == "e" and time.time() >= value["ended_at"] + value["retention_s"]
             ):
                 raise Gone()
-        generation = registry.get(generation_id)
+        generation = REGISTRY.get().get(generation_id)
         if generation is not None:
             return generation  # another request built it meanwhile
         generation = Generation(
@@ -103,7 +103,7 @@ class Replicas(FleetSharing):
             counted=False,
             writes_row=False,
         )
-        registry.add(generation)
+        REGISTRY.get().add(generation)
         stream = generation.start(durable=True)
         if parsed and parsed[-1][0] == "e":
             self._read_log(generation, stream, parsed)

@@ -17,7 +17,7 @@ from streaming.engines.startup import ready_engine
 from streaming.fleet import answer_log, store
 from streaming.fleet.replica import replicas
 from streaming.fleet.sharing import sharing_for
-from streaming.generations.registry import Generation, registry
+from streaming.generations.registry import REGISTRY, Generation
 from streaming.generations.whereabouts import (
     HERE,
     Cancel,
@@ -39,7 +39,7 @@ class FleetWhereabouts(Here):
     async def owner(self, generation_id: str) -> str | None:
         """The owner of the one held here, else the one remembered for every web process
         ("" if none)."""
-        generation = registry.get(generation_id)
+        generation = REGISTRY.get().get(generation_id)
         if generation is not None:
             return generation.owner
         return await store.owner_of(generation_id)
@@ -49,7 +49,9 @@ class FleetWhereabouts(Here):
     ) -> Generation | None:
         """Held here; else a first reader claims it or joins another process's, and a
         reconnect reads its log; else, with `explain`, why there is nothing to read."""
-        generation = registry.get(generation_id) or await self._elsewhere(generation_id, position)
+        generation = REGISTRY.get().get(generation_id) or await self._elsewhere(
+            generation_id, position
+        )
         if generation is None and explain:
             if await store.was_cancelled(generation_id):
                 raise NeverStarted()
@@ -59,7 +61,7 @@ class FleetWhereabouts(Here):
 
     async def find(self, generation_id: str, *, claiming: bool = False) -> Generation | None:
         """Held here, claimed (`claiming`), or a replica; None for a log no longer whole."""
-        generation = registry.get(generation_id)
+        generation = REGISTRY.get().get(generation_id)
         if generation is None and claiming:
             generation = await self._claim(generation_id)
         try:
@@ -84,7 +86,7 @@ class FleetWhereabouts(Here):
 
     async def forget(self, generation_id: str) -> None:
         """One another process streams is aborted by its worker; Redis drops all it keeps."""
-        held = registry.get(generation_id) is not None
+        held = REGISTRY.get().get(generation_id) is not None
         await super().forget(generation_id)
         if not held:
             await self._abort(generation_id)
@@ -98,7 +100,7 @@ class FleetWhereabouts(Here):
     async def publish(self, generation: Generation, asker: str) -> None:
         """Redis is the only home of a created generation, where whichever web process gets
         its stream claims it: no process keeps a copy that could go stale."""
-        registry.discard(generation)
+        REGISTRY.get().discard(generation)
         await store.put_pending(
             generation.request,
             api=generation.api,
@@ -152,7 +154,7 @@ class FleetWhereabouts(Here):
         if record is None:
             return None
         engine = await ready_engine()
-        return registry.add(
+        return REGISTRY.get().add(
             Generation(
                 record["request"],
                 engine,

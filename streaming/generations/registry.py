@@ -32,6 +32,7 @@ from streaming.core.exceptions import (
     TooManyPending,
 )
 from streaming.core.request import GenerationRequest
+from streaming.core.runtime import Part
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
 from streaming.generations.answer import Answer
@@ -137,7 +138,7 @@ class Generation:
             )
         stream.on_finish(self._ended)
         self.status = STREAMING
-        registry.claimed(self)
+        REGISTRY.get().claimed(self)
         generation_started.send(Generation, generation=self)
         return stream
 
@@ -145,18 +146,18 @@ class Generation:
         """Its stream ended (done, an error, a cut, an abort): finished as its readers saw it."""
         error = self.stream.error if self.stream is not None else None
         if error is None:
-            registry.finish(self, GenerationStatus.COMPLETED)
+            REGISTRY.get().finish(self, GenerationStatus.COMPLETED)
         elif isinstance(error, GenerationError):
             status = GenerationStatus.of_error(error.code)
-            registry.finish(
+            REGISTRY.get().finish(
                 self, status, "" if status == GenerationStatus.CLIENT_DISCONNECTED else error.code
             )
         elif isinstance(error, StreamCut):
-            registry.finish(self, GenerationStatus.TRUNCATED)
+            REGISTRY.get().finish(self, GenerationStatus.TRUNCATED)
         elif isinstance(error, StreamingError):  # refused before the 200: the view said so
-            registry.finish(self, GenerationStatus.ERROR, error.code)
+            REGISTRY.get().finish(self, GenerationStatus.ERROR, error.code)
         else:
-            registry.finish(self, GenerationStatus.ERROR, "engine_error")
+            REGISTRY.get().finish(self, GenerationStatus.ERROR, "engine_error")
 
     async def _abandon(self) -> None:
         """Nobody is reading any more: abort, and count what was made since the last one left."""
@@ -172,7 +173,7 @@ class Generation:
         stream.mark_aborted()
         if not stream.finished:
             await self.engine.abort(self.id, AbortReason.CLIENT_DISCONNECTED)
-        registry.finish(self, GenerationStatus.CLIENT_DISCONNECTED)
+        REGISTRY.get().finish(self, GenerationStatus.CLIENT_DISCONNECTED)
 
     @property
     def rejoinable_elsewhere(self) -> bool:
@@ -190,7 +191,7 @@ class Generation:
         """This process is exiting: its readers here end with `server_shutdown`, and an answer
         that readers elsewhere may be reading goes on for them (never a Stop for everyone)."""
         if self.stream is None:  # created, never streamed: nobody to tell
-            registry.finish(self, GenerationStatus.CANCELLED, AbortReason.SERVER_SHUTDOWN)
+            REGISTRY.get().finish(self, GenerationStatus.CANCELLED, AbortReason.SERVER_SHUTDOWN)
         elif self.rejoinable_elsewhere:
             await self.hand_over()
         elif self.readable_elsewhere:
@@ -338,4 +339,4 @@ def _release(generation: Generation) -> None:
     generation.lease = generation.background_lease = None
 
 
-registry = Registry()
+REGISTRY = Part("registry", Registry)  # this process's generations

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from streaming.core.abort import AbortReason
 from streaming.core.exceptions import BadRequest
-from streaming.generations.registry import Generation, registry
+from streaming.generations.registry import REGISTRY, Generation
 from streaming.models import GenerationStatus
 
 
@@ -104,18 +104,18 @@ class Here:
 
     async def owner(self, generation_id: str) -> str | None:
         """The owner of the one held here."""
-        generation = registry.get(generation_id)
+        generation = REGISTRY.get().get(generation_id)
         return None if generation is None else generation.owner
 
     async def locate(
         self, generation_id: str, position: Position, *, explain: bool = True
     ) -> Generation | None:
         """The one held here."""
-        return registry.get(generation_id)
+        return REGISTRY.get().get(generation_id)
 
     async def find(self, generation_id: str, *, claiming: bool = False) -> Generation | None:
         """The one held here."""
-        return registry.get(generation_id)
+        return REGISTRY.get().get(generation_id)
 
     async def cancel(self, generation_id: str) -> Cancel:
         """Stop it if it is live: held here, claimed or a replica."""
@@ -131,13 +131,13 @@ class Here:
         """A started one everywhere (its readers see `cancelled`; a replica's Stop reaches the
         worker that runs it), one not started yet finished as cancelled."""
         if generation.stream is None:
-            registry.finish(generation, GenerationStatus.CANCELLED, AbortReason.CANCELLED)
+            REGISTRY.get().finish(generation, GenerationStatus.CANCELLED, AbortReason.CANCELLED)
         else:
             await generation.stop()
 
     async def forget(self, generation_id: str) -> None:
         """Stopped if it still runs, its log freed."""
-        generation = registry.get(generation_id)
+        generation = REGISTRY.get().get(generation_id)
         if generation is not None and generation.live:
             await self.stop(generation)
         if generation is not None and generation.answer is not None:
@@ -159,7 +159,7 @@ class Here:
 
     async def running_somewhere(self, generation_id: str) -> bool:
         """Held here."""
-        return registry.get(generation_id) is not None
+        return REGISTRY.get().get(generation_id) is not None
 
     async def check(self) -> None:
         """Nothing is shared."""

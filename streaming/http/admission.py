@@ -17,29 +17,38 @@ from django.views.decorators.csrf import csrf_exempt
 
 from streaming.core.exceptions import MethodNotAllowed, ShuttingDown, StreamingError
 from streaming.core.request import GenerationRequest
+from streaming.core.runtime import Part
 from streaming.engines.base import Engine
 from streaming.engines.startup import ready_engine
 from streaming.fleet.sharing import sharing_for
 from streaming.fleet.whereabouts import whereabouts
-from streaming.generations.registry import PENDING, Generation, registry
+from streaming.generations.registry import PENDING, REGISTRY, Generation
 from streaming.http.auth import answer_owner, authenticate, client_address, principal
 from streaming.http.errors import error_response, public_error
 from streaming.http.limits import WRITES, limits
 
 View = Callable[..., Awaitable[HttpResponse]]
 Options = TypeVar("Options")  # what a body asks of the reply besides the generation
-_draining = False
+
+
+class Admitting:
+    """Whether this process still admits requests: not once it drains."""
+
+    def __init__(self) -> None:
+        self.draining = False
+
+
+ADMITTING = Part("admitting", Admitting)
 
 
 def stop_admitting() -> None:
     """SIGTERM arrived (lifecycle.drain): from now on every API call gets 503 server_shutdown."""
-    global _draining
-    _draining = True
+    ADMITTING.get().draining = True
 
 
 def draining() -> bool:
     """True once the process drains."""
-    return _draining
+    return ADMITTING.get().draining
 
 
 def api_view(
@@ -98,7 +107,7 @@ async def admit(
     generation_request, options = parse(request.body, engine)
     engine.check_request(generation_request)
     asker = principal(request)
-    generation = registry.add(
+    generation = REGISTRY.get().add(
         Generation(
             generation_request,
             engine,
@@ -125,7 +134,7 @@ async def start_new(request: HttpRequest, generation: Generation, *, durable: bo
     try:
         await start_admitted(request, generation, durable=durable)
     except StreamingError:
-        registry.discard(generation)  # refused before it began: nothing to log
+        REGISTRY.get().discard(generation)  # refused before it began: nothing to log
         raise
 
 
@@ -134,7 +143,8 @@ async def start_admitted(
 ) -> None:
     """Take a stream slot for the asker (429/503 when there is none), then start the engine.
 
-    The slot is the generation's until it ends: `registry.finish` (or `discard`) gives it back.
+    The slot is the generation's until it ends: the registry's `finish` (or `discard`) gives it
+    back.
     """
     if generation.status != PENDING:
         generation.start()  # raises AlreadyStreaming, before a slot is taken for nothing

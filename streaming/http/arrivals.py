@@ -20,12 +20,13 @@ proxy in front bounds the rest (deploy/nginx.conf: client_header_timeout, client
 
 from __future__ import annotations
 
+from streaming.core.runtime import Part
 from streaming.wire.sock_diag import TcpSocket
 
 Peer = tuple[str, int]  # a connection's client address (as text) and port
 
 # The client of every request in flight -> how many (an HTTP/2 connection carries several).
-_in_flight: dict[Peer, int] = {}
+IN_FLIGHT: Part[dict[Peer, int]] = Part("requests in flight", dict)
 
 
 def began(scope) -> Peer | None:
@@ -34,16 +35,18 @@ def began(scope) -> Peer | None:
     if client is None:
         return None  # a Unix socket: not a connection the watch reads
     peer = (client[0], client[1])  # daphne's client is a list
-    _in_flight[peer] = _in_flight.get(peer, 0) + 1
+    in_flight = IN_FLIGHT.get()
+    in_flight[peer] = in_flight.get(peer, 0) + 1
     return peer
 
 
 def ended(peer: Peer | None) -> None:
     """The request `began` returned this for is over."""
     if peer is not None:
-        left = _in_flight.pop(peer, 1) - 1
+        in_flight = IN_FLIGHT.get()
+        left = in_flight.pop(peer, 1) - 1
         if left:
-            _in_flight[peer] = left
+            in_flight[peer] = left
 
 
 def owes_a_request(connection: TcpSocket) -> bool:
@@ -75,7 +78,7 @@ class LateArrivals:
         for connection in connections:
             if not owes_a_request(connection):
                 continue
-            if (connection.remote, connection.remote_port) in _in_flight:
+            if (connection.remote, connection.remote_port) in IN_FLIGHT.get():
                 continue  # in a request: a body on its way is the app's (BodyLimits)
             since = owing[connection.inode] = self.owing.get(connection.inode, now)
             if now - since >= self.timeout_s:
@@ -93,4 +96,4 @@ class LateArrivals:
 def _placeless_requests(connections: list[TcpSocket]) -> bool:
     """Whether a request in flight names none of these connections (a proxy's forwarded client)."""
     peers = {(connection.remote, connection.remote_port) for connection in connections}
-    return any(peer not in peers for peer in _in_flight)
+    return any(peer not in peers for peer in IN_FLIGHT.get())

@@ -16,6 +16,7 @@ from django.http import StreamingHttpResponse
 from streaming.core import config
 from streaming.core.chunk_log import Chunk, ChunkKind, answer_text
 from streaming.core.exceptions import GenerationError, StreamCut
+from streaming.core.runtime import Part
 from streaming.core.stream import TokenStream
 from streaming.generations.registry import Generation
 from streaming.http.heartbeat import Heartbeat
@@ -29,7 +30,14 @@ EVENT_STREAM_HEADERS = {
 }
 
 
-_open = 0  # event streams running now (open_streams)
+class OpenStreams:
+    """How many event streams this process is running now (a drain waits for none)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+OPEN_STREAMS = Part("open streams", OpenStreams)
 
 
 class Framer(Protocol):
@@ -173,12 +181,12 @@ async def event_stream(
     ended is the answer's to record (registry.py), once, however many read it. Nothing is
     yielded from `finally`.
     """
-    global _open
     stream, answer = generation.stream, generation.answer
     assert stream is not None and answer is not None
     # Joined now, before any await: what this reader has not read yet stays in the log for it.
     reader = answer.join(position)
-    _open += 1
+    open_streams_now = OPEN_STREAMS.get()
+    open_streams_now.count += 1
     try:
         await generation.engine.accepted(stream.id)
         yield b""
@@ -198,13 +206,13 @@ async def event_stream(
     except StreamCut:
         pass  # end the response without [DONE]: the client sees a cut stream
     finally:
-        _open -= 1
+        open_streams_now.count -= 1
         await answer.leave(reader)  # before the end, it decides: abort now, later, or never
 
 
 def open_streams() -> int:
     """Readers whose last frame has not been handed to the server yet (a drain waits)."""
-    return _open
+    return OPEN_STREAMS.get().count
 
 
 def cancelled_stream() -> StreamingHttpResponse:

@@ -33,6 +33,7 @@ from streaming.core.exceptions import (
     TooManyBackground,
     TooManyStreams,
 )
+from streaming.core.runtime import Part
 from streaming.fleet.counts import SharedCounts, shared_counts
 
 logger = logging.getLogger(__name__)
@@ -306,19 +307,19 @@ def _service_full() -> EngineBusy:
     )
 
 
-_limits: Limits | None = None
+def _build() -> Limits:
+    counts = shared_counts()
+    return LocalLimits() if counts is None else RedisLimits(counts)
+
+
+LIMITS: Part[Limits] = Part("limits", _build)
 
 
 def limits() -> Limits:
     """This process's limiter: Redis-backed when REDIS_URL is set (read lazily)."""
-    global _limits
-    if _limits is None:
-        counts = shared_counts()
-        _limits = LocalLimits() if counts is None else RedisLimits(counts)
-    return _limits
+    return LIMITS.get()
 
 
 def reset() -> None:
     """Forget every count (tests that change settings)."""
-    global _limits
-    _limits = None
+    LIMITS.set(None)

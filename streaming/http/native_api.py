@@ -21,7 +21,7 @@ from streaming.fleet.whereabouts import whereabouts
 from streaming.generations import record
 from streaming.generations.answer import retry_ms
 from streaming.generations.record import state_json
-from streaming.generations.registry import PENDING, STREAMING, Generation, registry
+from streaming.generations.registry import PENDING, REGISTRY, STREAMING, Generation
 from streaming.generations.whereabouts import FIRST, NeverStarted, Position
 from streaming.http.admission import admit, api_view, publish, start_new
 from streaming.http.event_stream import cancelled_stream, open_event_stream
@@ -111,7 +111,7 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
     """`GET /api/generations/<id>`: live counters, or the log row once it has ended."""
     where = whereabouts()
     mine = await visible(request, where, generation_id)
-    generation = registry.get(generation_id) if mine else None
+    generation = REGISTRY.get().get(generation_id) if mine else None
     if generation is not None:
         return JsonResponse(record.state(generation))
     if mine and await where.pending(generation_id):

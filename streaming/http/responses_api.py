@@ -24,7 +24,7 @@ from streaming.core.request import Message
 from streaming.core.stream import TokenStream
 from streaming.generations import stored
 from streaming.generations.answer import event_id
-from streaming.generations.registry import Generation, registry
+from streaming.generations.registry import REGISTRY, Generation
 from streaming.generations.whereabouts import Position
 from streaming.http import response_conversation
 from streaming.http.admission import admit, api_view, start_new
@@ -148,7 +148,7 @@ async def create_response(request: HttpRequest) -> HttpResponse:
             # A slot of the background pool (per client and in total, fleet-wide with Redis).
             generation.background_lease = await limits().acquire(principal(request), BACKGROUND)
         except StreamingError:
-            registry.discard(generation)
+            REGISTRY.get().discard(generation)
             raise
     if linked is not None:
         await linked.write(generation)  # before it starts: its end always finds the item

@@ -32,6 +32,7 @@ import socket
 import struct
 import time
 
+from streaming.core.runtime import Part
 from streaming.http.arrivals import LateArrivals
 from streaming.wire import sock_diag
 from streaming.wire.sock_diag import (
@@ -221,28 +222,38 @@ def proxied_client(scope) -> Endpoints | None:
         return None  # not four words, or not addresses and ports: nothing to watch
 
 
-_watch: StalledReaderWatch | None = None
-_watching: asyncio.Task[None] | None = None
+class Watching:
+    """This process's watch (a server process starts it once) and the task running it."""
+
+    def __init__(self) -> None:
+        self.watch: StalledReaderWatch | None = None
+        self.task: asyncio.Task[None] | None = None
+
+
+WATCHING = Part("stalled-reader watch", Watching)
 
 
 def watch(timeout_s: float, request_timeout_s: float = 0.0) -> None:
     """Start this process's watch on the running loop (once; a server process calls it)."""
-    global _watch, _watching
-    if _watching is None or _watching.done() or _watching.get_loop().is_closed():
-        _watch = StalledReaderWatch(timeout_s, request_timeout_s)
-        _watching = asyncio.get_running_loop().create_task(_watch.run())
+    watching = WATCHING.get()
+    task = watching.task
+    if task is None or task.done() or task.get_loop().is_closed():
+        watching.watch = StalledReaderWatch(timeout_s, request_timeout_s)
+        watching.task = asyncio.get_running_loop().create_task(watching.watch.run())
 
 
 def read_through_proxy(scope, task: asyncio.Task[object]) -> Endpoints | None:
     """A stream read through a proxy on this host: watch the proxy's client for it. Returns
     what to pass to `forget` once the stream ends (None: nothing is watched)."""
-    endpoints = proxied_client(scope) if _watch is not None else None
+    watch = WATCHING.get().watch
+    endpoints = proxied_client(scope) if watch is not None else None
     if endpoints is not None:
-        _watch.proxied[endpoints] = task
+        watch.proxied[endpoints] = task
     return endpoints
 
 
 def forget(endpoints: Endpoints) -> None:
     """The stream read through this proxy connection has ended."""
-    if _watch is not None:
-        _watch.proxied.pop(endpoints, None)
+    watch = WATCHING.get().watch
+    if watch is not None:
+        watch.proxied.pop(endpoints, None)

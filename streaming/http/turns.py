@@ -19,7 +19,7 @@ from streaming.core.exceptions import BadRequest, PromptTooLong
 from streaming.core.request import GenerationRequest, Message
 from streaming.engines.base import Engine
 from streaming.fleet.whereabouts import whereabouts
-from streaming.generations.registry import Generation, registry
+from streaming.generations.registry import REGISTRY, Generation
 from streaming.http.admission import admit
 from streaming.http.validation import build_request
 from streaming.models import Conversation
@@ -102,7 +102,7 @@ async def answer(
 
 def forget(generation: Generation) -> None:
     """An admitted answer whose item could not be written (a limit): it never starts."""
-    registry.discard(generation)
+    REGISTRY.get().discard(generation)
 
 
 async def let_go(generation_ids: list[str]) -> None:

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 
 from streaming.conversations import branches, records, shown
 from streaming.core.exceptions import EngineBusy
-from streaming.generations.registry import registry
+from streaming.generations.registry import REGISTRY
 from streaming.http import responses_api
 from streaming.ops import log_writer
 from tests.support.asgi import Exchange
@@ -70,7 +70,7 @@ async def test_a_refused_response_takes_its_items_back(engine, monkeypatch):
     )
 
     async def refused(request, generation, **kwargs):
-        registry.discard(generation)  # as start_new does when the engine refuses
+        REGISTRY.get().discard(generation)  # as start_new does when the engine refuses
         raise EngineBusy()
 
     monkeypatch.setattr(responses_api, "start_new", refused)
@@ -90,14 +90,14 @@ async def test_a_response_past_the_item_limit_is_409_and_never_starts(engine, se
         "/v1/conversations",
         {"items": [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]},
     )
-    before = set(registry.live())  # other tests' may linger: only this one's must not
+    before = set(REGISTRY.get().live())  # other tests' may linger: only this one's must not
     status, error = await call(
         "POST",
         "/v1/responses",
         {"model": engine.model, "input": "three", "conversation": created["id"]},
     )
     assert status == 409 and error["error"]["code"] == "conversation_limit"
-    assert set(registry.live()) == before
+    assert set(REGISTRY.get().live()) == before
     assert len(await branch_of(created["id"])) == 2
 
 

@@ -13,7 +13,7 @@ from django.db.models import Sum
 from django.db.models.functions import Length
 
 from streaming.conversations import branches, records, shown
-from streaming.generations.registry import registry
+from streaming.generations.registry import REGISTRY
 from streaming.models import Conversation, ConversationItem, ItemStatus
 from streaming.ops import log_writer
 from tests.support.asgi import Exchange
@@ -58,7 +58,7 @@ async def test_a_conversation_at_its_bound_refuses_every_write_and_keeps_nothing
     conversation = await sync_to_async(full_conversation)()
     cid = conversation.conversation_id
     before = await sync_to_async(held)(conversation)
-    running = set(registry.live())
+    running = set(REGISTRY.get().live())
     for method, path, fields in [
         ("POST", f"/v1/conversations/{cid}/items", {"items": [{"role": "user", "content": "x"}]}),
         ("POST", f"/api/conversations/{cid}/messages", {"content": "x"}),
@@ -67,7 +67,7 @@ async def test_a_conversation_at_its_bound_refuses_every_write_and_keeps_nothing
         status, error, _ = await call(method, path, fields)
         assert status == 409 and error["error"]["code"] == "conversation_limit", path
     assert await sync_to_async(held)(conversation) == before
-    assert set(registry.live()) == running  # no answer was left behind
+    assert set(REGISTRY.get().live()) == running  # no answer was left behind
     # Taken from, it takes again (up to its bound).
     first = (await sync_to_async(branches.branch)(conversation)).items[0]
     status, _, _ = await call("DELETE", f"/v1/conversations/{cid}/items/{first.item_id}")

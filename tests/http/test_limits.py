@@ -105,10 +105,10 @@ async def create_from(address: str, **fields) -> Exchange:
 async def test_one_client_cannot_fill_the_pending_cap_for_everyone(engine, fresh_limits):
     """Answers created and never read count against their creator's share: past it that
     client gets 429, and others, who created none, still get theirs."""
-    from streaming.generations.registry import registry
+    from streaming.generations.registry import REGISTRY
 
     # Room for four more than earlier tests left open in this process's registry.
-    fresh_limits.STREAM_MAX_PENDING = len(registry.live()) + 4
+    fresh_limits.STREAM_MAX_PENDING = len(REGISTRY.get().live()) + 4
     fresh_limits.STREAM_MAX_PENDING_PER_CLIENT = 2
     created = [await create_from("10.0.0.1", prompt="a") for _ in range(2)]
     assert [c.status for c in created] == [201, 201]
