@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
 
 from streaming.conversations import records
 from streaming.core import config
+from streaming.core.runtime import Part
 from streaming.fleet.whereabouts import whereabouts
 from streaming.generations import record
 from streaming.generations.registry import Generation
@@ -29,9 +31,51 @@ logger = logging.getLogger(__name__)
 # and the page says 「応答が途中で切れました」.
 CUT_CODES = ("server_shutdown", "worker_unavailable")
 
-_running: dict[str, Generation] = {}  # this process's linked answers, until they end
-_written: dict[str, int] = {}  # their log's length at the last checkpoint
-_checkpoints: asyncio.Task[None] | None = None
+
+@dataclass
+class LinkedAnswer:
+    """An item's answer running in this process (its generation started here)."""
+
+    generation: Generation
+    written: int | None = None  # its stream's end at the last checkpoint, None before the first
+
+
+class LinkedAnswers:
+    """This process's linked answers, until they end, and the task that checkpoints them."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, LinkedAnswer] = {}
+        # Of the event loop that started the last one: made anew once it has nothing to do, or
+        # its loop is closed.
+        self._checkpoints: asyncio.Task[None] | None = None
+
+    def started(self, generation: Generation) -> None:
+        """Checkpoint `generation` until it ends."""
+        self.running[generation.id] = LinkedAnswer(generation)
+        task = self._checkpoints
+        if task is None or task.done() or task.get_loop().is_closed():
+            self._checkpoints = asyncio.get_running_loop().create_task(self._checkpoint_every())
+
+    def ended(self, generation_id: str) -> None:
+        """No more checkpoints of it: its end writes its text."""
+        self.running.pop(generation_id, None)
+
+    async def _checkpoint_every(self) -> None:
+        """While this process runs linked answers, write their new text now and then."""
+        while self.running:
+            await asyncio.sleep(config.current().conversations.checkpoint_s)
+            texts = {}
+            for answer in list(self.running.values()):
+                stream = answer.generation.stream
+                if stream is None or not stream.complete or stream.end == answer.written:
+                    continue
+                texts[answer.generation.id] = stream.text()
+                answer.written = stream.end
+            if texts:
+                log_writer.schedule(records.checkpoint, texts)
+
+
+LINKED = Part("linked answers", LinkedAnswers)
 
 
 def ending(generation: Generation) -> tuple[str, str]:
@@ -60,39 +104,19 @@ def ending_of(status: str, code: str, reason: str) -> tuple[str, str]:
 def on_started(sender: Any, generation: Generation, **kwargs: Any) -> None:
     """Receiver of `generation_started`: an item's answer, started here (not a replica of
     another process's), is checkpointed here."""
-    global _checkpoints
-    if not generation.in_conversation or not generation.counted:
-        return
-    _running[generation.id] = generation
-    if _checkpoints is None or _checkpoints.done() or _checkpoints.get_loop().is_closed():
-        _checkpoints = asyncio.get_running_loop().create_task(_checkpoint_every())
+    if generation.in_conversation and generation.counted:
+        LINKED.get().started(generation)
 
 
 def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
     """Receiver of `generation_finished`: the item gets the answer's text and ending."""
-    _running.pop(generation.id, None)
-    _written.pop(generation.id, None)
+    LINKED.get().ended(generation.id)
     if not generation.in_conversation or not generation.writes_row:
         return  # not an item's, or another process finishes it (the one writing its row)
     stream = generation.stream
     text = stream.text() if stream is not None and stream.complete else None
     status, reason = ending(generation)
     log_writer.schedule(records.finish_answer, generation.id, text, status, reason)
-
-
-async def _checkpoint_every() -> None:
-    """While this process runs linked answers, write their new text now and then."""
-    while _running:
-        await asyncio.sleep(config.current().conversations.checkpoint_s)
-        texts = {}
-        for generation_id, generation in list(_running.items()):
-            stream = generation.stream
-            if stream is None or not stream.complete or stream.end == _written.get(generation_id):
-                continue
-            texts[generation_id] = stream.text()
-            _written[generation_id] = stream.end
-        if texts:
-            log_writer.schedule(records.checkpoint, texts)
 
 
 async def settle(items: list[ConversationItem]) -> None:

@@ -20,12 +20,13 @@ from datetime import datetime
 from typing import Any
 
 from streaming.core.exceptions import GenerationError, Gone, StreamCut
+from streaming.core.runtime import Part
 from streaming.core.stream import TokenStream
 from streaming.fleet import answer_log, store
 from streaming.fleet.engine import ChannelLayerEngine
 from streaming.fleet.protocol import end_as_the_worker_did
 from streaming.fleet.request_codec import request_from_message
-from streaming.fleet.sharing import CATCH_UP_S, FleetSharing
+from streaming.fleet.sharing import CATCH_UP_S, FleetSharing, of_fleet
 from streaming.generations.registry import REGISTRY, Generation
 
 logger = logging.getLogger(__name__)
@@ -246,12 +247,11 @@ class Replicas(FleetSharing):
             stream.finish(error=GenerationError("worker_unavailable"))
 
 
-_replicas: Replicas | None = None
+# This process's replicas, made with the first one and anew when the process gets another fleet
+# engine (a test's next fleet).
+REPLICAS: Part[Replicas | None] = Part("replicas", lambda: None)
 
 
 def replicas(fleet: ChannelLayerEngine) -> Replicas:
     """This process's replicas (one Replicas for its fleet engine)."""
-    global _replicas
-    if _replicas is None or _replicas.fleet is not fleet:
-        _replicas = Replicas(fleet)
-    return _replicas
+    return of_fleet(REPLICAS, fleet, Replicas)

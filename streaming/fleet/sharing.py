@@ -7,8 +7,10 @@ that makes it.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from streaming.core.runtime import Part
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
 from streaming.fleet.engine import ChannelLayerEngine
@@ -65,15 +67,25 @@ class FleetSharing:
         return [] if assignment is None else assignment.tokens_by_worker(tokens_generated)
 
 
-_fleet: FleetSharing | None = None
+S = TypeVar("S", bound=FleetSharing)
+
+# The sharing of this process's fleet engine, made with its first answer and anew when the
+# process gets another fleet engine (a test's next fleet).
+SHARING: Part[FleetSharing | None] = Part("fleet sharing", lambda: None)
 
 
 def sharing_for(engine: Engine) -> Sharing:
     """How the answers `engine` makes are shared: the fleet engine's with every web process
     (one FleetSharing for it), any other engine's with none."""
-    global _fleet
     if not isinstance(engine, ChannelLayerEngine):
         return ALONE
-    if _fleet is None or _fleet.fleet is not engine:
-        _fleet = FleetSharing(engine)
-    return _fleet
+    return of_fleet(SHARING, engine, FleetSharing)
+
+
+def of_fleet(part: Part[S | None], fleet: ChannelLayerEngine, make: Callable[..., S]) -> S:
+    """`part`'s sharing if it is `fleet`'s, else one made for `fleet` in its place."""
+    sharing = part.get()
+    if sharing is None or sharing.fleet is not fleet:
+        sharing = make(fleet)
+        part.set(sharing)
+    return sharing

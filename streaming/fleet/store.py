@@ -17,11 +17,11 @@ from typing import Any
 from streaming.core import config
 from streaming.core.exceptions import RedisUnreachable, TooManyPending
 from streaming.core.request import GenerationRequest
+from streaming.core.runtime import Part
 from streaming.fleet import answer_log
 from streaming.fleet.request_codec import request_from_message, request_message
 
 logger = logging.getLogger(__name__)
-_client: Any = None
 PREFIX = "llm-streaming:generation:"
 PENDING_PREFIX = "llm-streaming:pending-of:"  # + an asker: their created, unclaimed ids
 TIMEOUT_S = 2  # to connect, and for a reply: past it, Redis is unreachable (503)
@@ -35,21 +35,26 @@ def enabled() -> bool:
     return bool(config.current().fleet.redis_url)
 
 
-def redis():
-    """The process's Redis client (created on first use)."""
-    global _client
-    if _client is None:
-        import redis.asyncio
+def connect() -> Any:
+    """A Redis client for REDIS_URL (it connects on its first command)."""
+    import redis.asyncio
 
-        pool = redis.asyncio.BlockingConnectionPool.from_url(
-            config.current().fleet.redis_url,
-            max_connections=MAX_CONNECTIONS,
-            timeout=TIMEOUT_S,
-            socket_timeout=TIMEOUT_S,
-            socket_connect_timeout=TIMEOUT_S,
-        )
-        _client = redis.asyncio.Redis(connection_pool=pool)
-    return _client
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        config.current().fleet.redis_url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=TIMEOUT_S,
+        socket_timeout=TIMEOUT_S,
+        socket_connect_timeout=TIMEOUT_S,
+    )
+    return redis.asyncio.Redis(connection_pool=pool)
+
+
+CLIENT: Part[Any] = Part("redis client", connect)
+
+
+def redis() -> Any:
+    """The process's Redis client (created on first use)."""
+    return CLIENT.get()
 
 
 async def call(method: str, *args: Any, **kwargs: Any) -> Any:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 
+from streaming.core.runtime import Part
 from streaming.generations import record, stored
 from streaming.models import GenerationLog, StoredResponse
 
@@ -27,15 +28,86 @@ logger = logging.getLogger(__name__)
 
 KEEP_CONNECTION_S = 5.0  # idle this long, the writer lets its connection go
 
-_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generation-log")
-_rows: list[dict[str, Any]] = []
-_ends: list[tuple[str, dict[str, Any]]] = []  # stored responses' final columns, by id
-# Other writes that follow a generation (its conversation item's text, say), run in order
-# after the rows of their batch, on the writer's connection.
-_jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
-_writer: asyncio.Task[None] | None = None
-_more = asyncio.Event()  # a row was queued: wakes the writer while it keeps its connection
-_writing: set[Future[None]] = set()  # batches in the thread: waited on by flush, from any loop
+# A write queued after the rows (a conversation item's text): a function and its arguments.
+Job = tuple[Callable[..., None], tuple[Any, ...]]
+
+
+class LogWriter:
+    """The rows and writes this process has queued, and the one task that writes them."""
+
+    def __init__(self) -> None:
+        # Its thread starts with the first write, not here (the part is built on first use).
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generation-log")
+        self._rows: list[dict[str, Any]] = []
+        self._ends: list[tuple[str, dict[str, Any]]] = []  # stored responses' final columns, by id
+        # Other writes that follow a generation (its conversation item's text, say), run in
+        # order after the rows of their batch, on the writer's connection.
+        self._jobs: list[Job] = []
+        # The task that drains them, and the event that wakes it while it keeps its connection:
+        # both belong to one event loop, and are made anew when a row comes from another.
+        self.task: asyncio.Task[None] | None = None
+        self._more = asyncio.Event()
+        self._writing: set[Future[None]] = set()  # batches in the thread: awaited by flush
+
+    def queue_log(self, generation: Generation) -> None:
+        """Queue the row (and a stored response's end)."""
+        self._rows.append(record.log_row(generation))
+        if generation.api == "responses":
+            self._ends.append((generation.id, stored.final_fields(generation)))
+        self._wake()
+
+    def queue(self, job: Callable[..., None], *args: Any) -> None:
+        """Run `job(*args)` in the writer's thread, after the rows queued before it."""
+        self._jobs.append((job, args))
+        self._wake()
+
+    def _wake(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.task is None or self.task.done() or self.task.get_loop() is not loop:
+            self._more = asyncio.Event()
+            self.task = loop.create_task(self._drain())
+        self._more.set()
+
+    def _submit(self, job: Callable[..., None], *args: Any) -> Future[None]:
+        future = self._executor.submit(job, *args)
+        self._writing.add(future)
+        future.add_done_callback(self._writing.discard)
+        return future
+
+    async def _drain(self) -> None:
+        while True:
+            self._more.clear()
+            while self._rows or self._jobs:
+                # Shielded: if this task is cancelled (its loop shutting down), the batch is
+                # still written, instead of being dropped from the thread's queue with it.
+                written = self._submit(_write, *self._take())
+                await asyncio.shield(asyncio.wrap_future(written))
+            try:
+                async with asyncio.timeout(KEEP_CONNECTION_S):
+                    await self._more.wait()
+                continue
+            except TimeoutError:
+                pass
+            await asyncio.shield(asyncio.wrap_future(self._submit(_close)))
+            if not self._rows and not self._jobs:
+                return  # (no await since the check: a row queued from now on starts a new task)
+
+    def _take(self) -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]], list[Job]]:
+        batch, ends, jobs = self._rows[:], self._ends[:], self._jobs[:]
+        del self._rows[:], self._ends[:], self._jobs[:]
+        return batch, ends, jobs
+
+    async def flush(self) -> None:
+        """Write every queued row and let the connection go, from any loop."""
+        # Whichever loop queued them: their task may be asleep, or its loop gone.
+        if self._rows or self._jobs:
+            self._submit(_write, *self._take())
+        self._submit(_close)
+        for future in list(self._writing):
+            await asyncio.shield(asyncio.wrap_future(future))
+
+
+WRITER = Part("log writer", LogWriter)
 
 
 def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
@@ -46,67 +118,23 @@ def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
 
 def schedule_log(generation: Generation) -> None:
     """Queue the row (and a stored response's end): the reader's last frame is already out."""
-    _rows.append(record.log_row(generation))
-    if generation.api == "responses":
-        _ends.append((generation.id, stored.final_fields(generation)))
-    _wake()
+    WRITER.get().queue_log(generation)
 
 
 def schedule(job: Callable[..., None], *args: Any) -> None:
     """Run `job(*args)` in the writer's thread, after the rows queued before it."""
-    _jobs.append((job, args))
-    _wake()
+    WRITER.get().queue(job, *args)
 
 
-def _wake() -> None:
-    global _writer, _more
-    loop = asyncio.get_running_loop()
-    if _writer is None or _writer.done() or _writer.get_loop() is not loop:
-        _more = asyncio.Event()
-        _writer = loop.create_task(_drain())
-    _more.set()
-
-
-def _submit(job, *args: Any) -> Future[None]:
-    future = _executor.submit(job, *args)
-    _writing.add(future)
-    future.add_done_callback(_writing.discard)
-    return future
-
-
-async def _drain() -> None:
-    while True:
-        _more.clear()
-        while _rows or _jobs:
-            batch, ends, jobs = _take()
-            # Shielded: if this task is cancelled (its loop shutting down), the batch is still
-            # written, instead of being dropped from the thread's queue with it.
-            await asyncio.shield(asyncio.wrap_future(_submit(_write, batch, ends, jobs)))
-        try:
-            async with asyncio.timeout(KEEP_CONNECTION_S):
-                await _more.wait()
-            continue
-        except TimeoutError:
-            pass
-        await asyncio.shield(asyncio.wrap_future(_submit(_close)))
-        if not _rows and not _jobs:
-            return  # (no await since the check: a row queued from now on starts a new writer)
-
-
-def _take() -> tuple[
-    list[dict[str, Any]],
-    list[tuple[str, dict[str, Any]]],
-    list[tuple[Callable[..., None], tuple[Any, ...]]],
-]:
-    batch, ends, jobs = _rows[:], _ends[:], _jobs[:]
-    del _rows[:], _ends[:], _jobs[:]
-    return batch, ends, jobs
+async def flush() -> None:
+    """Write every queued row and let the connection go (shutdown and tests), from any loop."""
+    writer = WRITER.built()
+    if writer is not None:  # nothing queued yet: nothing to write, no connection to let go
+        await writer.flush()
 
 
 def _write(
-    batch: list[dict[str, Any]],
-    ends: list[tuple[str, dict[str, Any]]],
-    jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = (),
+    batch: list[dict[str, Any]], ends: list[tuple[str, dict[str, Any]]], jobs: list[Job] = ()
 ) -> None:
     _write_rows(batch, ends)
     for job, args in jobs:
@@ -144,12 +172,3 @@ def _write_rows(batch: list[dict[str, Any]], ends: list[tuple[str, dict[str, Any
 
 def _close() -> None:
     connection.close()  # the writer thread's own connection (looked up in that thread)
-
-
-async def flush() -> None:
-    """Write every queued row and let the connection go (shutdown and tests), from any loop."""
-    if _rows or _jobs:  # whichever loop queued them: the writer may be asleep, or its loop gone
-        _submit(_write, *_take())
-    _submit(_close)
-    for future in list(_writing):
-        await asyncio.shield(asyncio.wrap_future(future))

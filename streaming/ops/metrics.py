@@ -21,6 +21,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.exposition import choose_encoder
 
 from streaming.core import config
+from streaming.core.runtime import Part
 
 if TYPE_CHECKING:
     from streaming.engines.base import Engine
@@ -63,18 +64,29 @@ ENGINE_LABELS = ("engine", "model")  # the labels of every per-engine metric
 
 
 class Metrics:
-    """The metric objects, built once per process on first use (not at import)."""
+    """The metric objects, built on first use (not at import), one per runtime (`METRICS`)."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        # The default registry is the process's and refuses a name twice: a runtime built after
+        # another (a test's fresh one) takes the metric objects the first one registered.
+        # prometheus-client has no public lookup by name; without this map, all are made anew.
+        known: dict[str, Any] = getattr(registry, "_names_to_collectors", {})
+
         def latency(name: str, documentation: str) -> Histogram:
-            return Histogram(
+            return known.get(name) or Histogram(
                 name, documentation, ENGINE_LABELS, buckets=LATENCY_BUCKETS_S, registry=registry
             )
 
         def tally(
             name: str, documentation: str, labels: tuple[str, ...] = ENGINE_LABELS
         ) -> Counter:
-            return Counter(name, documentation, labels, registry=registry)
+            return known.get(name) or Counter(name, documentation, labels, registry=registry)
+
+        def level(name: str, documentation: str) -> Gauge:
+            # `livesum`: a process that has exited (and said so) no longer counts towards the sum.
+            return known.get(name) or Gauge(
+                name, documentation, registry=registry, multiprocess_mode="livesum"
+            )
 
         self.ttft = latency(
             "streaming_time_to_first_token_seconds",
@@ -112,18 +124,11 @@ class Metrics:
             "streaming_background_tokens_generated",
             "Tokens background generations produced, counted when each ends.",
         )
-        # `livesum`: a process that has exited (and said so) no longer counts towards the sum.
-        self.streams_in_flight = Gauge(
-            "streaming_streams_in_flight",
-            "Generations being streamed now.",
-            registry=registry,
-            multiprocess_mode="livesum",
+        self.streams_in_flight = level(
+            "streaming_streams_in_flight", "Generations being streamed now."
         )
-        self.queue_depth = Gauge(
-            "streaming_engine_queue_depth",
-            "Generations waiting for a slot in the engine's batch.",
-            registry=registry,
-            multiprocess_mode="livesum",
+        self.queue_depth = level(
+            "streaming_engine_queue_depth", "Generations waiting for a slot in the engine's batch."
         )
 
     def stream_started(self, engine: Engine) -> None:
@@ -182,15 +187,12 @@ def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
             bucket.inc(count)
 
 
-_metrics: Metrics | None = None
+METRICS = Part("metrics", Metrics)
 
 
 def get_metrics() -> Metrics:
     """This process's metrics."""
-    global _metrics
-    if _metrics is None:
-        _metrics = Metrics()
-    return _metrics
+    return METRICS.get()
 
 
 def on_started(sender: Any, generation: Generation, **kwargs: Any) -> None:

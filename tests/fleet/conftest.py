@@ -25,8 +25,8 @@ from tests.fleet.in_memory import FLEET_SETTINGS, Fleet, MemoryLog, NoRedis, eve
 async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]]:
     """`await start_fleet(**settings)`: a fleet of one web and one worker, once the web process
     sees the worker ready; stopped after the test."""
-    redis = NoRedis()
-    monkeypatch.setattr(store, "redis", lambda: redis)  # nothing here may reach Redis
+    redis, real = NoRedis(), store.CLIENT.built()
+    store.CLIENT.set(redis)  # nothing here may reach Redis
     # A signal to pytest must stop pytest, not install this worker's drain on the test's loop.
     monkeypatch.setattr(stopping, "on_signals", lambda stop: None)
     # gc.freeze() here would keep every test's objects alive for the rest of the session.
@@ -67,7 +67,10 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
         started.append(fleet)
         return fleet
 
-    yield start
-    for fleet in started:
-        await fleet.close()
+    try:
+        yield start
+        for fleet in started:
+            await fleet.close()
+    finally:
+        store.CLIENT.set(real)
     assert not redis.touched, f"the in-memory fleet touched Redis: {redis.touched}"

@@ -28,13 +28,13 @@ async def test_the_writer_ends_once_idle_and_a_later_row_starts_another(monkeypa
     monkeypatch.setattr(log_writer, "KEEP_CONNECTION_S", 0.05)
     for index in range(3):
         log_writer.schedule_log(finished(index))
-    writer = log_writer._writer
+    writer = log_writer.WRITER.get().task
     assert writer is not None
     await asyncio.wait_for(writer, 10)  # wrote, kept its connection a moment, let it go, ended
     assert await count() == 3
 
     log_writer.schedule_log(finished(3))
-    assert log_writer._writer is not writer
+    assert log_writer.WRITER.get().task is not writer
     await log_writer.flush()
     assert await count() == 4
 

@@ -8,7 +8,8 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry, Histogram
 
-from streaming.ops.metrics import LATENCY_BUCKETS_S, observe_many
+from streaming.core.runtime import Runtime, install
+from streaming.ops.metrics import LATENCY_BUCKETS_S, get_metrics, observe_many
 from tests.support.live import RawStream, tokens_of, wait_until
 from tests.support.metrics import scrape, value
 
@@ -47,6 +48,24 @@ def test_observe_many_equals_observing_each_value():
     assert got.keys() == expected.keys()
     for key, number in expected.items():
         assert got[key] == pytest.approx(number), key
+
+
+def test_a_fresh_runtime_takes_the_metric_objects_the_process_registered():
+    """Prometheus' registry is the process's and refuses a name twice: a runtime installed after
+    another (a test's) counts into the metrics the first one registered, and does not fail."""
+    first = get_metrics()
+    previous = install(Runtime())
+    try:
+        again = get_metrics()
+    finally:
+        install(previous)
+    assert again is not first
+    assert (again.ttft, again.generations, again.queue_depth) == (
+        first.ttft,
+        first.generations,
+        first.queue_depth,
+    )
+    assert get_metrics() is first
 
 
 @pytest.mark.live
