@@ -209,3 +209,12 @@ def test_signing_in_takes_the_browsers_links_along(required):
     browser.post("/login/", {"username": "carol", "password": "pw", "next": "/"})
     assert SharedLink.objects.get(pk=link.pk).owner == f"user:{user.pk}"
     assert [mine["token"] for mine in browser.get("/api/shares").json()["data"]] == [link.token]
+
+
+def test_the_shared_page_escapes_what_was_said():
+    alice, owner = person("alice")
+    hostile = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+    link = share(alice, conversation_of(owner, hostile, hostile))
+    text = Client().get(link["url"]).content.decode()
+    assert "<script>alert" not in text and "<img" not in text
+    assert text.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2  # as text, for markdown.js
