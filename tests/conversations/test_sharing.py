@@ -218,3 +218,19 @@ def test_the_shared_page_escapes_what_was_said():
     text = Client().get(link["url"]).content.decode()
     assert "<script>alert" not in text and "<img" not in text
     assert text.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2  # as text, for markdown.js
+
+
+def test_the_admin_lists_links_and_revokes_them():
+    alice, owner = person("alice")
+    link = share(alice, conversation_of(owner, "Question", "Answer"))
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_superuser("root", password=None))
+    listed = staff.get("/admin/streaming/sharedlink/").content.decode()
+    assert owner in listed and "Recipes" in listed
+    pk = SharedLink.objects.get(token=link["token"]).pk
+    staff.post(
+        "/admin/streaming/sharedlink/",
+        {"action": "revoke", "_selected_action": [pk]},
+    )
+    assert SharedLink.objects.get(pk=pk).revoked_at is not None
+    assert Client().get(link["url"]).status_code == 404
