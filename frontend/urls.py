@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
 from . import views
 
@@ -12,4 +12,7 @@ urlpatterns = [
     path("", views.chat_page, name="chat"),
     path("login/", views.chat_login, name="login"),
     path("logout/", views.chat_logout, name="logout"),
+    # A shared link's page (its token as streaming/urls.py's `share` converter reads it): open
+    # to anyone holding it, also where the chat wants a sign-in.
+    re_path(r"^s/(?P<token>[A-Za-z0-9_-]{32})$", views.shared_page, name="shared"),
 ]

@@ -1,17 +1,18 @@
-"""The chat page: one HTML shell (everything else is static ES modules talking to /api/), and
-its own sign-in and sign-out pages."""
+"""The chat page: one HTML shell (everything else is static ES modules talking to /api/), its
+own sign-in and sign-out pages, and a shared link's read-only page."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib.auth.views import LoginView, LogoutView, redirect_to_login
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_safe
 
-from streaming.conversations import records
+from streaming.conversations import records, sharing
+from streaming.core.exceptions import NotFound
 from streaming.http.auth import (
     anonymous_token,
     auth_required,
@@ -47,6 +48,43 @@ def chat_page(request: HttpRequest) -> HttpResponse:
     response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
     if not request.user.is_authenticated:
         give_owner_cookie(request, response)  # its conversations are this browser's
+    return response
+
+
+# How a shared answer that did not end well says so (static/i18n.js's keys): as the chat does.
+ENDING_NOTES = {
+    "incomplete": "state.length",
+    "stopped": "state.stopped",
+    "cut": "state.cut",
+    "failed": "error.unknown",
+}
+
+
+@require_safe
+@ensure_csrf_cookie  # "Continue in a new chat" POSTs with the token
+def shared_page(request: HttpRequest, token: str) -> HttpResponse:
+    """`/s/<token>`: a shared link's snapshot, read-only, for anyone holding the link, signed in
+    or not, also where the chat wants a sign-in; nothing else of its owner. A revoked or
+    unknown link is the 404 page."""
+    try:
+        link = sharing.live_link(token)
+    except NotFound:
+        raise Http404("No such shared link.") from None
+    signed_in = request.user.is_authenticated
+    may_continue = signed_in or not auth_required(request)
+    turns = [{**turn, "note": ENDING_NOTES.get(turn["status"], "")} for turn in link.items]
+    response = render(
+        request,
+        "frontend/shared.html",
+        {"link": link, "turns": turns, "may_continue": may_continue},
+    )
+    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    # The token is the page's secret: no Referer carries it away, no cache keeps a revoked one.
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Robots-Tag"] = "noindex"
+    if may_continue and not signed_in:
+        give_owner_cookie(request, response)  # the copy is this browser's
     return response
 
 

@@ -124,3 +124,31 @@ export function regenerateItem(id, itemId) {
 export function showItem(id, itemId) {
   return requestJson("POST", conversationUrl(id, `/items/${encodeURIComponent(itemId)}/show`));
 }
+
+/** A new conversation with the branch up to that item and the same settings ("New chat from
+ * here") → the new conversation. */
+export function forkConversation(id, itemId) {
+  return requestJson("POST", conversationUrl(id, `/items/${encodeURIComponent(itemId)}/fork`));
+}
+
+// --- shared links (docs/conversations.md, "Sharing") -----------------------------------------
+
+/** A read-only link to the branch shown, as it is now → {token, url, title, created_at, …}. */
+export function shareConversation(id) {
+  return requestJson("POST", conversationUrl(id, "/share"));
+}
+
+/** GET /api/shares → {data: [link…]}: the person's live links, newest first. */
+export function listShares() {
+  return requestJson("GET", "/api/shares");
+}
+
+/** Revoke a link: its page is a 404 from now on. */
+export function revokeShare(token) {
+  return requestJson("DELETE", `/api/shares/${encodeURIComponent(token)}`);
+}
+
+/** A copy of a shared link's snapshot, the person's own → the new conversation. */
+export function continueShared(token) {
+  return requestJson("POST", `/api/shares/${encodeURIComponent(token)}/continue`);
+}

@@ -2,7 +2,8 @@
 // open, the composer, and the answer streaming in it (one at a time).
 
 import {
-  createConversation, fetchConversation, regenerateItem, sendMessage, showItem, updateConversation,
+  createConversation, fetchConversation, forkConversation, regenerateItem, sendMessage, showItem,
+  updateConversation,
 } from "./api.js";
 import { applyBranch, blankConversation, claimItems, listed } from "./branch.js";
 import { ConversationList } from "./conversation-list.js";
@@ -12,6 +13,7 @@ import { errorText, t, translatePage } from "./i18n.js";
 import { closeSidebar, copyText, openSidebar, resizePrompt, sidebarOpen, warmUp } from "./layout.js";
 import { MessagesPane } from "./messages-pane.js";
 import { SettingsPanel } from "./settings-panel.js";
+import { ShareDialog, SharedLinks } from "./sharing.js";
 import {
   forgetConversation, loadCurrentId, recallLiveAnswer, rememberLiveAnswer, saveCurrentId,
 } from "./store.js";
@@ -35,6 +37,7 @@ const els = {
   send: byId("send-button"),
   stop: byId("stop-button"),
   settingsButton: byId("settings-button"),
+  shareButton: byId("share-button"),
 };
 
 let current = blankConversation();
@@ -48,7 +51,9 @@ const pane = new MessagesPane({
   scroller: els.messages,
   list: byId("thread"),
   empty: byId("empty-state"),
-  handlers: { onCopy: copyAnswer, onRegenerate: regenerate, onEdit: edit, onAlternative: switchAlternative },
+  handlers: {
+    onCopy: copyAnswer, onRegenerate: regenerate, onEdit: edit, onAlternative: switchAlternative, onFork: forkHere,
+  },
 });
 const list = new ConversationList({
   list: byId("conversation-list"),
@@ -74,6 +79,12 @@ const list = new ConversationList({
   onError: showError,
 });
 const settings = new SettingsPanel(byId("settings-dialog"), { onSave: saveSettings });
+const sharedLinks = new SharedLinks({
+  list: byId("shared-links-list"), empty: byId("shared-links-empty"), announce,
+});
+const shareDialog = new ShareDialog(byId("share-dialog"), {
+  onShared: () => announce(t("announce.shared")),
+});
 const earlier = new EarlierMessages({
   button: byId("load-earlier"), scroller: els.messages, pane, conversation: () => current, announce, onError: showError,
 });
@@ -187,6 +198,7 @@ function updateControls() {
   els.send.hidden = busy;
   els.stop.hidden = !busy;
   els.stop.disabled = busy && active.generation.stopRequested;
+  els.shareButton.hidden = !current.id; // a new chat has nothing on the server to share yet
   const last = current.messages.at(-1);
   pane.offerRegenerate(!busy && last?.role === "assistant" && last.id ? last : null);
 }
@@ -340,6 +352,25 @@ async function saveSettings(chosen) {
   announce(t("settingsSaved"));
 }
 
+/** "New chat from here": a new conversation with the branch up to that message and the same
+ * settings, opened. */
+async function forkHere(view) {
+  const { message } = view;
+  if (active || !message.id || !current.id) return;
+  let created;
+  try {
+    created = await forkConversation(current.id, message.id);
+  } catch (error) {
+    showError(error);
+    return;
+  }
+  list.put(created);
+  tell(created.id);
+  await openConversation(created.id);
+  announce(t("announce.forked"));
+  els.prompt.focus();
+}
+
 async function copyAnswer(view) {
   view.flashCopied(await copyText(view.message.content));
 }
@@ -360,7 +391,8 @@ function bindEvents() {
   els.prompt.addEventListener("input", () => resizePrompt(els.prompt));
   document.addEventListener("keydown", (event) => {
     // Editors and the settings dialog take their own Esc.
-    if (event.key !== "Escape" || event.defaultPrevented || byId("settings-dialog").open) return;
+    if (event.key !== "Escape" || event.defaultPrevented) return;
+    if (byId("settings-dialog").open || byId("share-dialog").open) return;
     if (active) {
       event.preventDefault();
       stop();
@@ -371,7 +403,13 @@ function bindEvents() {
   els.stop.addEventListener("click", stop);
   byId("new-chat").addEventListener("click", () => startNewChat());
   byId("new-chat-top").addEventListener("click", () => startNewChat());
-  els.settingsButton.addEventListener("click", () => settings.open(current.settings, els.settingsButton));
+  els.settingsButton.addEventListener("click", () => {
+    settings.open(current.settings, els.settingsButton);
+    sharedLinks.refresh();
+  });
+  els.shareButton.addEventListener("click", () => {
+    if (current.id) shareDialog.open(current.id, els.shareButton);
+  });
   els.menuButton.addEventListener("click", () => {
     if (sidebarOpen()) closeSidebar();
     else openSidebar();

@@ -1,6 +1,6 @@
 // One message on screen: its text (Markdown for answers), its alternatives ("‹ 2 / 3 ›"), Edit
 // for a person's message, and for answers a status line with latency numbers, the token
-// timeline, and Copy / Regenerate.
+// timeline, and Copy / Regenerate; on every message, "New chat from here".
 
 import { LIVE_STATES } from "./generation.js";
 import { errorText, formatNumber, t } from "./i18n.js";
@@ -25,7 +25,7 @@ function element(tag, className, text) {
 }
 
 export class MessageView {
-  constructor(message, { onCopy, onRegenerate, onEdit, onAlternative } = {}) {
+  constructor(message, { onCopy, onRegenerate, onEdit, onAlternative, onFork } = {}) {
     this.message = message;
     this.times = null; // the arrival times fed to this.arrivals (meta.times, which only grows)
     this.arrivals = new ArrivalStats();
@@ -52,6 +52,11 @@ export class MessageView {
     }
     this.el.append(this.body);
     this.alternatives = new AlternativesNav((direction) => onAlternative?.(this, direction));
+    // A new conversation with the branch up to this message (shown once the server has it).
+    this.forkButton = element("button", "text-button fork-button", t("forkHere"));
+    this.forkButton.type = "button";
+    this.forkButton.hidden = true;
+    this.forkButton.addEventListener("click", () => onFork?.(this));
     if (!isAnswer) {
       // A person's own words are shown exactly as typed, as text.
       this.body.textContent = message.content;
@@ -62,7 +67,7 @@ export class MessageView {
         editInPlace(this.body, message.content, (text) => onEdit?.(this, text),
           () => this.editButton.focus());
       });
-      tools.append(this.alternatives.el, this.editButton);
+      tools.append(this.alternatives.el, this.editButton, this.forkButton);
       this.el.append(tools);
       this.sync();
       return;
@@ -83,7 +88,7 @@ export class MessageView {
     this.regenerateButton.type = "button";
     this.regenerateButton.hidden = true;
     this.regenerateButton.addEventListener("click", () => onRegenerate?.(this));
-    actions.append(this.alternatives.el, this.copyButton, this.regenerateButton);
+    actions.append(this.alternatives.el, this.copyButton, this.regenerateButton, this.forkButton);
     footer.append(this.status, this.detail, this.stats, actions);
     this.el.append(footer);
     this.sync();
@@ -94,6 +99,7 @@ export class MessageView {
   sync() {
     const id = this.message.id;
     if (id && this.el.dataset.itemId !== id) this.el.dataset.itemId = id;
+    if (this.forkButton.hidden === Boolean(id)) this.forkButton.hidden = !id;
     this.alternatives.set(this.message.alternatives);
   }
 

@@ -12,7 +12,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 
-from streaming.conversations import search
+from streaming.conversations import copies, search, sharing
 from streaming.generations import record
 from streaming.http.sign_in import AdminSignInForm
 from streaming.models import (
@@ -20,6 +20,7 @@ from streaming.models import (
     Conversation,
     ConversationItem,
     GenerationLog,
+    SharedLink,
     StoredResponse,
 )
 from streaming.ops import dashboard
@@ -291,13 +292,7 @@ class ConversationAdmin(WhatWasSaid, admin.ModelAdmin):
         "created_at",
         "updated_at",
         "metadata",
-        "system_prompt",
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "repetition_penalty",
-        "frequency_penalty",
-        "presence_penalty",
+        *copies.SETTINGS,
         "current",
     )
     readonly_fields = fields
@@ -326,6 +321,26 @@ class ConversationAdmin(WhatWasSaid, admin.ModelAdmin):
     def item_count(self, conversation):
         """Items, every branch counted."""
         return conversation.items_counted
+
+
+@admin.register(SharedLink)
+class SharedLinkAdmin(WhatWasSaid, admin.ModelAdmin):
+    """People's shared links (docs/conversations.md, "Sharing"): whose, to which conversation,
+    when made and revoked; revoking is an action (its page is a 404 from then on)."""
+
+    list_display = ("title", "owner", "conversation", "chars", "created_at", "revoked_at")
+    list_filter = (OwnerFilter, ("revoked_at", admin.EmptyFieldListFilter))
+    search_fields = ("owner", "title", "conversation__conversation_id")
+    list_select_related = ("conversation",)
+    ordering = ("-created_at",)
+    fields = ("title", "owner", "conversation", "chars", "created_at", "revoked_at")
+    readonly_fields = fields
+    actions = ("revoke",)
+
+    @admin.action(description="Revoke the selected links")
+    def revoke(self, request, queryset):
+        """End them: their pages are 404s, their snapshots emptied (the rows stay listed)."""
+        self.message_user(request, f"{sharing.revoke_all(queryset)} link(s) revoked.")
 
 
 def _ms(value: float | None) -> str:

@@ -1,5 +1,6 @@
 """The request and latency log (one row per generation, written after it ends), stored
-responses, API keys, conversations with their items, and failed sign-ins."""
+responses, API keys, conversations with their items, their shared links, and failed
+sign-ins."""
 
 from __future__ import annotations
 
@@ -172,6 +173,33 @@ class ConversationItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+
+class SharedLink(models.Model):
+    """A read-only link to a conversation's branch as it was when shared (docs/conversations.md,
+    "Sharing"): the branch is copied into `items`, so later turns are never shown by it."""
+
+    # The link's secret: whoever holds it reads the snapshot (secrets.token_urlsafe(24)).
+    token = models.CharField(max_length=64, unique=True)
+    owner = models.CharField(max_length=80, db_index=True)  # as Conversation.owner
+    # Deleting the conversation deletes its links: what a person deletes is no longer shown.
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="shared_links"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # The branch shown, root first, its finished items only: [{role, content, status,
+    # finish_reason}]; emptied when the link is revoked.
+    items = models.JSONField(default=list, blank=True)
+    chars = models.PositiveIntegerField(default=0)  # the characters `items` hold
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "shared link"
+
+    def __str__(self) -> str:
+        return f"{self.title or self.conversation_id} ({self.token[:6]}…)"
 
 
 KEY_PREFIX = "sk-"

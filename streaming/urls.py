@@ -6,6 +6,7 @@ from streaming.http import (
     openai_api,
     openai_conversations,
     responses_api,
+    shares_api,
 )
 from streaming.ops import metrics
 
@@ -43,6 +44,13 @@ class ItemIdConverter(GenerationIdConverter):
     regex = "msg_[0-9a-f]{32}"
 
 
+class ShareTokenConverter(GenerationIdConverter):
+    """A shared link's token (`sharing.share`: 24 random bytes, URL-safe base64)."""
+
+    regex = "[A-Za-z0-9_-]{32}"
+
+
+register_converter(ShareTokenConverter, "share")
 register_converter(ConversationIdConverter, "cid")
 register_converter(ItemIdConverter, "iid")
 
@@ -75,6 +83,23 @@ urlpatterns = [
         "api/conversations/<cid:conversation_id>/items/<iid:item_id>/show",
         conversations_api.show,
         name="conversation-show",
+    ),
+    path(
+        "api/conversations/<cid:conversation_id>/items/<iid:item_id>/fork",
+        conversations_api.fork,
+        name="conversation-fork",
+    ),
+    path(
+        "api/conversations/<cid:conversation_id>/share",
+        shares_api.share,
+        name="conversation-share",
+    ),
+    path("api/shares", shares_api.shares, name="shares"),
+    path("api/shares/<share:token>", shares_api.shared_link, name="shared-link"),
+    path(
+        "api/shares/<share:token>/continue",
+        shares_api.continue_shared,
+        name="shared-link-continue",
     ),
     path("api/engine", native_api.engine_defaults, name="engine"),
     path("v1/chat/completions", openai_api.chat_completions, name="openai-chat-completions"),

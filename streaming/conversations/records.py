@@ -25,7 +25,7 @@ from streaming.conversations import bounds
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, ConversationLimit, NotFound
 from streaming.core.text import searchable, storable
-from streaming.models import Conversation, ConversationItem, ItemStatus
+from streaming.models import Conversation, ConversationItem, ItemStatus, SharedLink
 
 TITLE_CHARS = 80  # a conversation without a title is named by its first message's start
 
@@ -140,6 +140,7 @@ def adopt(anonymous: str, owner: str) -> int:
         newest = Conversation.objects.filter(owner=anonymous).order_by("-updated_at", "-pk")
         chosen = list(newest.values_list("pk", flat=True)[: max(room, 0)])
         Conversation.objects.filter(pk__in=chosen).update(owner=owner)
+        SharedLink.objects.filter(conversation__in=chosen).update(owner=owner)  # their links too
         return count_for(anonymous)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.conversations import branches, records, search
+from streaming.conversations import branches, copies, records, search
 from streaming.conversations.answers import settle
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, NotFound
@@ -251,3 +251,14 @@ async def show(request: HttpRequest, conversation_id: str, item_id: str) -> Http
     chosen = await sync_to_async(records.item)(found, item_id)
     await sync_to_async(records.show)(found, chosen)
     return await _shown(found)
+
+
+@api_view("POST", writes=("POST",))
+async def fork(request: HttpRequest, conversation_id: str, item_id: str) -> HttpResponse:
+    """`POST …/items/<id>/fork` ("New chat from here"): a new conversation of the asker's with
+    the branch up to that item and the same settings; the reply is the new one."""
+    owner = conversation_owner(request)
+    found = await sync_to_async(records.get)(owner, conversation_id)
+    last = await sync_to_async(records.item)(found, item_id)
+    created = await sync_to_async(copies.branch_to)(owner, found, last)
+    return JsonResponse(_conversation_json(created), status=201)

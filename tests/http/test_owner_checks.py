@@ -32,7 +32,8 @@ SECRET = "the secret word is marmalade"
 class Probe:
     """What the second owner sends: `path` and `body` name the first owner's things
     (`{gid}` a generation, `{cid}` a conversation, `{asked}` and `{answer}` its items, `{rid}`
-    a stored response) and the asker's own conversation (`{mine}`)."""
+    a stored response, `{share}` a link to the conversation) and the asker's own conversation
+    (`{mine}`)."""
 
     route: str
     method: str
@@ -69,6 +70,11 @@ PROBES = [
     Probe("conversation-regenerate", "POST", "/api/conversations/{mine}/items/{answer}/regenerate"),
     Probe("conversation-show", "POST", "/api/conversations/{cid}/items/{asked}/show"),
     Probe("conversation-show", "POST", "/api/conversations/{mine}/items/{asked}/show"),
+    Probe("conversation-fork", "POST", "/api/conversations/{cid}/items/{asked}/fork"),
+    Probe("conversation-fork", "POST", "/api/conversations/{mine}/items/{asked}/fork"),
+    Probe("conversation-share", "POST", "/api/conversations/{cid}/share"),
+    Probe("shares", "GET", "/api/shares", refused=(200,)),
+    Probe("shared-link", "DELETE", "/api/shares/{share}"),
     Probe(
         "openai-responses",
         "POST",
@@ -126,6 +132,9 @@ NOT_OWNED = {
     "frontend:login": "sign-in",
     "frontend:logout": "sign-out",
     "/admin/login/": "the admin's sign-in (throttled ahead of the admin's own URLs)",
+    # A live link is for anyone holding it: its page, and a copy of it of the asker's own.
+    "frontend:shared": "a shared link's snapshot, for anyone holding the link",
+    "shared-link-continue": "a copy of a shared link's snapshot, the asker's own",
 }
 
 
@@ -226,6 +235,7 @@ def things_of(first: Owner, model: str, anonymous: bool) -> dict[str, str]:
     asked, answer = sent["items"]
     assert first.send("GET", answer["generation"]["stream_url"]).status_code == 200
     things = {"cid": cid, "asked": asked["id"], "answer": answer["id"], "model": model}
+    things["share"] = first.ok("POST", f"/api/conversations/{cid}/share", status=201)["token"]
     body = {"model": model, "input": SECRET, "max_output_tokens": 2}
     if anonymous:
         things["rid"] = first.ok("POST", "/v1/responses", {**body, "conversation": cid})["id"]
@@ -239,6 +249,7 @@ def things_of(first: Owner, model: str, anonymous: bool) -> dict[str, str]:
 
 def as_they_are(first: Owner, things: dict[str, str]) -> dict[str, Any]:
     """What the first owner sees of her things, once her answer's ending is written."""
+    shared = [link["token"] for link in first.ok("GET", "/api/shares")["data"]]
     seen = wait_until(
         lambda: (
             (c := first.ok("GET", f"/api/conversations/{things['cid']}"))["items"][-1]["status"]
@@ -247,7 +258,7 @@ def as_they_are(first: Owner, things: dict[str, str]) -> dict[str, Any]:
         )
     )
     kept = first.ok("GET", f"/v1/conversations/{things['cid']}")
-    state = {"conversation": seen, "metadata": kept["metadata"]}
+    state = {"conversation": seen, "metadata": kept["metadata"], "shared": shared}
     state["generation"] = first.ok("GET", f"/api/generations/{things['gid']}")["status"]
     state["response"] = first.ok("GET", f"/v1/responses/{things['rid']}")["status"]
     return state

@@ -24,6 +24,7 @@ SAMPLES = {
     "id": "1",
     "app_label": "streaming",
     "url": "nowhere/",
+    "token": "0123456789abcdef0123456789abcdef",
 }
 ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
 REGEX_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)")
