@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Q, Subquery
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
@@ -16,9 +16,11 @@ from streaming.conversations import search
 from streaming.generations import record
 from streaming.http.sign_in import AdminSignInForm
 from streaming.models import (
+    ANSWER_SETTINGS,
     ApiKey,
     Conversation,
     ConversationItem,
+    Feedback,
     GenerationLog,
     StoredResponse,
 )
@@ -291,13 +293,7 @@ class ConversationAdmin(WhatWasSaid, admin.ModelAdmin):
         "created_at",
         "updated_at",
         "metadata",
-        "system_prompt",
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "repetition_penalty",
-        "frequency_penalty",
-        "presence_penalty",
+        *ANSWER_SETTINGS,
         "current",
     )
     readonly_fields = fields
@@ -326,6 +322,37 @@ class ConversationAdmin(WhatWasSaid, admin.ModelAdmin):
     def item_count(self, conversation):
         """Items, every branch counted."""
         return conversation.items_counted
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(WhatWasSaid, admin.ModelAdmin):
+    """People's 👍 and 👎 on answers, read-only: by rating and model, each with its comment and
+    the settings it was given with."""
+
+    list_display = ("updated_at", "rating", "model", "comment", "conversation_link", "owner")
+    list_filter = ("rating", "model", ("updated_at", admin.DateFieldListFilter))
+    search_fields = ("comment", "owner", "model")
+    date_hierarchy = "updated_at"
+    fields = (
+        "item",
+        "owner",
+        "rating",
+        "comment",
+        "model",
+        "settings",
+        "generation_id",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    list_select_related = ("item__conversation",)
+
+    @admin.display(description="conversation")
+    def conversation_link(self, feedback):
+        """The conversation of the answer rated, in the admin."""
+        conversation = feedback.item.conversation
+        change = reverse("admin:streaming_conversation_change", args=[conversation.pk])
+        return format_html('<a href="{}">{}</a>', change, conversation)
 
 
 def _ms(value: float | None) -> str:
