@@ -2,7 +2,8 @@
 // open, the composer, and the answer streaming in it (one at a time).
 
 import {
-  createConversation, fetchConversation, regenerateItem, sendMessage, showItem, updateConversation,
+  createConversation, fetchConversation, rateAnswer, regenerateItem, sendMessage, showItem,
+  updateConversation,
 } from "./api.js";
 import { applyBranch, blankConversation, claimItems, listed } from "./branch.js";
 import { ConversationList } from "./conversation-list.js";
@@ -12,6 +13,7 @@ import { errorText, t, translatePage } from "./i18n.js";
 import { closeSidebar, copyText, openSidebar, resizePrompt, sidebarOpen, warmUp } from "./layout.js";
 import { MessagesPane } from "./messages-pane.js";
 import { SettingsPanel } from "./settings-panel.js";
+import { Transfer } from "./transfer.js";
 import {
   forgetConversation, loadCurrentId, recallLiveAnswer, rememberLiveAnswer, saveCurrentId,
 } from "./store.js";
@@ -48,7 +50,10 @@ const pane = new MessagesPane({
   scroller: els.messages,
   list: byId("thread"),
   empty: byId("empty-state"),
-  handlers: { onCopy: copyAnswer, onRegenerate: regenerate, onEdit: edit, onAlternative: switchAlternative },
+  handlers: {
+    onCopy: copyAnswer, onRegenerate: regenerate, onEdit: edit, onAlternative: switchAlternative,
+    onFeedback: sendFeedback, announce,
+  },
 });
 const list = new ConversationList({
   list: byId("conversation-list"),
@@ -73,7 +78,15 @@ const list = new ConversationList({
   },
   onError: showError,
 });
-const settings = new SettingsPanel(byId("settings-dialog"), { onSave: saveSettings });
+const transfer = new Transfer({
+  root: byId("transfer"),
+  dialog: byId("settings-dialog"),
+  onImported: () => list.refresh(),
+  announce,
+});
+const settings = new SettingsPanel(byId("settings-dialog"), {
+  onSave: saveSettings, onOpen: (id) => transfer.showConversation(id),
+});
 const earlier = new EarlierMessages({
   button: byId("load-earlier"), scroller: els.messages, pane, conversation: () => current, announce, onError: showError,
 });
@@ -344,6 +357,13 @@ async function copyAnswer(view) {
   view.flashCopied(await copyText(view.message.content));
 }
 
+/** 👍 / 👎 (or null: taken back) on an answer of the conversation open; the message keeps it. */
+async function sendFeedback(view, feedback) {
+  const answer = await rateAnswer(current.id, view.message.id, feedback);
+  view.message.feedback = answer.feedback;
+  return answer;
+}
+
 function bindEvents() {
   els.form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -371,7 +391,7 @@ function bindEvents() {
   els.stop.addEventListener("click", stop);
   byId("new-chat").addEventListener("click", () => startNewChat());
   byId("new-chat-top").addEventListener("click", () => startNewChat());
-  els.settingsButton.addEventListener("click", () => settings.open(current.settings, els.settingsButton));
+  els.settingsButton.addEventListener("click", () => settings.open(current.settings, els.settingsButton, current.id));
   els.menuButton.addEventListener("click", () => {
     if (sidebarOpen()) closeSidebar();
     else openSidebar();

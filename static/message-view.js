@@ -2,6 +2,7 @@
 // for a person's message, and for answers a status line with latency numbers, the token
 // timeline, and Copy / Regenerate.
 
+import { FeedbackControl } from "./feedback.js";
 import { LIVE_STATES } from "./generation.js";
 import { errorText, formatNumber, t } from "./i18n.js";
 import { MarkdownStream } from "./markdown-stream.js";
@@ -25,7 +26,7 @@ function element(tag, className, text) {
 }
 
 export class MessageView {
-  constructor(message, { onCopy, onRegenerate, onEdit, onAlternative } = {}) {
+  constructor(message, { onCopy, onRegenerate, onEdit, onAlternative, onFeedback, announce } = {}) {
     this.message = message;
     this.times = null; // the arrival times fed to this.arrivals (meta.times, which only grows)
     this.arrivals = new ArrivalStats();
@@ -83,7 +84,9 @@ export class MessageView {
     this.regenerateButton.type = "button";
     this.regenerateButton.hidden = true;
     this.regenerateButton.addEventListener("click", () => onRegenerate?.(this));
-    actions.append(this.alternatives.el, this.copyButton, this.regenerateButton);
+    // 👍 / 👎 once the answer has ended and the server has it (it has an id).
+    this.feedback = new FeedbackControl({ onSend: (feedback) => onFeedback?.(this, feedback), announce });
+    actions.append(this.alternatives.el, this.copyButton, this.regenerateButton, this.feedback.el);
     footer.append(this.status, this.detail, this.stats, actions);
     this.el.append(footer);
     this.sync();
@@ -95,6 +98,7 @@ export class MessageView {
     const id = this.message.id;
     if (id && this.el.dataset.itemId !== id) this.el.dataset.itemId = id;
     this.alternatives.set(this.message.alternatives);
+    this.feedback?.set(this.message.feedback);
   }
 
   /** Update in the next frame (once however often this is called before it). */
@@ -136,6 +140,7 @@ export class MessageView {
       this.#timeline().draw(meta, this.arrivals, sinceStartMs);
     }
     setIfChanged(this.copyButton, "disabled", this.message.content === "");
+    setIfChanged(this.feedback.el, "hidden", LIVE_STATES.includes(state) || !this.message.id);
     const reasoning = this.message.reasoning ?? "";
     if (reasoning.length !== this.shownReasoningLength) {
       this.thinking.hidden = false;
