@@ -21,16 +21,17 @@ function csrfToken() {
   return document.querySelector('meta[name="csrf-token"]')?.content ?? "";
 }
 
-async function requestJson(method, url, body) {
+/** `body`: a value sent as JSON; `raw`: JSON text sent as it is (a file's, unparsed here). */
+async function requestJson(method, url, body, raw) {
   const headers = { Accept: "application/json" };
   if (method !== "GET") headers["X-CSRFToken"] = csrfToken();
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (body !== undefined || raw !== undefined) headers["Content-Type"] = "application/json";
   let response;
   try {
     response = await fetch(url, {
       method,
       headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
       credentials: "same-origin",
     });
   } catch (err) {
@@ -151,4 +152,26 @@ export function revokeShare(token) {
 /** A copy of a shared link's snapshot, the person's own → the new conversation. */
 export function continueShared(token) {
   return requestJson("POST", `/api/shares/${encodeURIComponent(token)}/continue`);
+}
+
+// --- export, import, feedback -----------------------------------------------------------------
+
+/** Where one conversation downloads as `format` (`md` or `json`). */
+export function exportUrl(id, format) {
+  return conversationUrl(id, `/export?format=${encodeURIComponent(format)}`);
+}
+
+/** Where all the person's conversations download, as one JSON file. */
+export const exportAllUrl = `${conversationsUrl}/export`;
+
+/** POST an export file's text → {imported, ids}; all of it or nothing (ApiError
+ * `invalid_import`, its message naming where). */
+export function importConversations(text) {
+  return requestJson("POST", `${conversationsUrl}/import`, undefined, text);
+}
+
+/** PUT {rating: 1 | -1, comment} on an answer (or change it); `null`: DELETE it. → {id, feedback}. */
+export function rateAnswer(id, itemId, feedback) {
+  const url = conversationUrl(id, `/items/${encodeURIComponent(itemId)}/feedback`);
+  return feedback === null ? requestJson("DELETE", url) : requestJson("PUT", url, feedback);
 }

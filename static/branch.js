@@ -28,6 +28,7 @@ export function messageFromItem(item) {
   const message = { id: item.id, role: item.role, content: item.content, alternatives: item.alternatives };
   if (item.role !== "assistant") return message;
   const generation = item.generation;
+  message.feedback = item.feedback ?? null;
   message.meta = {
     state: STATE_OF_STATUS[item.status] ?? "done",
     tokens: 0,
@@ -44,6 +45,8 @@ export function messageFromItem(item) {
  * running may have ended here already (the server writes its end a moment later). */
 function unchanged(message, item) {
   if (message.role !== "assistant" || item.status === "in_progress") return true;
+  // A rating changed elsewhere (another tab) is the server's to tell: the message takes it.
+  message.feedback = item.feedback ?? null;
   return message.content === item.content && message.meta.state === STATE_OF_STATUS[item.status];
 }
 

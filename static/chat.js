@@ -2,7 +2,8 @@
 // open, the composer, and the answer streaming in it (one at a time).
 
 import {
-  createConversation, fetchConversation, forkConversation, regenerateItem, sendMessage, showItem,
+  createConversation, fetchConversation, forkConversation, rateAnswer, regenerateItem, sendMessage,
+  showItem,
   updateConversation,
 } from "./api.js";
 import { applyBranch, blankConversation, claimItems, listed } from "./branch.js";
@@ -14,6 +15,7 @@ import { closeSidebar, copyText, openSidebar, resizePrompt, sidebarOpen, warmUp 
 import { MessagesPane } from "./messages-pane.js";
 import { SettingsPanel } from "./settings-panel.js";
 import { ShareDialog, SharedLinks } from "./sharing.js";
+import { Transfer } from "./transfer.js";
 import {
   forgetConversation, loadCurrentId, recallLiveAnswer, rememberLiveAnswer, saveCurrentId,
 } from "./store.js";
@@ -52,7 +54,8 @@ const pane = new MessagesPane({
   list: byId("thread"),
   empty: byId("empty-state"),
   handlers: {
-    onCopy: copyAnswer, onRegenerate: regenerate, onEdit: edit, onAlternative: switchAlternative, onFork: forkHere,
+    onCopy: copyAnswer, onRegenerate: regenerate, onEdit: edit, onAlternative: switchAlternative,
+    onFork: forkHere, onFeedback: sendFeedback, announce,
   },
 });
 const list = new ConversationList({
@@ -78,7 +81,15 @@ const list = new ConversationList({
   },
   onError: showError,
 });
-const settings = new SettingsPanel(byId("settings-dialog"), { onSave: saveSettings });
+const transfer = new Transfer({
+  root: byId("transfer"),
+  dialog: byId("settings-dialog"),
+  onImported: () => list.refresh(),
+  announce,
+});
+const settings = new SettingsPanel(byId("settings-dialog"), {
+  onSave: saveSettings, onOpen: (id) => transfer.showConversation(id),
+});
 const sharedLinks = new SharedLinks({
   list: byId("shared-links-list"), empty: byId("shared-links-empty"), announce,
 });
@@ -375,6 +386,13 @@ async function copyAnswer(view) {
   view.flashCopied(await copyText(view.message.content));
 }
 
+/** 👍 / 👎 (or null: taken back) on an answer of the conversation open; the message keeps it. */
+async function sendFeedback(view, feedback) {
+  const answer = await rateAnswer(current.id, view.message.id, feedback);
+  view.message.feedback = answer.feedback;
+  return answer;
+}
+
 function bindEvents() {
   els.form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -404,7 +422,7 @@ function bindEvents() {
   byId("new-chat").addEventListener("click", () => startNewChat());
   byId("new-chat-top").addEventListener("click", () => startNewChat());
   els.settingsButton.addEventListener("click", () => {
-    settings.open(current.settings, els.settingsButton);
+    settings.open(current.settings, els.settingsButton, current.id);
     sharedLinks.refresh();
   });
   els.shareButton.addEventListener("click", () => {

@@ -2,6 +2,7 @@
 // for a person's message, and for answers a status line with latency numbers, the token
 // timeline, and Copy / Regenerate; on every message, "New chat from here".
 
+import { FeedbackControl } from "./feedback.js";
 import { LIVE_STATES } from "./generation.js";
 import { errorText, formatNumber, t } from "./i18n.js";
 import { MarkdownStream } from "./markdown-stream.js";
@@ -25,7 +26,7 @@ function element(tag, className, text) {
 }
 
 export class MessageView {
-  constructor(message, { onCopy, onRegenerate, onEdit, onAlternative, onFork } = {}) {
+  constructor(message, { onCopy, onRegenerate, onEdit, onAlternative, onFork, onFeedback, announce } = {}) {
     this.message = message;
     this.times = null; // the arrival times fed to this.arrivals (meta.times, which only grows)
     this.arrivals = new ArrivalStats();
@@ -88,7 +89,11 @@ export class MessageView {
     this.regenerateButton.type = "button";
     this.regenerateButton.hidden = true;
     this.regenerateButton.addEventListener("click", () => onRegenerate?.(this));
-    actions.append(this.alternatives.el, this.copyButton, this.regenerateButton, this.forkButton);
+    // 👍 / 👎 once the answer has ended and the server has it (it has an id).
+    this.feedback = new FeedbackControl({ onSend: (feedback) => onFeedback?.(this, feedback), announce });
+    actions.append(
+      this.alternatives.el, this.copyButton, this.regenerateButton, this.forkButton, this.feedback.el,
+    );
     footer.append(this.status, this.detail, this.stats, actions);
     this.el.append(footer);
     this.sync();
@@ -101,6 +106,7 @@ export class MessageView {
     if (id && this.el.dataset.itemId !== id) this.el.dataset.itemId = id;
     if (this.forkButton.hidden === Boolean(id)) this.forkButton.hidden = !id;
     this.alternatives.set(this.message.alternatives);
+    this.feedback?.set(this.message.feedback);
   }
 
   /** Update in the next frame (once however often this is called before it). */
@@ -142,6 +148,7 @@ export class MessageView {
       this.#timeline().draw(meta, this.arrivals, sinceStartMs);
     }
     setIfChanged(this.copyButton, "disabled", this.message.content === "");
+    setIfChanged(this.feedback.el, "hidden", LIVE_STATES.includes(state) || !this.message.id);
     const reasoning = this.message.reasoning ?? "";
     if (reasoning.length !== this.shownReasoningLength) {
       this.thinking.hidden = false;

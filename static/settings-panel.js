@@ -11,9 +11,10 @@ const NUMBERS = ["temperature", "top_p", "max_tokens", ...PENALTIES];
 export class SettingsPanel {
   /** `dialog`: the <dialog> of index.html; `onSave(settings)` resolves once they are saved
    * (rejects with the server's ApiError). */
-  constructor(dialog, { onSave }) {
+  constructor(dialog, { onSave, onOpen }) {
     this.dialog = dialog;
     this.onSave = onSave;
+    this.onOpen = onOpen; // (the conversation's id): the dialog's export links follow it
     this.form = dialog.querySelector("form");
     this.error = dialog.querySelector(".settings-error");
     this.fields = {
@@ -36,9 +37,10 @@ export class SettingsPanel {
   }
 
   /** Open it with `settings` ({system_prompt, temperature, top_p, max_tokens, and the
-   * penalties}, null: default). */
-  async open(settings, opener) {
+   * penalties}, null: default) of the conversation `id` (null: not on the server yet). */
+  async open(settings, opener, id = null) {
     this.opener = opener;
+    this.onOpen?.(id);
     for (const [name, field] of Object.entries(this.fields)) {
       const value = settings?.[name];
       field.value = value === null || value === undefined ? "" : String(value);

@@ -6,19 +6,21 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Q, Subquery
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 
-from streaming.conversations import copies, search, sharing
+from streaming.conversations import search, sharing
 from streaming.generations import record
 from streaming.http.sign_in import AdminSignInForm
 from streaming.models import (
+    ANSWER_SETTINGS,
     ApiKey,
     Conversation,
     ConversationItem,
+    Feedback,
     GenerationLog,
     SharedLink,
     StoredResponse,
@@ -292,7 +294,7 @@ class ConversationAdmin(WhatWasSaid, admin.ModelAdmin):
         "created_at",
         "updated_at",
         "metadata",
-        *copies.SETTINGS,
+        *ANSWER_SETTINGS,
         "current",
     )
     readonly_fields = fields
@@ -341,6 +343,37 @@ class SharedLinkAdmin(WhatWasSaid, admin.ModelAdmin):
     def revoke(self, request, queryset):
         """End them: their pages are 404s, their snapshots emptied (the rows stay listed)."""
         self.message_user(request, f"{sharing.revoke_all(queryset)} link(s) revoked.")
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(WhatWasSaid, admin.ModelAdmin):
+    """People's 👍 and 👎 on answers, read-only: by rating and model, each with its comment and
+    the settings it was given with."""
+
+    list_display = ("updated_at", "rating", "model", "comment", "conversation_link", "owner")
+    list_filter = ("rating", "model", ("updated_at", admin.DateFieldListFilter))
+    search_fields = ("comment", "owner", "model")
+    date_hierarchy = "updated_at"
+    fields = (
+        "item",
+        "owner",
+        "rating",
+        "comment",
+        "model",
+        "settings",
+        "generation_id",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    list_select_related = ("item__conversation",)
+
+    @admin.display(description="conversation")
+    def conversation_link(self, feedback):
+        """The conversation of the answer rated, in the admin."""
+        conversation = feedback.item.conversation
+        change = reverse("admin:streaming_conversation_change", args=[conversation.pk])
+        return format_html('<a href="{}">{}</a>', change, conversation)
 
 
 def _ms(value: float | None) -> str:

@@ -1,6 +1,6 @@
 """The request and latency log (one row per generation, written after it ends), stored
-responses, API keys, conversations with their items, their shared links, and failed
-sign-ins."""
+responses, API keys, conversations with their items, their shared links and their answers'
+feedback, and failed sign-ins."""
 
 from __future__ import annotations
 
@@ -106,6 +106,18 @@ class ItemStatus(models.TextChoices):
     FAILED = "failed"
 
 
+# A conversation's settings of its answers, by field name (its own, and what a rating copies).
+ANSWER_SETTINGS = (
+    "system_prompt",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+)
+
+
 class Conversation(models.Model):
     """A person's conversation (docs/conversations.md).
 
@@ -200,6 +212,29 @@ class SharedLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.title or self.conversation_id} ({self.token[:6]}…)"
+
+
+class Feedback(models.Model):
+    """A person's rating of one answer (👍 +1, 👎 -1), with an optional comment: one per answer,
+    changeable. The answer's model and settings are copied in when it is rated, so the record
+    stays whatever becomes of the log row or the conversation's settings."""
+
+    item = models.OneToOneField(ConversationItem, on_delete=models.CASCADE, related_name="feedback")
+    owner = models.CharField(max_length=80, db_index=True)  # who rated it (the conversation's)
+    rating = models.SmallIntegerField(choices=[(1, "👍"), (-1, "👎")], db_index=True)
+    comment = models.TextField(blank=True)
+    model = models.CharField(max_length=200, blank=True, db_index=True)  # "": no log row
+    settings = models.JSONField(default=dict, blank=True)  # the conversation's, and max_tokens
+    generation_id = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        verbose_name_plural = "feedback"
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()} {self.model or '?'}"
 
 
 KEY_PREFIX = "sk-"

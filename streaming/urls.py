@@ -1,7 +1,10 @@
 from django.urls import path, register_converter
 
 from streaming.http import (
+    conversation_export,
+    conversation_import,
     conversations_api,
+    feedback_api,
     native_api,
     openai_api,
     openai_conversations,
@@ -64,6 +67,22 @@ urlpatterns = [
     path("api/stream", native_api.stream_direct, name="stream-direct"),
     path("api/stats", native_api.stats, name="stats"),
     path("api/conversations", conversations_api.conversations, name="conversations"),
+    path("api/conversations/export", conversation_export.export_all, name="conversations-export"),
+    path(
+        "api/conversations/import",
+        conversation_import.import_conversations,
+        name="conversations-import",
+    ),
+    path(
+        "api/conversations/<cid:conversation_id>/export",
+        conversation_export.export_one,
+        name="conversation-export",
+    ),
+    path(
+        "api/conversations/<cid:conversation_id>/items/<iid:item_id>/feedback",
+        feedback_api.answer_feedback,
+        name="conversation-feedback",
+    ),
     path(
         "api/conversations/<cid:conversation_id>",
         conversations_api.conversation,

@@ -12,18 +12,7 @@ from django.db import transaction
 
 from streaming.conversations import branches, records
 from streaming.core.exceptions import BadRequest
-from streaming.models import Conversation, ConversationItem, ItemStatus
-
-# A conversation's answer settings, copied by "New chat from here".
-SETTINGS = (
-    "system_prompt",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "repetition_penalty",
-    "frequency_penalty",
-    "presence_penalty",
-)
+from streaming.models import ANSWER_SETTINGS, Conversation, ConversationItem, ItemStatus
 
 
 def turns_of(items: list[ConversationItem]) -> list[dict[str, str]]:
@@ -47,7 +36,7 @@ def branch_to(owner: str, conversation: Conversation, last: ConversationItem) ->
     turns = turns_of(branches.branch(conversation, last).items)
     if not turns:
         raise BadRequest("Nothing before this item is finished yet: there is nothing to copy.")
-    settings = {name: getattr(conversation, name) for name in SETTINGS}
+    settings = {name: getattr(conversation, name) for name in ANSWER_SETTINGS}
     return create_from(owner, conversation.title, turns, **settings)
 
 

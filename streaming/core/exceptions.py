@@ -48,6 +48,18 @@ class PromptTooLong(BadRequest):
     default_message = "The prompt is too long for the model's context window."
 
 
+class InvalidImport(BadRequest):
+    """A file of conversations to import that is not one: the message starts with where
+    (`conversations[3].items[7].parent`); nothing of it is kept."""
+
+    code = "invalid_import"
+
+    def __init__(self, where: str, problem: str) -> None:
+        # A problem that names its place already (openai_items' words) is said as it is.
+        super().__init__(f"{where}: {problem}" if where and where not in problem else problem)
+        self.param = where
+
+
 class NotFound(StreamingError):
     """No generation with this id."""
 

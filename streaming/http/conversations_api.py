@@ -20,16 +20,17 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from streaming.conversations import branches, copies, records, search
+from streaming.conversations import branches, copies, feedback, records, search
 from streaming.conversations.answers import settle
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, NotFound
 from streaming.http import turns
 from streaming.http.admission import api_view, publish
 from streaming.http.auth import conversation_owner
+from streaming.http.feedback_api import feedback_json
 from streaming.http.replies import json_off_the_loop
 from streaming.http.validation import decode_json_object, refuse_unknown, sampling
-from streaming.models import Conversation, ConversationItem, ItemStatus
+from streaming.models import Conversation, ConversationItem, Feedback, ItemStatus
 
 LIST_LIMIT = 100  # conversations in one page of the list, at most
 PAGE_ITEMS, PAGE_ITEMS_MAX = 50, 200  # items in one page of a branch: by default, at most
@@ -47,7 +48,9 @@ def _conversation_json(conversation: Conversation) -> dict[str, Any]:
     }
 
 
-def _item_json(item: ConversationItem, alternatives: list[str]) -> dict[str, Any]:
+def _item_json(
+    item: ConversationItem, alternatives: list[str], rated: Feedback | None = None
+) -> dict[str, Any]:
     generation = None
     if item.generation_id:
         base = f"/api/generations/{item.generation_id}"
@@ -65,14 +68,17 @@ def _item_json(item: ConversationItem, alternatives: list[str]) -> dict[str, Any
         "created_at": item.created_at.isoformat(),
         "generation": generation,
         "alternatives": {"ids": alternatives, "index": alternatives.index(item.item_id)},
+        "feedback": feedback_json(rated),
     }
 
 
-def _tail_json(tail: branches.Tail) -> dict[str, Any]:
+def _tail_json(tail: branches.Tail, rated: dict[int, Feedback]) -> dict[str, Any]:
     return {
         **_conversation_json(tail.conversation),
         "item_count": tail.total,
-        "items": [_item_json(item, tail.alternatives[item.pk]) for item in tail.items],
+        "items": [
+            _item_json(item, tail.alternatives[item.pk], rated.get(item.pk)) for item in tail.items
+        ],
         "has_earlier": tail.has_earlier,
     }
 
@@ -87,10 +93,11 @@ async def _shown(
     """The reply: a page of the branch shown, its last items (or those `before` an item)."""
     tail = await sync_to_async(branches.tail)(conversation, limit=limit, before=before)
     await settle(tail.items)  # answers left running by a process that died: cut
-    return await json_off_the_loop(lambda: _tail_json(tail), status=status)
+    rated = await sync_to_async(feedback.of_items)(tail.items)
+    return await json_off_the_loop(lambda: _tail_json(tail, rated), status=status)
 
 
-def _settings_of(data: dict[str, Any]) -> dict[str, Any]:
+def settings_of(data: dict[str, Any]) -> dict[str, Any]:
     """The settings a body sets (null: back to the engine's default); 400 when out of range."""
     chosen = {}
     for name in SETTINGS:
@@ -109,7 +116,7 @@ def _settings_of(data: dict[str, Any]) -> dict[str, Any]:
     return chosen
 
 
-def _title_of(data: dict[str, Any]) -> str | None:
+def title_of(data: dict[str, Any]) -> str | None:
     title = data.get("title")
     if title is not None and (not isinstance(title, str) or len(title) > 200):
         raise BadRequest("`title` must be a string of at most 200 characters.")
@@ -126,7 +133,7 @@ async def conversations(request: HttpRequest) -> HttpResponse:
         data = decode_json_object(request.body or b"{}")
         refuse_unknown(data, {"title", *SETTINGS})
         created = await sync_to_async(records.create)(
-            owner, title=_title_of(data) or "", **_settings_of(data)
+            owner, title=title_of(data) or "", **settings_of(data)
         )
         return JsonResponse(_conversation_json(created), status=201)
     try:
@@ -154,9 +161,9 @@ async def conversation(request: HttpRequest, conversation_id: str) -> HttpRespon
     if request.method == "PATCH":
         data = decode_json_object(request.body)
         refuse_unknown(data, {"title", *SETTINGS})
-        fields = _settings_of(data)
+        fields = settings_of(data)
         if "title" in data:
-            fields["title"] = _title_of(data) or ""
+            fields["title"] = title_of(data) or ""
         await sync_to_async(records.update)(found, **fields)
         return await _shown(found)
     try:

@@ -13,6 +13,8 @@ from html import escape
 WIDTH, HEIGHT = 640, 200  # px; the SVG scales to its container (viewBox)
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 12, 12, 28
 SERIES_COLOURS = ("#417690", "#e0a030", "#ba2121")  # admin blue, amber, admin red: p50/p90/p99
+# More lines (one per model): the admin's three, then three more that tell apart from them.
+MORE_COLOURS = (*SERIES_COLOURS, "#2e8540", "#7d3c98", "#5a5a5a")
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,11 @@ class Bar:
     value: float
     title: str
     href: str
+
+
+def format_share(value: float | None) -> str:
+    """A share (0–1) as a percentage: `75%`, `–` for none."""
+    return "–" if value is None else f"{value:.0%}"
 
 
 def format_ms(value: float | None) -> str:
@@ -61,11 +68,17 @@ def line_chart(
     x_labels: Sequence[str],
     hrefs: Sequence[str],
     title: str,
+    *,
+    value_label=format_ms,
+    top: float | None = None,
+    colours: Sequence[str] = SERIES_COLOURS,
 ) -> str:
-    """Lines over time (one per series, gaps where a value is None); a link per time step."""
+    """Lines over time (one per series, gaps where a value is None); a link per time step.
+    `top`: the axis' highest value (None: a little above the highest point)."""
     steps = len(x_labels)
     values = [v for line in series.values() for v in line if v is not None]
-    top = max(values) * 1.1 if values else 1.0
+    if top is None:
+        top = max(values) * 1.1 if values else 1.0
     plot_w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
     plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
     column = plot_w / max(steps, 1)
@@ -76,7 +89,7 @@ def line_chart(
     def to_y(v: float) -> float:
         return MARGIN_TOP + plot_h * (1 - v / top)
 
-    parts = [_y_axis(top, to_y)]
+    parts = [_y_axis(top, to_y, label=value_label)]
     for i, (label, href) in enumerate(zip(x_labels, hrefs, strict=True)):
         # Invisible full-height columns: a click anywhere in a time step opens its rows.
         parts.append(
@@ -84,7 +97,7 @@ def line_chart(
             f'y="{MARGIN_TOP}" width="{column:.1f}" height="{plot_h}" fill="transparent">'
             f"<title>{escape(label)}</title></rect></a>"
         )
-    for (name, line), colour in zip(series.items(), SERIES_COLOURS, strict=False):
+    for (name, line), colour in zip(series.items(), colours, strict=False):
         runs: list[list[str]] = [[]]
         for i, v in enumerate(line):
             if v is None:
@@ -93,7 +106,7 @@ def line_chart(
             runs[-1].append(f"{to_x(i):.1f},{to_y(v):.1f}")
             parts.append(
                 f'<circle cx="{to_x(i):.1f}" cy="{to_y(v):.1f}" r="2.5" fill="{colour}">'
-                f"<title>{escape(name)} {escape(x_labels[i])}: {escape(format_ms(v))}</title>"
+                f"<title>{escape(name)} {escape(x_labels[i])}: {escape(value_label(v))}</title>"
                 f"</circle>"
             )
         for run in runs:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from streaming.models import GenerationLog
-from streaming.ops import charts, reports
+from streaming.ops import charts, feedback_shares, reports
 
 PERIODS = ("1h", "6h", "24h", "7d", "30d")  # offered in the form; any `parse_span` text works
 DEFAULT_PERIOD = "24h"
@@ -112,6 +112,39 @@ def _status_chart(figures: dict[str, Any], window: Window) -> str:
     return charts.share_bars(bars, "How generations ended")
 
 
+def _feedback(window: Window) -> dict[str, Any]:
+    """The share of 👍 per model and day, as a chart and a table (each linked to the ratings)."""
+    days = feedback_shares.days_between(window.start, window.end)
+    models = feedback_shares.shares(window.start, window.end, days, window.model)
+    changelist = reverse("admin:streaming_feedback_changelist")
+    hrefs = []
+    for day in days:
+        start = timezone.make_aware(datetime.combine(day, datetime.min.time()))
+        lookups = {"updated_at__gte": start, "updated_at__lt": start + timedelta(days=1)}
+        hrefs.append(f"{changelist}?{urlencode({k: v.isoformat() for k, v in lookups.items()})}")
+    chart = charts.line_chart(
+        {one.model or "(unknown)": one.daily for one in models},
+        [day.strftime("%b %d") for day in days],
+        hrefs,
+        "Share of 👍 per model, per day",
+        value_label=charts.format_share,
+        top=1.0,
+        colours=charts.MORE_COLOURS,
+    )
+    rows = [
+        {
+            "model": one.model or "(unknown)",
+            "up": one.up,
+            "down": one.down,
+            "share": charts.format_share(one.share),
+            "colour": colour,
+            "link": f"{changelist}?{urlencode({'model': one.model})}",
+        }
+        for one, colour in zip(models, charts.MORE_COLOURS, strict=False)
+    ]
+    return {"feedback_over_time": mark_safe(chart), "feedback_models": rows}
+
+
 def _group(window: Window, engine: str, model: str, rows: list[dict[str, Any]]) -> dict:
     figures = reports.latency_figures(rows)
     return {
@@ -158,6 +191,7 @@ def context(request: HttpRequest, now: datetime | None = None) -> dict[str, Any]
         "window_link": window.link(),
         "waste_link": window.link(tokens_after_abort__gt=0),
         "status_shares": mark_safe(_status_chart(figures, window)),
+        **_feedback(window),
         **charts_by_name,
         "groups": [
             _group(window, engine, model, members)

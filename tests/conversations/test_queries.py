@@ -14,10 +14,11 @@ pytestmark = pytest.mark.django_db
 
 ME = "ip:127.0.0.1"  # the test Client's owner (loopback, no cookie)
 # Each read and its queries: the conversation, then for a page the walk up its branch (one
-# recursive query: branches.path), its items' alternatives and the conversation's item count.
+# recursive query: branches.path), its items' alternatives, the conversation's item count and
+# (the page's) its answers' feedback.
 READS = {
-    "/api/conversations/{id}": 4,
-    "/api/conversations/{id}?before={item}&limit=3": 5,  # the item `before` names, first
+    "/api/conversations/{id}": 5,
+    "/api/conversations/{id}?before={item}&limit=3": 6,  # the item `before` names, first
     "/v1/conversations/{id}": 1,
     "/v1/conversations/{id}/items?limit=100&order=asc": 2,
     "/v1/conversations/{id}/items?after={item}&limit=3": 3,  # the item `after` names, first

@@ -80,7 +80,7 @@ def test_linked_from_the_admin_index(admin_client):
 
 def test_figures_of_the_window(admin_client, rows):
     page = admin_client.get(DASHBOARD + "?period=24h").content.decode()
-    assert page.count('<svg class="chart"') == 5
+    assert page.count('<svg class="chart"') == 6  # five of latency, one of feedback
     assert "6 generations" in page  # the 40-day-old row is outside the window
     assert "Tokens wasted after aborts" in page
     assert "other-model" in page and "deterministic-200ms-20tps" in page
