@@ -143,3 +143,16 @@ def test_no_import_cycle():
 def test_no_module_outgrows_a_sitting(name):
     lines = len(modules()[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{name} has {lines} lines: split it by concept"
+
+
+def test_a_process_keeps_its_state_in_its_runtime():
+    """Long-lived state is a runtime part (core/runtime.py), not a module global with a setter:
+    the one `global` statement left swaps the runtime itself."""
+    found = [
+        name
+        for name, path in modules().items()
+        if not name.startswith("streaming.tools")
+        for line in path.read_text().splitlines()
+        if line.strip().startswith("global ")
+    ]
+    assert found == ["streaming.core.runtime"], found
