@@ -37,7 +37,7 @@ PAGE_ITEMS, PAGE_ITEMS_MAX = 50, 200  # items in one page of a branch: by defaul
 SETTINGS = ("system_prompt", *turns.REQUEST_SETTINGS)
 
 
-def _conversation_json(conversation: Conversation) -> dict[str, Any]:
+def conversation_json(conversation: Conversation) -> dict[str, Any]:
     return {
         "id": conversation.conversation_id,
         "title": conversation.title,
@@ -74,7 +74,7 @@ def _item_json(
 
 def _tail_json(tail: branches.Tail, rated: dict[int, Feedback]) -> dict[str, Any]:
     return {
-        **_conversation_json(tail.conversation),
+        **conversation_json(tail.conversation),
         "item_count": tail.total,
         "items": [
             _item_json(item, tail.alternatives[item.pk], rated.get(item.pk)) for item in tail.items
@@ -135,7 +135,7 @@ async def conversations(request: HttpRequest) -> HttpResponse:
         created = await sync_to_async(records.create)(
             owner, title=title_of(data) or "", **settings_of(data)
         )
-        return JsonResponse(_conversation_json(created), status=201)
+        return JsonResponse(conversation_json(created), status=201)
     try:
         limit = min(LIST_LIMIT, max(1, int(request.GET.get("limit", 50))))
     except ValueError:
@@ -144,7 +144,7 @@ async def conversations(request: HttpRequest) -> HttpResponse:
         owner, request.GET.get("q", ""), limit=limit + 1, before=request.GET.get("before")
     )
     return JsonResponse(
-        {"data": [_conversation_json(c) for c in found[:limit]], "has_more": len(found) > limit}
+        {"data": [conversation_json(c) for c in found[:limit]], "has_more": len(found) > limit}
     )
 
 
@@ -268,4 +268,4 @@ async def fork(request: HttpRequest, conversation_id: str, item_id: str) -> Http
     found = await sync_to_async(records.get)(owner, conversation_id)
     last = await sync_to_async(records.item)(found, item_id)
     created = await sync_to_async(copies.branch_to)(owner, found, last)
-    return JsonResponse(_conversation_json(created), status=201)
+    return JsonResponse(conversation_json(created), status=201)

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from streaming.conversations import records, sharing
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
-from streaming.http.conversations_api import _conversation_json as conversation_json
+from streaming.http.conversations_api import conversation_json
 from streaming.models import SharedLink
 
 
