@@ -30,14 +30,15 @@ from streaming.http.auth import conversation_owner
 from streaming.http.feedback_api import feedback_json
 from streaming.http.replies import json_off_the_loop
 from streaming.http.validation import decode_json_object, refuse_unknown, sampling
-from streaming.models import Conversation, ConversationItem, Feedback, ItemStatus
+from streaming.models import ANSWER_SETTINGS, Conversation, ConversationItem, Feedback, ItemStatus
 
 LIST_LIMIT = 100  # conversations in one page of the list, at most
 PAGE_ITEMS, PAGE_ITEMS_MAX = 50, 200  # items in one page of a branch: by default, at most
-SETTINGS = ("system_prompt", *turns.REQUEST_SETTINGS)
+SETTINGS = ANSWER_SETTINGS  # what a conversation's settings hold, by field name
 
 
 def conversation_json(conversation: Conversation) -> dict[str, Any]:
+    """A conversation as the page's API shows it (its items apart)."""
     return {
         "id": conversation.conversation_id,
         "title": conversation.title,
