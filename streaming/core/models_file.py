@@ -1,0 +1,163 @@
+"""A deployment's list of models (issue 40: `STREAMING_MODELS` names this file), read and checked
+whole before anything serves: `[[models]]` tables, each a name clients send as `model`, the
+engine that serves it and that engine's options.
+
+```toml
+[[models]]
+name = "smollm2"
+engine = "transformers"
+model = "/models/SmolLM2-135M-Instruct"
+default = true
+
+[[models]]
+name = "big"
+engine = "openai"
+url = "http://gpu-box:8000/v1"
+upstream_model = "Qwen/Qwen3-32B"
+key_env = "BIG_API_KEY"
+groups = ["research"]
+```
+
+Every mistake is a `ConfigError` naming the file, the table (`models[1]`) and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streaming.core.config import ConfigError
+
+NAME_MAX = 200  # characters of a model's name, as the log row keeps it
+# Each engine's own options and their types; anything else in its table is a mistake.
+ENGINE_OPTIONS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "deterministic": {"ttft_ms": (int, float), "tps": (int, float), "step_ms": (int, float)},
+    "transformers": {"model": str, "dtype": str, "max_batch": int, "context_tokens": int},
+    "openai": {"url": str, "upstream_model": str, "key_env": str},
+}
+REQUIRED = {"openai": ("url",)}  # an upstream has no default address
+DTYPES = ("auto", "float32", "bfloat16")  # as STREAMING_DTYPE
+COMMON = {"name", "engine", "groups", "default"}
+KIND_NAMES = {
+    (str,): "a string",
+    (int,): "a whole number",
+    (int, float): "a number",
+    (list,): "a list",
+    (bool,): "true or false",
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of the list: what clients call it, what serves it, who may use it."""
+
+    name: str
+    engine: str  # a key of ENGINE_OPTIONS
+    options: Mapping[str, Any]  # the engine's own, as written
+    groups: tuple[str, ...] | None  # Django group names allowed; None: everyone
+    default: bool
+
+
+def read_models(path: str | Path) -> tuple[ModelSpec, ...]:
+    """The models `path` lists, the default first-marked or else the first; ConfigError if not."""
+    where = f"STREAMING_MODELS file {path}"
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"{where}: cannot be read ({error.strerror or error})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{where}: is not valid TOML ({error})") from None
+    extra = sorted(set(data) - {"models"})
+    if extra:
+        raise ConfigError(f"{where}: unknown top-level key {extra[0]!r} (only [[models]] tables)")
+    tables = data.get("models")
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(f"{where}: lists no model (add a [[models]] table)")
+    specs = [_spec(f"{where}: models[{index}]", table) for index, table in enumerate(tables)]
+    _check_together(where, specs)
+    if not any(spec.default for spec in specs):
+        specs[0] = ModelSpec(**{**specs[0].__dict__, "default": True})
+    return tuple(specs)
+
+
+def _spec(where: str, table: Any) -> ModelSpec:
+    """One `[[models]]` table, checked field by field."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: is not a table")
+    name = _field(where, table, "name", str, required=True)
+    if not name.strip() or name != name.strip() or len(name) > NAME_MAX:
+        raise ConfigError(
+            f"{where}.name: must be 1 to {NAME_MAX} characters with no space at either end"
+        )
+    engine = _field(where, table, "engine", str, required=True)
+    if engine not in ENGINE_OPTIONS:
+        raise ConfigError(f"{where}.engine: {engine!r} is not one of {', '.join(ENGINE_OPTIONS)}")
+    allowed = ENGINE_OPTIONS[engine]
+    unknown = sorted(set(table) - COMMON - set(allowed))
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: not an option of the {engine} engine")
+    options = {
+        key: _field(where, table, key, kind, required=key in REQUIRED.get(engine, ()))
+        for key, kind in allowed.items()
+        if key in table or key in REQUIRED.get(engine, ())
+    }
+    _check_options(where, engine, options)
+    groups = _field(where, table, "groups", list)
+    if groups is not None and not all(isinstance(g, str) and g.strip() for g in groups):
+        raise ConfigError(f"{where}.groups: must be a list of Django group names")
+    return ModelSpec(
+        name=name,
+        engine=engine,
+        options=options,
+        groups=None if groups is None else tuple(groups),
+        default=bool(_field(where, table, "default", bool)),
+    )
+
+
+def _field(where: str, table: dict, key: str, kind: Any, *, required: bool = False) -> Any:
+    """`table[key]` if it is a `kind` (a bool is no number here); ConfigError if not."""
+    if key not in table:
+        if required:
+            raise ConfigError(f"{where}.{key}: is missing")
+        return None
+    value = table[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise ConfigError(f"{where}.{key}: must be {KIND_NAMES[kinds]}, not {value!r}")
+    return value
+
+
+def _check_options(where: str, engine: str, options: dict[str, Any]) -> None:
+    """The values each engine's options may take."""
+    for key, value in options.items():
+        if isinstance(value, int | float) and value <= 0 and key != "ttft_ms":
+            raise ConfigError(f"{where}.{key}: must be above 0")
+        if key == "ttft_ms" and value < 0:
+            raise ConfigError(f"{where}.{key}: must be 0 or more")
+    if options.get("dtype", "auto") not in DTYPES:
+        raise ConfigError(f"{where}.dtype: must be one of {', '.join(DTYPES)}")
+    url = options.get("url")
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}.url: must be an http:// or https:// URL")
+    for key in ("model", "upstream_model", "key_env"):
+        if key in options and not options[key].strip():
+            raise ConfigError(f"{where}.{key}: must not be empty")
+
+
+def _check_together(where: str, specs: list[ModelSpec]) -> None:
+    """Names are unique, and at most one model is the default."""
+    seen: dict[str, int] = {}
+    for index, spec in enumerate(specs):
+        if spec.name in seen:
+            raise ConfigError(
+                f"{where}: models[{index}].name: {spec.name!r} is also models[{seen[spec.name]}]'s"
+            )
+        seen[spec.name] = index
+    defaults = [index for index, spec in enumerate(specs) if spec.default]
+    if len(defaults) > 1:
+        raise ConfigError(
+            f"{where}: models[{defaults[1]}].default: models[{defaults[0]}] is the default already"
+        )
