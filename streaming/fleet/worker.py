@@ -74,12 +74,10 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.pings_seen = 0  # the last of our own pings to come back (`_heartbeats`)
 
     async def __call__(self, scope, receive, send):
-        """Start, then take messages from both channels.
-
-        AsyncConsumer's loop would end at the first failed receive: this one retries, so the
-        worker carries on when Redis is back; and it starts the engine before taking any.
-        """
-        self.scope, self.base_send = scope, send
+        """Start, then take messages from both channels (`_listen`, by type: `dispatch`)."""
+        # Channels has no start-up hook (a worker announces itself before any message comes),
+        # and super().__call__ would open a second channel and end at the first failed receive.
+        self.scope, self.base_send = scope, send  # as AsyncConsumer's, for its `send`
         await self.start()
         own = functools.partial(self.channel_layer.receive, self.channel_name)
         await asyncio.gather(self._listen(receive), self._listen(own))
@@ -149,6 +147,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         await handler(typed)
 
     async def _listen(self, receive) -> None:
+        """Dispatch each message; a failed receive (Redis away) is retried, not the end."""
         while True:
             try:
                 message = await receive()
