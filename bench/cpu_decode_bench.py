@@ -119,7 +119,7 @@ def child(name: str, tokens: int) -> dict[str, Any]:
     eos = batching.eos_ids(model, tokenizer)
     ids = batching.encode_chat(tokenizer, [{"role": "user", "content": PROMPT}])
 
-    # The manager as the engine makes it (TransformersEngine._new_manager's sizes), with this
+    # The manager as the engine makes it (LoadedModel.new_manager's sizes), with this
     # configuration's compile level slipped into its ContinuousBatchingConfig.
     init = model.init_continuous_batching
 

@@ -131,7 +131,7 @@ def one_generate_at_a_time(
     """The same model through `model.generate()`, one request after another."""
     import torch
 
-    model, tokenizer = engine._model, engine._tokenizer
+    model, tokenizer = engine.loaded.model, engine.loaded.tokenizer
     assert model is not None and tokenizer is not None
     ids = engine._encode_messages([{"role": "user", "content": PROMPT}])
     inputs = torch.tensor([ids], device=model.device)
@@ -233,8 +233,8 @@ def measure_shape(shape: str, args: argparse.Namespace) -> dict[str, Any]:
     )
     engine.load()
     try:
-        assert engine._model is not None
-        weights = sum(p.numel() * p.element_size() for p in engine._model.parameters())
+        assert engine.loaded is not None
+        weights = sum(p.numel() * p.element_size() for p in engine.loaded.model.parameters())
         bandwidth = copy_bandwidth(args.device)
         rows = []
         for streams in args.streams:

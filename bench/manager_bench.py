@@ -42,7 +42,7 @@ SAMPLING = {"temperature": 1.0, "top_p": 1.0}
 def manager_run(engine: TransformersEngine, streams: int, tokens: int) -> float:
     """Tokens/s of a manager like the engine's, fed with `add_request` and read with
     `get_result` (each step's outputs, as the engine gets them), in this thread."""
-    manager = engine._new_manager()
+    manager = engine.loaded.new_manager(engine.max_batch, engine.sampling_defaults.top_k)
     ids = engine._encode_messages([{"role": "user", "content": PROMPT}])
     try:
         for _ in range(2):  # the first round warms up

@@ -166,7 +166,7 @@ async def run_naive(engine: TransformersEngine, concurrency: int, args) -> Resul
     import torch
     from transformers.generation.streamers import BaseStreamer
 
-    model, tokenizer = engine._model, engine._tokenizer
+    model, tokenizer = engine.loaded.model, engine.loaded.tokenizer
     assert model is not None and tokenizer is not None
     lock = asyncio.Lock()
     samples: list[Sample] = []
@@ -293,7 +293,7 @@ def main() -> None:
         json.dumps(
             {
                 "model": engine.model,
-                "device": str(engine._model.device) if engine._model else None,
+                "device": str(engine.loaded.model.device) if engine.loaded else None,
                 "max_tokens": args.max_tokens,
                 "duration_s": args.duration,
                 "startup_s": round(start_s, 2),

@@ -1,25 +1,23 @@
 """The transformers engine's model, loaded for serving: its device and dtype, its context window,
-its end-of-sequence ids, a continuous-batching manager sized for the machine, and the warm-up.
+its end-of-sequence ids, and the continuous-batching managers sized for the machine, warmed up.
 
 model_source.py finds the weights and loads them; batching.py makes and warms up a manager;
-decode_loop.py keeps one running (and asks here for a fresh one when it dies). Mixed into
-TransformersEngine (transformers.py), whose records it fills.
+decode_loop.py keeps one running. TransformersEngine (transformers.py) holds a `ModelLoader`,
+which loads once into a `LoadedModel`, as an httpx Client holds its Transport.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streaming.core.capabilities import Capabilities
 from streaming.core.request import Sampling
 from streaming.engines import batching, model_source, precision
 from streaming.engines.background import in_passing_thread
-from streaming.engines.decode_loop import DecodeLoop
 
 if TYPE_CHECKING:
     import torch
@@ -28,106 +26,130 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("streaming.engines.transformers")
 
+CPU_CONTEXT_TOKENS = 2048  # default window on CPU: the KV cache is sized from it (RAM)
+KV_TOKENS_PER_SEQUENCE = 1024  # CPU KV cache = max(window, max_batch x this) tokens
+PAGE_TOKENS = 256  # tokens per KV-cache page
+PREFILL_CHUNK_TOKENS = 256  # prompt tokens per step, so a long prompt never stalls the others
+DEFAULT_NAME = "SmolLM2-135M-Instruct"  # the packaged model's, before it is resolved
 
-class LoadsModel:
-    """Loading the model and making its managers (mixed into TransformersEngine)."""
 
-    CPU_CONTEXT_TOKENS = 2048  # default window on CPU: the KV cache is sized from it (RAM)
-    KV_TOKENS_PER_SEQUENCE = 1024  # CPU KV cache = max(window, max_batch x this) tokens
-    PAGE_TOKENS = 256  # tokens per KV-cache page
-    PREFILL_CHUNK_TOKENS = 256  # prompt tokens per step, so a long prompt never stalls the others
+@dataclass(frozen=True, slots=True, eq=False)
+class LoadedModel:
+    """A model on its device, and what serving it needs to know of it."""
 
-    model_setting: str
-    dtype_setting: precision.Precision
-    packed_setting: str
-    cache_dir: Path | None
-    device: str | None
-    max_batch: int
-    max_queue: int
-    context_setting: int
-    context_tokens: int
-    sampling_defaults: Sampling
-    capabilities: Capabilities
-    refusal_note: str
-    source: model_source.ModelSource | None
-    _model: PreTrainedModel | None
-    _tokenizer: PreTrainedTokenizerBase | None
-    _eos_ids: frozenset[int]
-    _load_lock: threading.Lock
-    _loaded: threading.Event
-    decode_loop: DecodeLoop
-    load_seconds: float | None
-    warmup_seconds: float | None
+    source: model_source.ModelSource
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    device: str
+    sampling_defaults: Sampling  # the model's own (model_source.sampling_defaults)
+    context_tokens: int  # prompt + answer per sequence: the setting, within the model's window
+    eos_ids: frozenset[int]
 
-    def load(self) -> None:
-        """Load the model, start the decode loop and warm it up; once per process, blocking."""
-        with self._load_lock:
-            if self._loaded.is_set():
-                return
-            import torch
+    def encode(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        """A chat's prompt ids, through the model's chat template."""
+        return batching.encode_chat(self.tokenizer, messages)
 
-            started = time.perf_counter()
-            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            cpu_flag = None if device.startswith("cuda") else precision.cpu_bf16_flag()
-            dtype_name, why = precision.choose(self.dtype_setting, device, cpu_flag=cpu_flag)
-            logger.info("Weights in %s on %s: %s", dtype_name, device, why)
-            dtype = getattr(torch, dtype_name)
-            self.source = model_source.resolve(self.model_setting)
-            self._model, self._tokenizer = in_passing_thread(
-                lambda: self._load_weights(device, dtype), "transformers-load"
-            )
-            self.sampling_defaults = model_source.sampling_defaults(self.source)
-            self._decide_penalties(device)
-            window = int(getattr(self._model.config, "max_position_embeddings", 0) or 2048)
-            default = window if device.startswith("cuda") else min(window, self.CPU_CONTEXT_TOKENS)
-            self.context_tokens = min(self.context_setting or default, window)
-            self._eos_ids = batching.eos_ids(self._model, self._tokenizer)
-            manager = self._new_manager()
-            self.load_seconds = time.perf_counter() - started
-            logger.info(
-                "Model %s loaded in %.1f s; batch %d, queue %d, window %d tokens; unset "
-                "sampling: %s",
-                self.model,
-                self.load_seconds,
-                self.max_batch,
-                self.max_queue,
-                self.context_tokens,
-                self.sampling_defaults,
-            )
-            started = time.perf_counter()
-            self._warm_up(manager)
-            self.warmup_seconds = time.perf_counter() - started
-            logger.info("Warm-up done in %.1f s; the engine is ready", self.warmup_seconds)
-            self.decode_loop.start(manager)
-            self._loaded.set()
+    def new_manager(self, max_batch: int, top_k: int | None) -> ContinuousBatchingManager:
+        """A started manager, sized for this machine (batching.new_manager)."""
+        kv_tokens = max(self.context_tokens, max_batch * KV_TOKENS_PER_SEQUENCE)
+        return batching.new_manager(
+            self.model,
+            eos_ids=self.eos_ids,
+            max_batch=max_batch,
+            page_tokens=PAGE_TOKENS,
+            cpu_kv_tokens=kv_tokens,
+            cpu_prefill_tokens=PREFILL_CHUNK_TOKENS,
+            top_k=top_k,
+        )
 
-    def _decide_penalties(self, device: str) -> None:
-        """Let requests set the penalties where the manager applies them (penalties.py); elsewhere
-        say so once, and take them out of the defaults, which show what is applied."""
-        if batching.penalties_apply(device):
-            self.capabilities = dataclasses.replace(self.capabilities, penalties=True)
-            return
-        self.refusal_note = batching.GPU_NO_PENALTIES
-        if self.sampling_defaults != self.sampling_defaults.without_penalties():
-            logger.warning(
-                "The model's default penalties are not applied (%s)",
-                self.sampling_defaults.penalties(),
-            )
-            self.sampling_defaults = self.sampling_defaults.without_penalties()
-        logger.info("Repetition, frequency and presence penalties off%s", self.refusal_note)
+    def warm_up(
+        self, manager: ContinuousBatchingManager, max_batch: int, timeout_s: float = 120.0
+    ) -> None:
+        """Run `manager` once on a short prompt, so the first request is not the slow one."""
+        batching.warm_up(manager, self.encode(batching.WARM_UP_PROMPT), max_batch, timeout_s)
 
-    def _load_weights(
-        self, device: str, dtype: torch.dtype
+    def fresh_manager(self, max_batch: int, top_k: int | None) -> ContinuousBatchingManager:
+        """A replacement for a dead decode loop's manager, warmed up."""
+        manager = self.new_manager(max_batch, top_k)
+        self.warm_up(manager, max_batch, timeout_s=60)
+        return manager
+
+
+def applied_penalties(device: str, sampling: Sampling) -> tuple[Sampling, bool]:
+    """The defaults as `device` applies them, and whether the manager applies the penalties
+    there (penalties.py); where it does not, said once, and out of the defaults."""
+    if batching.penalties_apply(device):
+        return sampling, True
+    if sampling != sampling.without_penalties():
+        logger.warning("The model's default penalties are not applied (%s)", sampling.penalties())
+    logger.info("Repetition, frequency and presence penalties off%s", batching.GPU_NO_PENALTIES)
+    return sampling.without_penalties(), False
+
+
+class ModelLoader:
+    """The settings of the model to serve, and its loading (`load`, blocking)."""
+
+    def __init__(
+        self,
+        *,
+        model: str = "",
+        dtype: precision.Precision = "auto",
+        packed_weights: str = "auto",
+        cache_dir: str | Path | None = None,
+        device: str | None = None,
+        context_tokens: int = 0,
+    ) -> None:
+        self.model = model  # STREAMING_MODEL: "" for the packaged one (model_source.resolve)
+        self.dtype = dtype
+        self.packed_weights = packed_weights
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.device = device  # None: a GPU when there is one
+        self.context_tokens = context_tokens  # 0: the model's window (on CPU, at most 2048)
+        self.source: model_source.ModelSource | None = None  # resolved as loading begins
+
+    @property
+    def name(self) -> str:
+        """The model's name, as the log and `/v1/models` show it."""
+        if self.source is not None:
+            return self.source.name
+        return self.model or DEFAULT_NAME
+
+    def load(self) -> LoadedModel:
+        """Choose the device and dtype, load the weights and size the window."""
+        import torch
+
+        device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        cpu_flag = None if device.startswith("cuda") else precision.cpu_bf16_flag()
+        dtype_name, why = precision.choose(self.dtype, device, cpu_flag=cpu_flag)
+        logger.info("Weights in %s on %s: %s", dtype_name, device, why)
+        dtype = getattr(torch, dtype_name)
+        source = self.source = model_source.resolve(self.model)
+        model, tokenizer = in_passing_thread(
+            lambda: self._weights(source, device, dtype), "transformers-load"
+        )
+        window = int(getattr(model.config, "max_position_embeddings", 0) or 2048)
+        default = window if device.startswith("cuda") else min(window, CPU_CONTEXT_TOKENS)
+        return LoadedModel(
+            source,
+            model,
+            tokenizer,
+            device,
+            sampling_defaults=model_source.sampling_defaults(source),
+            context_tokens=min(self.context_tokens or default, window),
+            eos_ids=batching.eos_ids(model, tokenizer),
+        )
+
+    def _weights(
+        self, source: model_source.ModelSource, device: str, dtype: torch.dtype
     ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         """The model on `device` in `dtype`, its linear layers packed where that is possible
         (on a thread that ends: background.in_passing_thread)."""
-        assert self.source is not None
         model, tokenizer = model_source.load(
-            self.source, cache_root=self.cache_dir, device=device, dtype=dtype
+            source, cache_root=self.cache_dir, device=device, dtype=dtype
         )
         from streaming.engines import packed_linear  # imports torch: only once loading
 
-        why = "STREAMING_PACKED_WEIGHTS=off" if self.packed_setting == "off" else None
+        why = "STREAMING_PACKED_WEIGHTS=off" if self.packed_weights == "off" else None
         why = why or packed_linear.why_not(device, dtype)
         if why is None:
             started = time.perf_counter()
@@ -140,28 +162,3 @@ class LoadsModel:
         else:
             logger.info("Linear layers as loaded (not packed): %s", why)
         return model, tokenizer
-
-    def _new_manager(self) -> ContinuousBatchingManager:
-        """A started manager, sized for this machine (batching.new_manager)."""
-        assert self._model is not None
-        kv_tokens = max(self.context_tokens, self.max_batch * self.KV_TOKENS_PER_SEQUENCE)
-        return batching.new_manager(
-            self._model,
-            eos_ids=self._eos_ids,
-            max_batch=self.max_batch,
-            page_tokens=self.PAGE_TOKENS,
-            cpu_kv_tokens=kv_tokens,
-            cpu_prefill_tokens=self.PREFILL_CHUNK_TOKENS,
-            top_k=self.sampling_defaults.top_k,
-        )
-
-    def _fresh_manager(self) -> ContinuousBatchingManager:
-        """A replacement for a dead decode loop's manager, warmed up."""
-        manager = self._new_manager()
-        self._warm_up(manager, timeout_s=60)
-        return manager
-
-    def _warm_up(self, manager: ContinuousBatchingManager, timeout_s: float = 120.0) -> None:
-        batching.warm_up(
-            manager, self._encode_messages(batching.WARM_UP_PROMPT), self.max_batch, timeout_s
-        )

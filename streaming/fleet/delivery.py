@@ -16,7 +16,7 @@ from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.latency import summarize
 from streaming.engines.base import Engine
 from streaming.fleet import answer_log
-from streaming.fleet.audience import Audience
+from streaming.fleet.audience import Audience, WorkerGenerations
 from streaming.fleet.outbox import Outboxes
 from streaming.fleet.protocol import HANDED_OVER, End
 from streaming.fleet.webs import Webs
@@ -25,8 +25,8 @@ from streaming.fleet.webs import Webs
 class Delivery:
     """The worker's generations going out, through one outbox per web process (`outboxes`).
 
-    `audiences` and `known` are the worker's records (fleet/worker.py): an audience is freed
-    here once its end is on its way, a known id once its home has that end.
+    `generations` is the worker's record of each (fleet/audience.py): its audience is freed
+    here once its end is on its way, the record itself once its home has that end.
     """
 
     def __init__(
@@ -34,15 +34,13 @@ class Delivery:
         layer: Any,
         engine: Engine,
         *,
-        audiences: dict[str, Audience],
-        known: dict[str, str],
+        generations: WorkerGenerations,
         webs: Webs,
         answer_logs: answer_log.AnswerLog,
         spawn: Callable[[Any], Any],
     ) -> None:
         self.engine = engine
-        self.audiences = audiences
-        self.known = known
+        self.generations = generations
         self.webs = webs
         self.answer_logs = answer_logs
         self.outboxes = Outboxes(
@@ -124,7 +122,7 @@ class Delivery:
     ) -> None:
         """Free the generation's audience and queue its end for every web process it fed."""
         stream = audience.stream
-        self.audiences.pop(stream.id, None)
+        self.generations.ending(stream.id)
         ending = End(
             stream.id,
             finish_reason,
@@ -143,15 +141,14 @@ class Delivery:
         self.outboxes.flush(web)
 
     def _in_use(self, web: str) -> bool:
-        return any(a.home == web for a in self.audiences.values())
+        return any(a.home == web for _, a in self.generations.audiences())
 
     def _delivered(self, web: str, ends: list[End]) -> None:
         for end in ends:
-            if self.known.get(end.id) == web:
-                del self.known[end.id]
+            self.generations.delivered(end.id, web)
 
     async def _give_up_on(self, web: str) -> None:
         """`web` has read nothing for GIVE_UP_FULL_S (outbox.py): abort what it is home to."""
-        for generation_id, audience in list(self.audiences.items()):
+        for generation_id, audience in self.generations.audiences():
             if audience.home == web and not audience.stream.finished:
                 await self.engine.abort(generation_id, AbortReason.CANCELLED)

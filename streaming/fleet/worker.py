@@ -26,7 +26,7 @@ from streaming.engines import build_engine
 from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
 from streaming.fleet import answer_log, protocol, stopping, store
-from streaming.fleet.audience import Audience
+from streaming.fleet.audience import Audience, WorkerGenerations
 from streaming.fleet.delivery import Delivery
 from streaming.fleet.outbox import RETRY_FULL_S
 from streaming.fleet.protocol import HANDED_OVER, HEARTBEATS_GROUP, WORKERS_GROUP, End
@@ -51,11 +51,8 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.channel_layer = get_channel_layer()
         self.channel_name = ""  # opened by `start`
         self.engine: Engine = build_engine(local=True)  # loaded by `start`
-        # One record per generation, from `generate` until its end reached its readers.
-        self.audiences: dict[str, Audience] = {}
-        # Ids a web process may still wait for: live, or ended but the end not yet delivered to
-        # the one that started it (id → that web process).
-        self.known: dict[str, str] = {}
+        # One record per generation, from `generate` until its end reached its home.
+        self.records = WorkerGenerations()
         # Silent for WORKER_TIMEOUT_S, a web process is gone, and its readers.
         self.webs = Webs(self.config.fleet.timeout_s)
         # The one choice of where answers are logged: the client is made on first use, so a
@@ -67,8 +64,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.delivery = Delivery(
             self.channel_layer,
             self.engine,
-            audiences=self.audiences,
-            known=self.known,
+            generations=self.records,
             webs=self.webs,
             answer_logs=self.answer_logs,
             spawn=self._spawn,
@@ -78,12 +74,10 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.pings_seen = 0  # the last of our own pings to come back (`_heartbeats`)
 
     async def __call__(self, scope, receive, send):
-        """Start, then take messages from both channels.
-
-        AsyncConsumer's loop would end at the first failed receive: this one retries, so the
-        worker carries on when Redis is back; and it starts the engine before taking any.
-        """
-        self.scope, self.base_send = scope, send
+        """Start, then take messages from both channels (`_listen`, by type: `dispatch`)."""
+        # Channels has no start-up hook (a worker announces itself before any message comes),
+        # and super().__call__ would open a second channel and end at the first failed receive.
+        self.scope, self.base_send = scope, send  # as AsyncConsumer's, for its `send`
         await self.start()
         own = functools.partial(self.channel_layer.receive, self.channel_name)
         await asyncio.gather(self._listen(receive), self._listen(own))
@@ -106,13 +100,18 @@ class ModelWorkerConsumer(AsyncConsumer):
         self._spawn(self._heartbeats())
 
     @property
+    def audiences(self) -> dict[str, Audience]:
+        """Each generation's audience, until its end is on its way."""
+        return dict(self.records.audiences())
+
+    @property
     def generations(self) -> dict[str, Audience]:
         """The generations still being made (their ends may not have been sent yet)."""
-        return {gid: a for gid, a in self.audiences.items() if not a.stream.finished}
+        return {gid: a for gid, a in self.records.audiences() if not a.stream.finished}
 
     def _running(self, generation_id: str) -> Audience | None:
         """The generation, if it is ours and still being made."""
-        audience = self.audiences.get(generation_id)
+        audience = self.records.audience(generation_id)
         return audience if audience is not None and not audience.stream.finished else None
 
     async def stop(self, signum: int = signal.SIGTERM) -> None:
@@ -148,6 +147,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         await handler(typed)
 
     async def _listen(self, receive) -> None:
+        """Dispatch each message; a failed receive (Redis away) is retried, not the end."""
         while True:
             try:
                 message = await receive()
@@ -175,7 +175,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         `reply_to`, its home."""
         web, request = message.reply_to, message.request
         self.webs.heard(web)
-        self.known[request.id] = web
+        record = self.records.arrived(request.id, web)
         try:
             if self.shutting_down:
                 # Sent before our last heartbeat said "not ready": let another worker take it.
@@ -187,7 +187,7 @@ class ModelWorkerConsumer(AsyncConsumer):
             self.delivery.tell(web, End(request.id, None, error.code, 0, 0, 0))
             return
         durable = message.log  # how a durable answer is kept (None: not durable)
-        audience = self.audiences[request.id] = Audience(
+        audience = record.audience = Audience(
             stream,
             web,
             grace_s=durable["grace_s"] if durable else 0.0,
@@ -227,7 +227,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         chunk from token `after` on, then each new one as its home gets it, then the end."""
         web, generation_id, after = message.channel, message.id, message.after
         self.webs.heard(web)
-        audience = self.audiences.get(generation_id)
+        audience = self.records.audience(generation_id)
         outbox = self.outboxes[web]
         if audience is None:
             state = "logged"  # ended, and its log is in Redis: read it there
@@ -248,14 +248,14 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     async def attach(self, message: protocol.Attach) -> None:
         """A web process has a reader of a generation again (or a first one), if it is ours."""
-        audience = self.audiences.get(message.id)
+        audience = self.records.audience(message.id)
         if audience is not None:
             self.webs.heard(message.channel)
             audience.attach(message.channel)
 
     async def detach(self, message: protocol.Detach) -> None:
         """A web process has no reader of a generation left."""
-        audience = self.audiences.get(message.id)
+        audience = self.records.audience(message.id)
         if message.leaving:
             self.webs.left(message.channel)
         if audience is None or not audience.detach(message.channel):
@@ -337,7 +337,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                     engine=self.engine.name,
                     model=self.engine.model,
                     totals=self.engine.totals(),
-                    ids=sorted(self.known),
+                    ids=self.records.ids(),
                     description=self.engine.describe(),
                     capabilities=self.engine.capabilities.as_json(),
                 )
@@ -365,4 +365,4 @@ class ModelWorkerConsumer(AsyncConsumer):
                     heard = self.webs.heard_at.get(web, silent_since)
                     left_at = bisect_right(audience.stream.stats.token_times, heard)
                     audience.after_grace(self._spawn, self._nobody_reads, left_at)
-        self.webs.forget_silent({web for a in self.audiences.values() for web in a.reading})
+        self.webs.forget_silent({web for _, a in self.records.audiences() for web in a.reading})

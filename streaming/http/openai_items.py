@@ -51,14 +51,20 @@ def input_item(item: Any, where: str) -> tuple[str, str]:
     for key in item:
         if key not in ITEM_KEYS:
             raise UnsupportedParameter(f"{where}.{key}", f"`{where}.{key}` is not supported.")
+    if item.get("status") not in (None, "completed"):
+        raise UnsupportedParameter(
+            f"{where}.status", f"`{where}.status`: only completed items can be added."
+        )
+    return role_and_text(item, where)
+
+
+def role_and_text(item: dict[str, Any], where: str) -> tuple[str, str]:
+    """A message item's role (one of ROLES) and its content's text: the Conversations API's
+    items and the Responses API's `input` read by this one function."""
     role = item.get("role")
     if role not in ROLES:
         raise UnsupportedParameter(
             f"{where}.role", f"`{where}.role` must be one of {', '.join(ROLES)}."
-        )
-    if item.get("status") not in (None, "completed"):
-        raise UnsupportedParameter(
-            f"{where}.status", f"`{where}.status`: only completed items can be added."
         )
     return role, _text(item.get("content"), f"{where}.content")
 

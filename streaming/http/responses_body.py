@@ -22,6 +22,7 @@ from streaming.http.openai_dialect import (
     flag,
     is_none_or,
 )
+from streaming.http.openai_items import ITEM_KEYS, role_and_text
 from streaming.http.validation import build_request, decode_json_object, parse_messages
 from streaming.wire.responses_format import ID_PREFIX, ResponseSpec
 
@@ -57,8 +58,7 @@ NEUTRAL = {
     "prompt": is_none_or(),
 }
 ACCEPTED = SUPPORTED | IGNORED  # once, not per request
-ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
-TEXT_PARTS = {"input_text", "output_text", "text"}
+SEEN_AS = {"developer": "system"}  # the model reads a developer message as a system one
 RESPONSE_ID = re.compile(re.escape(ID_PREFIX) + "([0-9a-f]{32})")
 CONVERSATION_ID = re.compile("conv_[0-9a-f]{32}")  # conversations/records.new_conversation_id
 
@@ -200,34 +200,12 @@ def _message(item: Any, where: str) -> Message:
     if (
         not isinstance(item, dict)
         or item.get("type", "message") != "message"
-        or not set(item) <= {"type", "role", "content", "id", "status"}
+        or not set(item) <= ITEM_KEYS
     ):
         raise UnsupportedParameter(
             where,
             f'`{where}` must be a message item ({{"role", '
             '"content"}); other item types are not supported.',
         )
-    role = ROLES.get(item.get("role"))
-    if role is None:
-        raise UnsupportedParameter(
-            f"{where}.role", f"`{where}.role` must be one of {', '.join(ROLES)}."
-        )
-    content = item.get("content")
-    if isinstance(content, list):
-        texts = []
-        for index, part in enumerate(content):
-            if (
-                not isinstance(part, dict)
-                or part.get("type") not in TEXT_PARTS
-                or not isinstance(part.get("text"), str)
-            ):
-                raise UnsupportedParameter(
-                    f"{where}.content[{index}]", "Only text content parts are supported."
-                )
-            texts.append(part["text"])
-        content = "".join(texts)
-    if not isinstance(content, str):
-        raise UnsupportedParameter(
-            f"{where}.content", f"`{where}.content` must be a string or a list of text parts."
-        )
-    return Message(role, content)
+    role, content = role_and_text(item, where)
+    return Message(SEEN_AS.get(role, role), content)

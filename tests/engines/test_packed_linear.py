@@ -102,7 +102,7 @@ def test_the_engine_packs_its_model_on_a_cpu_unless_told_not_to(caplog, setting,
     with caplog.at_level(logging.INFO, logger="streaming.engines.transformers"):
         engine.load()
     try:
-        kinds = {type(m).__name__ for m in engine._model.modules()}
+        kinds = {type(m).__name__ for m in engine.loaded.model.modules()}
         assert ("PackedLinear" in kinds) is packed and ("Linear" in kinds) is not packed
         said = "Linear layers packed for oneDNN" if packed else "not packed): STREAMING_PACKED"
         assert said in caplog.text

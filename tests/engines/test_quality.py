@@ -44,7 +44,7 @@ def answers_in(dtype: str, packed_weights: str) -> tuple[str, list[dict]]:
     engine.load()
     try:
         answers = asyncio.run(quality_bench.answer_all(engine, questions, GREEDY, None, 24))
-        return str(engine._model.dtype).removeprefix("torch."), answers
+        return str(engine.loaded.model.dtype).removeprefix("torch."), answers
     finally:
         engine.close()
 

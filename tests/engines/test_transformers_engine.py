@@ -192,7 +192,7 @@ def test_text_held_back_for_a_stop_string_is_sent_when_the_answer_ends(engine, j
 def test_detokenizing_the_real_tokenizer_never_splits_a_character(engine):
     from streaming.engines.detokenizer import IncrementalDetokenizer
 
-    tokenizer = engine._tokenizer
+    tokenizer = engine.loaded.tokenizer
     text = "안녕하세요, 스트리밍! こんにちは、世界。🙂 naïve café"
     ids = tokenizer.encode(text, add_special_tokens=False)
     detokenizer = IncrementalDetokenizer(lambda i: tokenizer.decode(i, skip_special_tokens=True))
@@ -332,7 +332,7 @@ def test_a_full_queue_is_busy_and_a_queued_request_waits_for_a_slot(engine):
 
 
 def test_an_engine_failure_ends_streams_with_engine_error_and_recovers(engine):
-    model = engine._model
+    model = engine.loaded.model
     original = model.forward
     calls = itertools.count()
 

@@ -47,7 +47,7 @@ async def test_a_generation_reaches_the_worker_and_its_tokens_arrive_in_order(
     assert [chunk.index for chunk in chunks] == list(range(len(expected)))  # the event ids
     stream = fleet.web.streams[asked.id]
     assert (stream.finish_reason, stream.stats.tokens_generated) == (finish_reason, len(expected))
-    await eventually(lambda: not fleet.worker.generations and not fleet.worker.known)
+    await eventually(lambda: not fleet.worker.generations and not fleet.worker.records)
 
 
 async def test_an_abort_from_the_web_stops_the_workers_generation_within_a_token(start_fleet):
