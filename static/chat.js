@@ -48,7 +48,7 @@ const pane = new MessagesPane({
   scroller: els.messages,
   list: byId("thread"),
   empty: byId("empty-state"),
-  handlers: { onCopy: copyAnswer, onRegenerate: regenerate, onEdit: edit, onAlternative: switchAlternative },
+  handlers: { onCopy: copyAnswer, onCopyCode: copyCode, onRegenerate: regenerate, onEdit: edit, onAlternative: switchAlternative },
 });
 const list = new ConversationList({
   list: byId("conversation-list"),
@@ -342,6 +342,12 @@ async function saveSettings(chosen) {
 
 async function copyAnswer(view) {
   view.flashCopied(await copyText(view.message.content));
+}
+
+async function copyCode(view, button, code) {
+  const ok = await copyText(code);
+  view.flashCodeCopied(button, ok);
+  announce(ok ? t("announce.codeCopied") : t("copyFailed"));
 }
 
 function bindEvents() {
