@@ -17,6 +17,13 @@ opens a conversation of that many items, switches an alternative near its start 
 then streams its answer into it (bench/page_history.py): the longest task of each step too.
 
     .venv/bin/python -m bench.page_bench [--cases 3000@100,10000@1000,10000@0,10000@1000+500]
+    .venv/bin/python -m bench.page_bench --markdown --cases 10000@1000
+
+`--markdown` asks with a code fence in the prompt, and the deterministic engine answers in
+Markdown: fenced code in several languages, formulas inline and displayed, dollar amounts
+(streaming/engines/script.py); the page highlights the code and renders the math as it streams.
+The text is then not compared (the page shows formulas, not their TeX): the blocks and formulas
+it shows are counted instead.
 
 `--root` serves another checkout (the code before a change, say) with this bench. Prints a
 table and writes bench/results/page.json (or `--out`). Chromium and the server share this
@@ -47,6 +54,7 @@ VIEWPORT = {"width": 1100, "height": 760}
 # A Japanese question gets a Japanese answer (streaming/engines/script.py), as the browser tests'
 # do; `--prompt` in English gets about twice the characters for the same tokens.
 PROMPT = "ストリーミングについて詳しく教えてください"
+MARKDOWN_PROMPT = "ストリーミングをコードと数式で説明してください ```"
 TTFT_MS = 100  # paced cases; an unpaced one has none
 LONG_TASK_MS = 50  # the Long Tasks API's threshold, and total blocking time's
 FINAL_STATES = ("done", "length", "stopped", "cut", "error", "refused")
@@ -112,7 +120,7 @@ PROBE_JS = """(() => {
 })()"""
 
 # The figures, computed in the page once the answer has ended.
-SUMMARY_JS = """(longTaskMs) => {
+SUMMARY_JS = """([longTaskMs, markdown]) => {
   const MIN_FRAMES_WINDOW_MS = 1000;
   const p = window.__pageProbe;
   // The frame that first saw the text grow for the last time, if after the last token.
@@ -131,12 +139,15 @@ SUMMARY_JS = """(longTaskMs) => {
     longestFrameGap = Math.max(longestFrameGap, frames[i] - frames[i - 1]);
   }
   const answer = [...document.querySelectorAll(".message-assistant")].at(-1);
+  const body = answer?.querySelector(".message-body");
   const squeeze = (text) => text.replace(/\\s+/g, "");
   return {
     state: answer?.dataset.state ?? null,
     token_events: p.events,
-    text_matches:
-      squeeze(answer?.querySelector(".message-body")?.innerText ?? "") === squeeze(p.text),
+    text_matches: markdown ? null : squeeze(body?.innerText ?? "") === squeeze(p.text),
+    code_blocks: body?.querySelectorAll("pre > code").length ?? 0,
+    highlighted_blocks: body?.querySelectorAll("pre > code.hljs").length ?? 0,
+    formulas: body?.querySelectorAll("math").length ?? 0,
     stream_s: streamMs / 1000,
     frames_per_s: framesMs > 0 ? frames.length / (framesMs / 1000) : null,
     longest_frame_gap_ms: longestFrameGap,
@@ -239,8 +250,11 @@ def idle_frames_per_s(page: Any, seconds: float = 1.0) -> float:
     return page.evaluate(IDLE_FRAMES_JS, seconds * 1000)
 
 
-def stream_answer(page: Any, prompt: str = PROMPT, timeout_s: float = 180.0) -> dict[str, Any]:
-    """Send `prompt` on the probed `page`, wait for the answer's end, return its figures."""
+def stream_answer(
+    page: Any, prompt: str = PROMPT, timeout_s: float = 180.0, markdown: bool = False
+) -> dict[str, Any]:
+    """Send `prompt` on the probed `page`, wait for the answer's end, return its figures
+    (`markdown`: an answer whose text the page shows otherwise, not compared)."""
     before = page.locator(".message-assistant").count()  # answers already shown
     page.evaluate("window.__pageProbe.sentAt = performance.now()")
     page.fill("#prompt", prompt)
@@ -261,11 +275,16 @@ def stream_answer(page: Any, prompt: str = PROMPT, timeout_s: float = 180.0) -> 
         timeout=timeout_s * 1000,
         polling=100,
     )
-    return page.evaluate(SUMMARY_JS, LONG_TASK_MS)
+    return page.evaluate(SUMMARY_JS, [LONG_TASK_MS, markdown])
 
 
 def run(
-    cases: tuple[Case, ...], *, root: Path = ROOT, locale: str = "ja-JP", prompt: str = PROMPT
+    cases: tuple[Case, ...],
+    *,
+    root: Path = ROOT,
+    locale: str = "ja-JP",
+    prompt: str = PROMPT,
+    markdown: bool = False,
 ) -> dict[str, Any]:
     """Every case in its own server and browser context; the idle page's frames/s first."""
     from playwright.sync_api import sync_playwright
@@ -273,6 +292,7 @@ def run(
     results: dict[str, Any] = {
         "root": str(root),
         "prompt": prompt,
+        "markdown": markdown,
         "locale": locale,
         "machine": platform.platform(),
         "cpus": os.cpu_count(),
@@ -287,7 +307,7 @@ def run(
                     page = open_probed_page(browser, server.url, locale)
                     idle = idle_frames_per_s(page)
                     history = measure_history(page, server, case.history) if case.history else {}
-                    figures = stream_answer(page, prompt)
+                    figures = stream_answer(page, prompt, markdown=markdown)
                     page.context.close()
                 row = {**asdict(case), "label": case.label, "idle_frames_per_s": idle, **figures}
                 if history:
@@ -319,6 +339,9 @@ COLUMNS = [  # heading, key, format
     ("open: longest task ms", "open_longest_task_ms", "{:,.0f}"),
     ("switch: longest task ms", "switch_longest_task_ms", "{:,.0f}"),
     ("text ok", "text_matches", "{}"),
+    ("code blocks", "code_blocks", "{}"),
+    ("highlighted", "highlighted_blocks", "{}"),
+    ("formulas", "formulas", "{}"),
 ]
 
 
@@ -365,12 +388,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to serve")
     parser.add_argument("--locale", default="ja-JP")
-    parser.add_argument("--prompt", default=PROMPT)
+    parser.add_argument("--prompt", default=None, help=f"default: {PROMPT}")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help=f"answers with code blocks and formulas (the prompt: {MARKDOWN_PROMPT})",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "page.json")
     args = parser.parse_args(argv)
     cases = tuple(Case.parse(text) for text in args.cases.split(","))
     started = time.time()
-    results = run(cases, root=args.root.resolve(), locale=args.locale, prompt=args.prompt)
+    prompt = args.prompt or (MARKDOWN_PROMPT if args.markdown else PROMPT)
+    results = run(
+        cases, root=args.root.resolve(), locale=args.locale, prompt=prompt, markdown=args.markdown
+    )
     results["seconds"] = time.time() - started
     print()
     print(table(results["cases"]))

@@ -54,8 +54,8 @@ const pane = new MessagesPane({
   list: byId("thread"),
   empty: byId("empty-state"),
   handlers: {
-    onCopy: copyAnswer, onRegenerate: regenerate, onEdit: edit, onAlternative: switchAlternative,
-    onFork: forkHere, onFeedback: sendFeedback, announce,
+    onCopy: copyAnswer, onCopyCode: copyCode, onRegenerate: regenerate, onEdit: edit,
+    onAlternative: switchAlternative, onFork: forkHere, onFeedback: sendFeedback, announce,
   },
 });
 const list = new ConversationList({
@@ -391,6 +391,13 @@ async function sendFeedback(view, feedback) {
   const answer = await rateAnswer(current.id, view.message.id, feedback);
   view.message.feedback = answer.feedback;
   return answer;
+}
+
+/** Copy one code block of an answer, and say so. */
+async function copyCode(view, button, code) {
+  const ok = await copyText(code);
+  view.flashCodeCopied(button, ok);
+  announce(ok ? t("announce.codeCopied") : t("copyFailed"));
 }
 
 function bindEvents() {

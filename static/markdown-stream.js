@@ -9,15 +9,27 @@
 // laid out once. A cut is made where a line ends when there is one, and then looks exactly like
 // renderMarkdown's result; a cut inside a line ends that line early. Cuts never split markup,
 // unless a paragraph runs past FORCED_CUT_CHARS with no place where that is sure.
+//
+// A long fenced code block is kept the same way: its highlighted segments (markdown.js's
+// codePieces, each complete lines that it highlights once) stay in its <code>, and only the
+// code after the last of them is highlighted and patched again.
 
-import { lexBlocks, lexInline, renderBlocks, renderInlineTokens } from "./markdown.js";
+import {
+  codeLanguage, codePieces, lexBlocks, lexInline, renderBlocks, renderCodeHtml, renderInlineTokens,
+} from "./markdown.js";
 
 const PIECE_CHARS = 2000; // a paragraph's live part longer than this is cut
 const LIVE_TAIL_CHARS = 200; // what a cut leaves live, so that an emphasis just opened can close
 const FORCED_CUT_CHARS = 8000; // past this, cut even where Markdown might pair across the cut
 const CUT_AFTER = /[\s、。，．！？]/u; // a cut in a line goes after a space or a CJK stop
 const STARTS_PLAIN = /^\p{L}/u; // a letter: the rest lexes as the paragraph's continuation
+const CODE_CHARS = 2000; // a code block longer than this streams in segments
+const FENCE = /^(?:```|~~~)/; // a fence at the start of its line (not indented: its code is as is)
 const MAY_PAIR = /[*_~`[\]]/; // in plain text: a delimiter that a later one might close
+// In a piece, a formula's opening that text after it might close: a \( or \[ not closed in it,
+// or its last $ with no space after it (a $ that opens one closes at the next $, or not at all).
+const MAY_OPEN_MATH = /\$(?:[^\s$]|$)[^$]*$|\\\((?![\s\S]*\\\))|\\\[(?![\s\S]*\\\])/;
+const CUT_TRIES = 4; // places tried for a cut in one render
 
 /** The Markdown of a text that only grows, kept rendered in `container`. */
 export class MarkdownStream {
@@ -34,6 +46,7 @@ export class MarkdownStream {
     this.doneLinks = {}; // reference definitions in the complete blocks, for those that follow
     this.linksSeen = "{}"; // every definition so far, as JSON: to tell when one is new
     this.paragraph = null; // the last block, a paragraph being cut: {el, chars, pieces}
+    this.code = null; // the last block, a long code block: {el, language, chars, nodes}
   }
 
   /** Show `text`: what was shown, and more (a shorter text starts over). Costs the length of
@@ -42,6 +55,7 @@ export class MarkdownStream {
     if (text === this.text) return;
     if (text.length < this.text.length) this.#reset();
     if (this.paragraph) this.#renderParagraph(text);
+    else if (this.code) this.#renderCode(text);
     else this.#renderBlocks(text);
     this.text = text;
   }
@@ -58,6 +72,7 @@ export class MarkdownStream {
     this.doneNodes = 0;
     this.doneLinks = {};
     this.paragraph = null;
+    this.code = null;
     this.#renderBlocks(text);
     return false;
   }
@@ -88,6 +103,49 @@ export class MarkdownStream {
       // The patch kept the <p> on screen (emptied): its lines are laid out again once, in pieces.
       this.paragraph = { el: this.container.childNodes[this.doneNodes], chars: 0, pieces: 0 };
       this.#renderParagraph(text);
+    } else if (live[0]?.type === "code" && live[0].raw.length > CODE_CHARS && FENCE.test(live[0].raw)
+      && !text.includes("\r", this.doneChars)) {
+      // From now on its code is highlighted and laid out a segment at a time.
+      const el = this.container.childNodes[this.doneNodes]?.querySelector?.("pre > code");
+      if (el) {
+        el.replaceChildren();
+        this.code = { el, language: codeLanguage(live[0].lang), info: live[0].lang, chars: 0, nodes: 0 };
+        this.#renderCode(text);
+      }
+    }
+  }
+
+  /** The long code block: its segments stay, the code after them is rendered again. */
+  #renderCode(text) {
+    const code = this.code;
+    const rest = text.slice(this.doneChars);
+    const tokens = lexBlocks(rest, this.doneLinks);
+    if (!this.#sameLinks(tokens.links, text)) return;
+    const [first] = tokens;
+    if (first?.type !== "code" || first.lang !== code.info || first.text.length < code.chars) {
+      this.code = null; // not the same block going on: render it whole again, once
+      this.#renderBlocks(text);
+      return;
+    }
+    const { done, rest: tail } = codePieces(first.text, code.chars, code.language);
+    const after = code.el.childNodes[code.nodes] ?? null;
+    for (const segment of done) {
+      // Each segment its own block, laid out once (a change in the lines after it then does not
+      // lay it out again); it ends its last line, and the tail starts on the next.
+      const piece = document.createElement("span");
+      piece.className = "code-piece";
+      piece.append(renderCodeHtml(segment.html));
+      code.el.insertBefore(piece, after);
+      code.nodes += 1;
+      code.chars = segment.end;
+    }
+    patchChildren(code.el, code.nodes, renderCodeHtml(`${tail}\n`));
+    if (tokens.slice(1).some((token) => token.type !== "space")) {
+      // Another block began: the code block is complete (its frame and the line after it).
+      this.doneChars += sourceLength(rest, [first]);
+      this.doneNodes += 2;
+      this.code = null;
+      this.#renderBlocks(text);
     }
   }
 
@@ -130,27 +188,44 @@ export class MarkdownStream {
 
   /** The next piece to cut off `text` from `from` ({at, tokens}; null: not now): after a line,
    * else after a space, before a letter, and not where a delimiter in the piece might pair with
-   * one after it (unless the rest has grown past FORCED_CUT_CHARS with no place that is sure). */
+   * one after it (unless the rest has grown past FORCED_CUT_CHARS with no place that is sure).
+   * Up to CUT_TRIES places are tried, the latest first. */
   #nextCut(text, from) {
     if (text.length - from <= PIECE_CHARS) return null;
     const latest = Math.min(from + PIECE_CHARS, text.length - LIVE_TAIL_CHARS);
     const earliest = from + Math.floor(PIECE_CHARS / 4);
     const forced = text.length - from > FORCED_CUT_CHARS;
-    let at = lastIndexWhere(text, earliest, latest, (i) => text[i - 1] === "\n");
-    if (at < 0) at = lastIndexWhere(text, earliest, latest, (i) => CUT_AFTER.test(text[i - 1]));
+    let test = (i) => text[i - 1] === "\n";
+    let at = lastIndexWhere(text, earliest, latest, test);
+    if (at < 0) {
+      test = (i) => CUT_AFTER.test(text[i - 1]);
+      at = lastIndexWhere(text, earliest, latest, test);
+    }
     if (at < 0 && forced) at = lastIndexWhere(text, earliest, latest, () => true);
     if (at < 0) return null;
-    const tokens = lexInline(text.slice(from, at), this.doneLinks);
-    const unpaired = tokens.some((token) => token.type === "text" && MAY_PAIR.test(token.raw));
-    return unpaired && !forced ? null : { at, tokens };
+    const first = at;
+    for (let tries = 0; at >= 0 && tries < CUT_TRIES; tries += 1) {
+      const piece = text.slice(from, at);
+      const tokens = lexInline(piece, this.doneLinks);
+      const unpaired = tokens.some((token) => token.type === "text" && MAY_PAIR.test(token.raw))
+        || MAY_OPEN_MATH.test(piece);
+      if (!unpaired) return { at, tokens };
+      at = lastIndexWhere(text, earliest, at - 1, test);
+    }
+    return forced ? { at: first, tokens: lexInline(text.slice(from, first), this.doneLinks) } : null;
   }
 }
 
-// Every kind of block, several scripts; then a paragraph long enough to be cut.
+// Every kind of block, several scripts; code in languages answers use most, and math; then a
+// paragraph long enough to be cut.
 const SAMPLES = [
   "# Title\n\nSome *text* with **bold**, `code` and [a link](https://example.com).\n\n"
     + "- one\n- two\n\n1. first\n2. second\n\n> quoted\n\n```js\nlet x = 1;\n```\n\n"
     + "| a | b |\n|---|---|\n| 1 | 2 |\n\nA line. 日本語の文、かなとカナ。한국어 🙂 café\n",
+  "```python\ndef f(x: int) -> str:\n    return f\"{x}\"  # note\n```\n\n"
+    + "```bash\necho \"$HOME\" | grep -c x\n```\n\n```json\n{\"a\": [1, true, null]}\n```\n\n"
+    + "Inline $e^{i\\pi} + 1 = 0$ and \\(\\sqrt{x}\\), for $5 and $10.\n\n"
+    + "$$\n\\sum_{i=1}^{n} i = \\frac{n(n+1)}{2}, \\quad \\int_0^1 x^2\\,dx, \\mathbb{R}\n$$\n",
   "A long paragraph, line after line.\n".repeat(80),
 ];
 

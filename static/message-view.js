@@ -17,6 +17,11 @@ const RENDER_BUDGET_MS = 12;
 const MIN_STEP_CHARS = 500;
 const MAX_STEP_CHARS = 16000;
 const STEP_GROWTH = 2; // the most a step grows from one frame to the next
+// What a step's own measure misses (painting what it added, collecting garbage: heavy for code
+// and math) shows in the time from its start to the next step's: past SLOW_FRAME_MS, the next
+// step is cut to what would have taken FRAME_TARGET_MS.
+const SLOW_FRAME_MS = 34;
+const FRAME_TARGET_MS = 20;
 
 function element(tag, className, text) {
   const el = document.createElement(tag);
@@ -26,7 +31,9 @@ function element(tag, className, text) {
 }
 
 export class MessageView {
-  constructor(message, { onCopy, onRegenerate, onEdit, onAlternative, onFork, onFeedback, announce } = {}) {
+  constructor(message, {
+    onCopy, onCopyCode, onRegenerate, onEdit, onAlternative, onFork, onFeedback, announce,
+  } = {}) {
     this.message = message;
     this.times = null; // the arrival times fed to this.arrivals (meta.times, which only grows)
     this.arrivals = new ArrivalStats();
@@ -35,6 +42,7 @@ export class MessageView {
     // small, as the first frames of an answer are the slowest (code and fonts not used yet). An
     // answer that had ended before it came on screen (a reload) is shown whole at once.
     this.stepChars = 1000;
+    this.lastStep = null; // the last full step, while catching up: {chars, at}
     this.streamedIn = false;
     this.frame = 0; // the pending requestAnimationFrame of refreshSoon, if any
 
@@ -75,6 +83,13 @@ export class MessageView {
     }
 
     this.markdown = new MarkdownStream(this.body);
+    // Each code block's Copy (markdown.js makes them): one listener for all, as the blocks are
+    // rendered again while they stream.
+    this.body.addEventListener("click", (event) => {
+      const button = event.target.closest?.(".code-copy");
+      const code = button?.closest(".code-block")?.querySelector("pre > code");
+      if (code) onCopyCode?.(this, button, codeText(code));
+    });
     const footer = element("div", "message-footer");
     this.status = element("p", "message-status");
     // The server's own words about an error, under the status that says it in the page's language.
@@ -164,12 +179,19 @@ export class MessageView {
   #renderText() {
     const text = this.message.content;
     const before = this.markdown.text.length;
+    const startedAt = performance.now();
+    const frameMs = this.lastStep ? startedAt - this.lastStep.at : 0;
+    if (frameMs > SLOW_FRAME_MS && frameMs < 1000) {
+      const fitted = (this.lastStep.chars * FRAME_TARGET_MS) / frameMs;
+      this.stepChars = Math.round(Math.max(MIN_STEP_CHARS, Math.min(this.stepChars, fitted)));
+    }
+    this.lastStep = null;
     let end = this.streamedIn ? Math.min(text.length, before + this.stepChars) : text.length;
     if (end < text.length && /[\ud800-\udbff]/.test(text[end - 1])) end -= 1; // not half a pair
     const shown = end === text.length ? text : text.slice(0, end);
-    const startedAt = performance.now();
     this.markdown.render(shown);
     if (end - before >= this.stepChars) {
+      this.lastStep = { chars: end - before, at: startedAt };
       // A full step: the next one is larger if this one was under budget, smaller if over. The
       // layout is timed with it (this frame would do it anyway: forcing it here costs nothing).
       void this.body.offsetHeight;
@@ -190,6 +212,15 @@ export class MessageView {
     this.copyButton.textContent = ok ? t("copied") : t("copyFailed");
     clearTimeout(this.copyTimer);
     this.copyTimer = setTimeout(() => { this.copyButton.textContent = t("copy"); }, 1500);
+  }
+
+  /** Briefly confirm a code block's copy on its button (the page announces it too). */
+  flashCodeCopied(button, ok) {
+    const label = button.querySelector(".code-copy-label");
+    if (!label) return;
+    label.textContent = ok ? t("copied") : t("copyFailed");
+    clearTimeout(button.copyTimer);
+    button.copyTimer = setTimeout(() => { label.textContent = t("copy"); }, 1500);
   }
 
   /** Arrival times since the last call into the numbers and the timeline. */
@@ -243,6 +274,12 @@ export class MessageView {
     if (meta.finishReason && meta.state !== "length") parts.push(t("stat.finish", { reason: meta.finishReason }));
     return parts.join(" · ");
   }
+}
+
+/** A code block's code, exactly: its text without the line end that ends every block. */
+export function codeText(code) {
+  const text = code.textContent;
+  return text.endsWith("\n") ? text.slice(0, -1) : text;
 }
 
 /** Assign only a new value: an unchanged one would still dirty style and layout each frame. */

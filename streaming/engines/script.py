@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 
 from streaming.core.request import GenerationRequest, Sampling
 
@@ -86,11 +87,72 @@ VOCABULARY = {
         "\n",
     ],
 }
+# A question holding a code fence gets an answer in Markdown: prose in the question's script,
+# fenced code blocks and formulas, inline and displayed, and dollar amounts that are not math
+# (the chat page highlights and renders them: bench/page_bench.py --markdown measures it).
+CODE_FENCE = "```"
+CODE_BLOCKS = {
+    "python": 'def total(prices: list[float]) -> float:\n    """The sum, rounded."""\n'
+    "    return round(sum(p * 1.1 for p in prices), 2)  # with tax\n\n"
+    'print(total([5, 10]), f"{len(PRICES)} items")\n',
+    "javascript": "const stream = new EventSource('/api/stream');\n"
+    "stream.addEventListener('message', (event) => {\n"
+    "  if (event.data === '[DONE]') return stream.close();\n"
+    "  document.body.append(JSON.parse(event.data).token); // as it arrives\n});\n",
+    "bash": 'curl -N -X POST "$URL/api/stream" -d \'{"prompt": "hi"}\' | grep -c data\n',
+    "sql": "SELECT model, avg(ttft_ms) AS ttft\nFROM generation_log\nWHERE status = 'done'\n"
+    "GROUP BY model ORDER BY ttft DESC LIMIT 10;\n",
+    "rust": 'fn main() {\n    let tokens: Vec<&str> = vec!["a", "b"];\n'
+    '    println!("{} tokens", tokens.len());\n}\n',
+}
+INLINE_FORMULAS = [
+    "$x^2 + y^2 = r^2$",
+    "\\(\\alpha_i \\le \\beta\\)",
+    "$O(n \\log n)$",
+    "$e^{i\\pi} + 1 = 0$",
+]
+DISPLAY_FORMULAS = [
+    "$$\n\\sum_{i=1}^{n} i = \\frac{n(n+1)}{2}\n$$",
+    "\\[\n\\int_0^1 x^2 \\, dx = \\frac{1}{3}\n\\]",
+    "$$\n\\text{TPS} = \\frac{\\text{tokens}}{t_{\\text{last}} - t_{\\text{first}}}\n$$",
+]
+PRICES = " $5 and $10,"
 MIN_NATURAL_TOKENS = 48  # so a test asking for <= 48 tokens always gets exactly that many
 MAX_NATURAL_TOKENS = 400
 # What unset temperature and top_p mean here: the 1.0 the seed was always drawn with, so the
 # same request gives the same words whether it sends them or not.
 SAMPLING = Sampling()
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` as tokens: each word with the spaces before it, each line end on its own."""
+    return re.findall(r"\n|[^\S\n]*[^\s]+|[^\S\n]+", text)
+
+
+def _markdown(rng: random.Random, words: list[str], count: int) -> list[str]:
+    """`count` tokens of a Markdown answer: paragraphs with inline formulas and prices, fenced
+    code blocks, displayed formulas, drawn by `rng` (cut at `count`, as a model's is)."""
+    tokens: list[str] = []
+
+    def prose(length: int) -> list[str]:
+        return [words[rng.randrange(len(words))].replace("\n", " ") for _ in range(length)]
+
+    while len(tokens) < count:
+        kind = rng.randrange(4)
+        if kind == 0:  # a paragraph with a formula, sometimes prices
+            tokens += prose(rng.randint(6, 20))
+            tokens += _pieces(" " + INLINE_FORMULAS[rng.randrange(len(INLINE_FORMULAS))])
+            tokens += _pieces(PRICES) if rng.random() < 0.5 else []
+            tokens += [*prose(rng.randint(4, 12)), "\n\n"]
+        elif kind == 1:  # a code block
+            language = rng.choice(sorted(CODE_BLOCKS))
+            tokens += [f"{CODE_FENCE}{language}", "\n", *_pieces(CODE_BLOCKS[language])]
+            tokens += [CODE_FENCE, "\n\n"]
+        elif kind == 2:  # a displayed formula
+            tokens += [*_pieces(DISPLAY_FORMULAS[rng.randrange(len(DISPLAY_FORMULAS))]), "\n\n"]
+        else:
+            tokens += [*prose(rng.randint(10, 30)), "\n\n"]
+    return tokens[:count]
 
 
 def _script(text: str) -> str:
@@ -129,5 +191,8 @@ def tokens_for(request: GenerationRequest, answer_tokens: int = 0) -> tuple[list
     # A fault fires after exactly `at` tokens, however long the natural answer would be.
     wanted = natural if request.fault is None else request.fault.at
     count = min(wanted, request.max_tokens)
-    tokens = [words[rng.randrange(len(words))] for _ in range(count)]
+    if CODE_FENCE in last_user:
+        tokens = _markdown(rng, words, count)
+    else:
+        tokens = [words[rng.randrange(len(words))] for _ in range(count)]
     return tokens, ("length" if count < natural else "stop")

@@ -574,8 +574,12 @@ def test_page_is_served_with_debug_off(chat_server: LiveServer) -> None:
     assert response.status_code == 200
     assert "csrftoken" in response.cookies
     assert "script-src 'self'" in response.headers["content-security-policy"]
-    for path in ("/static/chat.js", "/static/vendor/marked.esm.js", "/static/vendor/purify.es.mjs"):
-        assert chat_server.get(path).status_code == 200, path
+    assert "style-src 'self';" in response.headers["content-security-policy"]  # no inline style
+    vendored = ("marked.esm.js", "purify.es.mjs", "highlight.es.min.js", "katex.mjs")
+    for path in ("/static/chat.js", *(f"/static/vendor/{name}" for name in vendored)):
+        response = chat_server.get(path)
+        assert response.status_code == 200, path
+        assert "javascript" in response.headers["content-type"], path  # a module, by its type
 
 
 def test_pure_modules(open_page) -> None:

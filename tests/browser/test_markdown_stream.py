@@ -22,6 +22,16 @@ SAMPLES = {
     "crlf": "Windows\r\nlines\r\n\r\n- a\r\n- b\r\n\r\nend\r\n",
     "unclosed fence": "Before\n\n```js\nlet x = 1;\n\nlet y = 2;\n",
     "streaming list": "Steps:\n\n1. Install\n2. Configure\n\n   Indented, in the item.\n3. Run",
+    "math": (
+        "Inline $x^2 + y$ and \\(\\alpha\\), prices $5 and $10, `$code$`.\nThen\n$$\n"
+        "\\frac{a}{b}\n$$\nafter, \\[E = mc^2\\] and $$\\sum_i i$$.\n\n\\[\n\\sqrt{2}\n\\]\n\n"
+        "Unclosed $$\n\\int_0^1"
+    ),
+    "code": (
+        "```python\ndef f(x):\n    return '$x$'  # not math\n```\n\n"
+        "~~~js\nlet s = `a\n\nb`;\n~~~\n\n```unknown-language\n<b>&</b>\n```\n\n"
+        "    indented $code$\n\nEnd, then an open fence:\n\n```rust\nfn main() {"
+    ),
 }
 LONG = {
     # Longer than a piece (markdown-stream.js cuts those): lines, and one endless line.
@@ -33,6 +43,15 @@ LONG = {
     "long code": "```\n" + "".join(f"x = {i}\n" for i in range(2000)) + "```\n\nAfter.",
     "long with emoji": "🙂 語 " * 2000,
     "long, with a reference": "".join(f"See [it][{i % 3}]. " for i in range(500)) + "\n\n[1]: /a\n",
+    "long highlighted code": "```python\n"
+    + "".join(f"def f{i}(x):\n    return [x * {i}, 's{i}']  # {i}\n" for i in range(500))
+    + "```\n\nAfter $x$.",
+    "long code, a long string in it": "```js\nconst a = `\n"
+    + "".join(f"line {i}\n" for i in range(600))
+    + "`;\n"
+    + "".join(f"let v{i} = {i}; // {i}\n" for i in range(300))
+    + "```\n",
+    "long math": "".join(f"Term ${i}x^{{{i}}}$ costs ${i} and ${i + 1}. " for i in range(300)),
 }
 
 FEED = """async ([text, cuts]) => {
@@ -52,6 +71,10 @@ FEED = """async ([text, cuts]) => {
       last.data = last.data.slice(0, -1);
       piece.append(document.createElement('br'));
     }
+    piece.replaceWith(...piece.childNodes);
+  }
+  // A long code block's segments are blocks in it too, each ending its last line.
+  for (const piece of streamed.querySelectorAll('.code-piece')) {
     piece.replaceWith(...piece.childNodes);
   }
   streamed.normalize();

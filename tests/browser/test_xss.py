@@ -124,3 +124,40 @@ def test_markup_people_and_models_write_never_runs(open_page, bypass_csp) -> Non
     assert "<img src=x" in streamed.locator(".message-body").inner_text()
     assert page.errors == []
     assert conversation_id.startswith("conv_")
+
+
+# Code and math (issue 42): highlighted code, a fence's language, TeX and what KaTeX makes of it.
+CODE_AND_MATH = [
+    "```html\n<img src=x onerror=\"window.__pwned='code'\">"
+    "<script>window.__pwned='code'</script>\n```\n\n",
+    '```"><img src=x onerror="window.__pwned=\'language\'">\nx = 1\n```\n\n',
+    "```python onload=\"window.__pwned='info'\"\nprint(1)\n```\n\n",
+    "$\\href{javascript:window.__pwned='href'}{click}$ and ",
+    "$\\text{<img src=x onerror=\"window.__pwned='tex'\">}$ and ",
+    "\\(\\htmlClass{x}{y} \\url{javascript:window.__pwned='url'}\\)\n\n",
+    "$$\n</math><img src=x onerror=\"window.__pwned='display'\">\n$$\n\n",
+    '$x$" onmouseover="window.__pwned=\'attribute\'" and `$\\href{javascript:1}{c}$`\n',
+]
+
+
+@pytest.mark.parametrize("bypass_csp", [False, True], ids=["csp", "csp bypassed"])
+def test_code_and_math_cannot_inject(open_page, bypass_csp) -> None:
+    page = open_page(locale="en-US", bypass_csp=bypass_csp)
+    if bypass_csp:
+        assert runs_as_html(page, "<img src=x onerror=\"window.__pwned='probe'\">")
+    body = "".join(token_event(t, i) for i, t in enumerate(CODE_AND_MATH)) + "data: [DONE]\n\n"
+    serve_crafted_stream(page, body)
+    answer = send_prompt(page, "code and math, crafted")
+    expect(answer).to_have_attribute("data-state", FINISHED)
+    rendered = answer.locator(".message-body")
+    assert_inert(page)
+    assert rendered.locator("a, annotation-xml, script, img, svg, foreignObject").count() == 0
+    assert "<img src=x" in rendered.locator(".code-block code").first.inner_text()
+    assert rendered.locator("math").count() >= 3  # rendered, harmlessly
+    assert rendered.locator("code.hljs").count() == 2  # html and python highlighted
+    # A language is only ever text: the label shows the fence's first word, as characters.
+    labels = rendered.locator(".code-language").all_inner_texts()
+    assert labels[1].startswith('"><img') and labels[2] == "python"
+    page.hover(".message-assistant math >> nth=0")
+    assert_inert(page)
+    assert page.errors == []

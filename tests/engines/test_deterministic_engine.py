@@ -46,6 +46,19 @@ def test_multibyte_answers(prompt, script):
     assert all(any(ord(ch) > 0x3000 for ch in t) or not t.strip(" .,、。") for t in tokens)
 
 
+def test_a_question_with_a_code_fence_gets_markdown_with_code_and_formulas():
+    """What the chat page's code and math are measured with (bench/page_bench.py --markdown)."""
+    prompt = "コードと数式で ```"
+    tokens, reason = tokens_for(request(prompt, max_tokens=2000), answer_tokens=1500)
+    assert (len(tokens), reason) == (1500, "stop")
+    assert tokens == tokens_for(request(prompt, max_tokens=2000), answer_tokens=1500)[0]
+    text = "".join(tokens)
+    assert text.count("```") >= 4 and "```python\n" in text
+    assert "$$\n" in text and "\\(" in text and " $5 and $10," in text
+    assert any(ord(ch) > 0x3000 for ch in text)  # the prose is in the question's script
+    assert "```" not in "".join(tokens_for(request("コードと数式で"))[0])
+
+
 def test_every_answer_holds_multibyte_text():
     for seed in range(20):
         tokens, _ = tokens_for(request(seed=seed, max_tokens=4096))
