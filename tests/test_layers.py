@@ -156,3 +156,19 @@ def test_a_process_keeps_its_state_in_its_runtime():
         if line.strip().startswith("global ")
     ]
     assert found == ["streaming.core.runtime"], found
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_outgrows_a_screen():
+    """A function longer than a screen does several things: split it (the tools aside)."""
+    long = [
+        f"{name}.{node.name}"
+        for name, path in modules().items()
+        if not name.startswith(("streaming.tools", "streaming.migrations"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert long == [], long

@@ -63,31 +63,44 @@ LATENCY_BUCKETS_S = (
 ENGINE_LABELS = ("engine", "model")  # the labels of every per-engine metric
 
 
+class MetricMaker:
+    """Makes the metric objects in a registry, or takes those a runtime before made there.
+
+    The default registry is the process's and refuses a name twice: a runtime built after
+    another (a test's fresh one) takes the metric objects the first one registered.
+    prometheus-client has no public lookup by name; without this map, all are made anew.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.known: dict[str, Any] = getattr(registry, "_names_to_collectors", {})
+
+    def latency(self, name: str, documentation: str) -> Histogram:
+        """A histogram of seconds per engine and model."""
+        return self.known.get(name) or Histogram(
+            name, documentation, ENGINE_LABELS, buckets=LATENCY_BUCKETS_S, registry=self.registry
+        )
+
+    def tally(
+        self, name: str, documentation: str, labels: tuple[str, ...] = ENGINE_LABELS
+    ) -> Counter:
+        """A counter, per engine and model unless `labels` says otherwise."""
+        return self.known.get(name) or Counter(name, documentation, labels, registry=self.registry)
+
+    def level(self, name: str, documentation: str) -> Gauge:
+        """A gauge summed over live processes."""
+        # `livesum`: a process that has exited (and said so) no longer counts towards the sum.
+        return self.known.get(name) or Gauge(
+            name, documentation, registry=self.registry, multiprocess_mode="livesum"
+        )
+
+
 class Metrics:
     """The metric objects, built on first use (not at import), one per runtime (`METRICS`)."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
-        # The default registry is the process's and refuses a name twice: a runtime built after
-        # another (a test's fresh one) takes the metric objects the first one registered.
-        # prometheus-client has no public lookup by name; without this map, all are made anew.
-        known: dict[str, Any] = getattr(registry, "_names_to_collectors", {})
-
-        def latency(name: str, documentation: str) -> Histogram:
-            return known.get(name) or Histogram(
-                name, documentation, ENGINE_LABELS, buckets=LATENCY_BUCKETS_S, registry=registry
-            )
-
-        def tally(
-            name: str, documentation: str, labels: tuple[str, ...] = ENGINE_LABELS
-        ) -> Counter:
-            return known.get(name) or Counter(name, documentation, labels, registry=registry)
-
-        def level(name: str, documentation: str) -> Gauge:
-            # `livesum`: a process that has exited (and said so) no longer counts towards the sum.
-            return known.get(name) or Gauge(
-                name, documentation, registry=registry, multiprocess_mode="livesum"
-            )
-
+        make = MetricMaker(registry)
+        latency, tally, level = make.latency, make.tally, make.level
         self.ttft = latency(
             "streaming_time_to_first_token_seconds",
             "Time from the engine accepting a generation to its first token.",
