@@ -3,6 +3,8 @@ own sign-in and sign-out pages, and a shared link's read-only page."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.views import LoginView, LogoutView, redirect_to_login
@@ -88,6 +90,30 @@ def shared_page(request: HttpRequest, token: str) -> HttpResponse:
     return response
 
 
+def adopt_this_browsers(token: str | None, request: HttpRequest, response: HttpResponse) -> None:
+    """Someone just signed in: the conversations the browser kept anonymously (`token`, read
+    before signing in) become theirs, and the token that held them ends, so that a copy of the
+    cookie takes nothing now."""
+    if token and request.user.is_authenticated:
+        left = records.adopt(f"anon:{token}", f"user:{request.user.pk}")
+        if not left:  # past the cap, the rest stay this browser's: its cookie stays too
+            drop_owner_cookie(response)
+
+
+def adopting(login: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Another sign-in view (the admin's) that adopts the browser's conversations as `/login/`
+    does, once it has signed someone in."""
+
+    @functools.wraps(login)
+    def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        token = None if request.user.is_authenticated else anonymous_token(request)
+        response = login(request, *args, **kwargs)
+        adopt_this_browsers(token, request, response)
+        return response
+
+    return view
+
+
 class ChatLoginView(LoginView):
     """`/login/`: Django's sign-in, in the page's look (its labels translated by the page's own
     script: no inline script, the same CSP), throttled (streaming/http/sign_in.py). Signing in
@@ -100,14 +126,10 @@ class ChatLoginView(LoginView):
     next_page = "/"
 
     def form_valid(self, form: Any) -> HttpResponse:
-        """Sign in, make the browser's anonymous conversations the person's, and end the token
-        that held them, so that a copy of the cookie takes nothing now."""
+        """Sign in, and the browser's anonymous conversations become the person's."""
         token = anonymous_token(self.request)
         response = super().form_valid(form)
-        if token:
-            left = records.adopt(f"anon:{token}", f"user:{self.request.user.pk}")
-            if not left:  # past the cap, the rest stay this browser's: its cookie stays too
-                drop_owner_cookie(response)
+        adopt_this_browsers(token, self.request, response)
         return response
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

@@ -69,6 +69,20 @@ def test_signing_in_adopts_the_browsers_anonymous_conversations():
     assert client.get("/login/").status_code == 302  # signed in already: back to the chat
 
 
+def test_signing_in_to_the_admin_adopts_them_too():
+    staff = get_user_model().objects.create_user("hana", password="pw", is_staff=True)
+    client, anonymous = anonymous_browser()
+    mine = records.create(anonymous, title="before signing in")
+
+    response = client.post(
+        "/admin/login/", {"username": "hana", "password": "pw", "next": "/admin/"}
+    )
+    assert response.status_code == 302 and response["Location"] == "/admin/"
+    assert Conversation.objects.get(pk=mine.pk).owner == f"user:{staff.pk}"
+    assert response.cookies[OWNER_COOKIE].value == ""  # the token that held them ends
+    assert listed(client) == ["before signing in"]
+
+
 def test_signing_out_is_a_post_back_to_the_chat():
     get_user_model().objects.create_user("gina", password="pw")
     client = Client()
