@@ -180,3 +180,13 @@ def send_prompt(page: Any, text: str) -> Any:
 def token_event(text: str, index: int) -> str:
     """One token frame as the contract writes it."""
     return f"id: {index}\ndata: {json.dumps({'token': text}, ensure_ascii=False)}\n\n"
+
+
+# Every text the status region takes, in order (it is emptied before each, to be said again).
+WATCH_ANNOUNCER = """() => {
+  window.announced = [];
+  const region = document.getElementById("announcer");
+  new MutationObserver(() => {
+    if (region.textContent) window.announced.push(region.textContent);
+  }).observe(region, {childList: true, characterData: true, subtree: true});
+}"""

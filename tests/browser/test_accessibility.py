@@ -14,19 +14,17 @@ from bench.page_history import long_conversation_items, owner_cookie, seed_conve
 from tests.support.live import LiveServer
 
 from .axe import assert_accessible
-from .helpers import ANSWERING, amend_new_conversations, answer_with, screenshot, send_prompt
+from .helpers import (
+    ANSWERING,
+    WATCH_ANNOUNCER,
+    amend_new_conversations,
+    answer_with,
+    screenshot,
+    send_prompt,
+)
 
 CUT_TEXT = "応答が途中で切れました"
 STARTED, STOPPED, DONE = "回答を生成しています…", "回答を停止しました。", "回答が完了しました。"
-
-# Every text the status region takes, in order (it is emptied before each, to be said again).
-WATCH_ANNOUNCER = """() => {
-  window.announced = [];
-  const region = document.getElementById("announcer");
-  new MutationObserver(() => {
-    if (region.textContent) window.announced.push(region.textContent);
-  }).observe(region, {childList: true, characterData: true, subtree: true});
-}"""
 
 
 def announced(page) -> list[str]:

@@ -11,21 +11,12 @@ from typing import Any
 from playwright.sync_api import expect
 
 from .axe import assert_accessible
-from .helpers import screenshot, send_prompt, serve_crafted_stream, token_event
+from .helpers import WATCH_ANNOUNCER, screenshot, send_prompt, serve_crafted_stream, token_event
 
 # The deterministic engine answers a question holding a code fence in Markdown (its script,
 # streaming/engines/script.py); this one's answer opens with an SQL block, then a formula.
 CODE_PROMPT = "コードと数式で説明して 16 ```"
 FINISHED = re.compile(r"^(done|length)$")
-
-# Every text the status region takes (it is emptied before each, to be said again).
-WATCH_ANNOUNCER = """() => {
-  window.announced = [];
-  const region = document.getElementById("announcer");
-  new MutationObserver(() => {
-    if (region.textContent) window.announced.push(region.textContent);
-  }).observe(region, {childList: true, characterData: true, subtree: true});
-}"""
 
 # navigator.clipboard as the page uses it, recording what it is given.
 RECORD_CLIPBOARD = """() => {
