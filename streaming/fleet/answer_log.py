@@ -39,6 +39,7 @@ from typing import Any
 
 from streaming.core.chunk_log import Chunk, as_list
 from streaming.core.exceptions import RedisUnreachable
+from streaming.fleet.outage import OUTAGE
 
 logger = logging.getLogger(__name__)
 
@@ -186,10 +187,12 @@ class RedisLog(AnswerLog):
 
     async def _read(self, command: str, *args: Any, **kwargs: Any) -> Any:
         try:
-            return await getattr(self.redis(), command)(*args, **kwargs)
+            result = await getattr(self.redis(), command)(*args, **kwargs)
         except Exception as error:
-            logger.warning("Redis is unreachable: %s", error)
+            OUTAGE.get().failed(error)
             raise RedisUnreachable() from None
+        OUTAGE.get().answered()
+        return result
 
     async def _write(self, batch: Batch) -> None:
         args: list[Any] = [self.retained_max]

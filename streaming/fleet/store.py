@@ -19,6 +19,7 @@ from streaming.core.exceptions import RedisUnreachable, TooManyPending
 from streaming.core.request import GenerationRequest
 from streaming.core.runtime import Part
 from streaming.fleet import answer_log
+from streaming.fleet.outage import OUTAGE
 from streaming.fleet.request_codec import request_from_message, request_message
 
 logger = logging.getLogger(__name__)
@@ -60,10 +61,12 @@ def redis() -> Any:
 async def call(method: str, *args: Any, **kwargs: Any) -> Any:
     """A Redis command; EngineUnavailable (503) when Redis cannot be reached."""
     try:
-        return await getattr(redis(), method)(*args, **kwargs)
+        result = await getattr(redis(), method)(*args, **kwargs)
     except Exception as error:
-        logger.warning("Redis is unreachable: %s", error)  # the address stays in the log
+        OUTAGE.get().failed(error)
         raise RedisUnreachable() from None
+    OUTAGE.get().answered()
+    return result
 
 
 async def check() -> None:
