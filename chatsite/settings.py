@@ -13,6 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from streaming.core.config import Config, ConfigError
+from streaming.core.models_file import check_models
 
 from .env import env_bool, env_float, env_int, env_list, env_str, env_url
 
@@ -169,6 +170,9 @@ STREAMING_ENGINE = env_str("STREAMING_ENGINE", "deterministic", choices=tuple(ST
 # the one STREAMING_ENGINE names.
 STREAMING_FLEET_ENGINE = "streaming.fleet.engine.ChannelLayerEngine"
 STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-135M-Instruct
+# A TOML file listing several models by the name clients send as `model` (docs/models.md);
+# "" = one model, the one the settings above configure.
+STREAMING_MODELS = env_str("STREAMING_MODELS", "")
 # The transformers engine's weights: `auto` = bf16 on a GPU and on a CPU with native BF16
 # (AVX-512 BF16, AMX), fp32 elsewhere (streaming/engines/precision.py).
 STREAMING_DTYPE = env_str("STREAMING_DTYPE", "auto", choices=("auto", "float32", "bfloat16"))
@@ -300,6 +304,6 @@ PROMPT_LOG_CHARS = env_int("PROMPT_LOG_CHARS", 200)
 # Here, on import, so that every command and server (runserver's autoreloader too) stops before
 # it starts; the code reads them as the typed objects this builds (streaming/core/config.py).
 try:
-    Config.from_settings(sys.modules[__name__])
+    check_models(Config.from_settings(sys.modules[__name__]))  # STREAMING_MODELS' file too
 except ConfigError as error:
     raise ImproperlyConfigured(str(error)) from None

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 from streaming.core import config
 from streaming.core.runtime import Part
-from streaming.engines import get_engine, startup
+from streaming.engines import startup
+from streaming.engines.catalog import CATALOG
 from streaming.generations.registry import REGISTRY
 from streaming.http import admission, event_stream, stalled_readers
 from streaming.http.limits import limits
@@ -54,7 +55,7 @@ def serving(*, signals: bool = True) -> None:
         return
     process.loop = asyncio.get_running_loop()
     startup.freeze_after_start()
-    startup.begin_start()
+    startup.begin_every_start()
     if signals:
         drain_on_signals()
     connections = config.current().connections
@@ -94,8 +95,9 @@ async def shutdown() -> None:
 
 
 async def close_engine() -> None:
-    """Stop the engine's threads: a decode loop left running would keep the process alive."""
-    await asyncio.to_thread(get_engine().close)
+    """Stop every engine's threads: a decode loop left running would keep the process alive."""
+    for engine in CATALOG.get().built():
+        await asyncio.to_thread(engine.close)
 
 
 def drain_on_signals() -> None:

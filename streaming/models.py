@@ -115,6 +115,7 @@ ANSWER_SETTINGS = (
     "repetition_penalty",
     "frequency_penalty",
     "presence_penalty",
+    "model",
 )
 
 
@@ -145,6 +146,10 @@ class Conversation(models.Model):
     repetition_penalty = models.FloatField(null=True, blank=True)
     frequency_penalty = models.FloatField(null=True, blank=True)
     presence_penalty = models.FloatField(null=True, blank=True)
+    # The model its answers come from, by the name clients send (docs/models.md); null: the
+    # default. Nullable with no default so SQLite adds the column in place: remaking the table
+    # would drop its search triggers (migrations 0010, 0012).
+    model = models.CharField(max_length=200, null=True, blank=True)
     current = models.ForeignKey(
         "ConversationItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -177,6 +182,8 @@ class ConversationItem(models.Model):
     )
     finish_reason = models.CharField(max_length=16, blank=True)
     generation_id = models.CharField(max_length=32, blank=True, db_index=True)  # an answer's
+    # An answer's: the model that made it (nullable as Conversation.model, for the same reason).
+    model = models.CharField(max_length=200, null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:

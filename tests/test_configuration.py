@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +86,7 @@ def _accepts(port: int) -> bool:
     return True
 
 
+KEYLESS = Path(__file__).parent / "support" / "models_needing_a_key.toml"
 BAD_SETTINGS = {
     "openai without a URL": ({"STREAMING_ENGINE": "openai"}, "STREAMING_REMOTE_URL must be set"),
     "a URL that is not one": (
@@ -93,6 +95,15 @@ BAD_SETTINGS = {
     ),
     "an unknown engine": ({"STREAMING_ENGINE": "vllm"}, "STREAMING_ENGINE must be one of"),
     "a database URL nobody reads": ({"DATABASE_URL": "postgress://x/y"}, "DATABASE_URL"),
+    "a models file that is not there": (
+        {"STREAMING_MODELS": "/nonexistent/models.toml"},
+        "STREAMING_MODELS file /nonexistent/models.toml: cannot be read",
+    ),
+    "a model whose key is in no variable": (
+        {"STREAMING_MODELS": str(KEYLESS)},
+        f"STREAMING_MODELS file {KEYLESS}: models[1].key_env: the variable NO_SUCH_KEY_VARIABLE "
+        "is not set",
+    ),
     "a default over the cap": (
         {"STREAM_MAX_TOKENS_LIMIT": "100"},
         "STREAM_DEFAULT_MAX_TOKENS (256) must not exceed",

@@ -254,6 +254,11 @@ def forget_item(conversation: Conversation, doomed: ConversationItem) -> list[st
     return [node.generation_id for node in gone if node.generation_id]
 
 
+def name_model(generation_id: str, model: str) -> None:
+    """The answer of `generation_id` is made by `model` (as clients name it)."""
+    ConversationItem.objects.filter(generation_id=generation_id).update(model=model[:200])
+
+
 def finish_answer(generation_id: str, text: str | None, status: str, finish_reason: str) -> None:
     """An answer's generation ended: its item gets its text (None: its log was not kept
     whole, so the last checkpoint stays) and how it ended (the log writer's thread; a no-op

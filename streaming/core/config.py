@@ -91,6 +91,7 @@ class EngineSettings:
     paths: Mapping[str, str] = setting("STREAMING_ENGINES")  # name: dotted path of its class
     fleet_path: str = setting("STREAMING_FLEET_ENGINE")  # a web process's, with REDIS_URL
     model: str = setting("STREAMING_MODEL")
+    models_file: str = setting("STREAMING_MODELS")  # "": one model, the settings' (above)
     dtype: Literal["auto", "float32", "bfloat16"] = setting("STREAMING_DTYPE")  # transformers'
     packed_weights: Literal["auto", "off"] = setting("STREAMING_PACKED_WEIGHTS")  # on a CPU
     model_cache: str = setting("STREAMING_MODEL_CACHE")

@@ -23,13 +23,15 @@ Every mistake is a `ConfigError` naming the file, the table (`models[1]`) and th
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streaming.core.config import ConfigError
+from streaming.core.config import Config, ConfigError
 
 NAME_MAX = 200  # characters of a model's name, as the log row keeps it
 # Each engine's own options and their types; anything else in its table is a mistake.
@@ -59,6 +61,57 @@ class ModelSpec:
     options: Mapping[str, Any]  # the engine's own, as written
     groups: tuple[str, ...] | None  # Django group names allowed; None: everyone
     default: bool
+
+
+def check_models(config: Config) -> None:
+    """At start-up: the file STREAMING_MODELS names is whole, and each model can be configured
+    (its key's variable set); ConfigError naming the file, the table and the field if not."""
+    if not config.engine.models_file:
+        return
+    specs = read_models(config.engine.models_file)
+    if config.fleet.redis_url and len(specs) > 1:
+        raise ConfigError(
+            f"STREAMING_MODELS file {config.engine.models_file}: lists {len(specs)} models, and "
+            "with REDIS_URL the model workers serve one model yet (docs/models.md)"
+        )
+    for index, spec in enumerate(specs):
+        where = f"STREAMING_MODELS file {config.engine.models_file}: models[{index}]"
+        spec_config(config, spec, where=where)
+
+
+def spec_config(config: Config, spec: ModelSpec, *, where: str = "") -> Config:
+    """The settings with `spec`'s engine and options in place of the process-wide ones: what
+    its engine's `from_config` reads."""
+    options = spec.options
+    engine = dataclasses.replace(
+        config.engine,
+        name=spec.engine,
+        **{
+            key: options[key]
+            for key in ("model", "dtype", "max_batch", "context_tokens")
+            if key in options
+        },
+    )
+    remote = config.remote
+    if spec.engine == "openai":
+        key_env = options.get("key_env")
+        key = os.environ.get(key_env, "") if key_env else ""
+        if key_env and not key:
+            where = where or f"STREAMING_MODELS file {config.engine.models_file}: {spec.name}"
+            raise ConfigError(f"{where}.key_env: the variable {key_env} is not set")
+        remote = dataclasses.replace(
+            remote, url=options["url"], model=options.get("upstream_model", ""), key=key
+        )
+    pace = {"ttft_ms": "ttft_ms", "tps": "tokens_per_s", "step_ms": "step_ms"}
+    deterministic = dataclasses.replace(
+        config.deterministic, **{pace[key]: options[key] for key in pace if key in options}
+    )
+    return dataclasses.replace(config, engine=engine, remote=remote, deterministic=deterministic)
+
+
+def default_model(specs: tuple[ModelSpec, ...]) -> ModelSpec:
+    """The model a request that names none gets (read_models marks exactly one)."""
+    return next(spec for spec in specs if spec.default)
 
 
 def read_models(path: str | Path) -> tuple[ModelSpec, ...]:

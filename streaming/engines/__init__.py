@@ -5,18 +5,22 @@ from __future__ import annotations
 from django.utils.module_loading import import_string
 
 from streaming.core import config
+from streaming.core.config import Config
+from streaming.core.models_file import ModelSpec, default_model, read_models, spec_config
 from streaming.core.runtime import Part
 from streaming.engines.base import Engine
 
 
-def build_engine(name: str | None = None, *, local: bool = False) -> Engine:
+def build_engine(
+    name: str | None = None, *, local: bool = False, settings: Config | None = None
+) -> Engine:
     """A new engine of the configured (or named) kind, as its settings configure it.
 
     Picked by dotted path (STREAMING_ENGINES), so a heavy module is imported only when chosen.
     With REDIS_URL a web process gets STREAMING_FLEET_ENGINE, which hands generations to
     `runworker model-worker` processes; those build theirs with `local=True`.
     """
-    settings = config.current()
+    settings = settings or config.current()
     engines = settings.engine
     if settings.fleet.redis_url and not local and name is None:
         path = engines.fleet_path
@@ -28,8 +32,29 @@ def build_engine(name: str | None = None, *, local: bool = False) -> Engine:
     return import_string(path).from_config(settings)
 
 
-# This process's engine, built on first use (never at import).
-ENGINE: Part[Engine] = Part("engine", build_engine)
+def serving(spec: ModelSpec) -> Engine:
+    """A new engine of its own for one model of STREAMING_MODELS' file, named as the file does."""
+    engine = build_engine(spec.engine, local=True, settings=spec_config(config.current(), spec))
+    engine.served_as = spec.name
+    return engine
+
+
+def build_default(*, local: bool = False) -> Engine:
+    """This process's engine: the settings' one, or the default model of STREAMING_MODELS'
+    file (through the workers, for a web process of a fleet)."""
+    path = config.current().engine.models_file
+    if not path:
+        return build_engine(local=local)
+    spec = default_model(read_models(path))
+    if config.current().fleet.redis_url and not local:
+        engine = build_engine()
+        engine.served_as = spec.name
+        return engine
+    return serving(spec)
+
+
+# This process's engine (its default model's), built on first use (never at import).
+ENGINE: Part[Engine] = Part("engine", build_default)
 
 
 def get_engine() -> Engine:
@@ -42,4 +67,4 @@ def set_engine(engine: Engine | None) -> None:
     ENGINE.set(engine)
 
 
-__all__ = ["ENGINE", "Engine", "build_engine", "get_engine", "set_engine"]
+__all__ = ["ENGINE", "Engine", "build_default", "build_engine", "get_engine", "set_engine"]

@@ -40,6 +40,7 @@ class Engine(ABC):
     # decided here (the openai engine sends none of them, and its upstream applies its own).
     sampling_defaults: Sampling | None = Sampling()
     context_tokens: int | None = None  # prompt + answer per sequence, where the engine has one
+    served_as: str | None = None  # its name in STREAMING_MODELS' file (engines/catalog.py)
 
     def __init__(self) -> None:
         self.streams: dict[str, TokenStream] = {}
@@ -53,7 +54,12 @@ class Engine(ABC):
 
     @property
     def model(self) -> str:
-        """The model's name as the log and `/v1/models` show it."""
+        """The model's name as clients send it, the log and `/v1/models` show it."""
+        return self.served_as or self.own_model
+
+    @property
+    def own_model(self) -> str:
+        """The model's own name (a folder's, an upstream's), where no models file names it."""
         return self.name
 
     @property

@@ -68,7 +68,7 @@ class DeterministicEngine(TaskEngine):
         self._waiting = 0
 
     @property
-    def model(self) -> str:
+    def own_model(self) -> str:
         """Named after its pace, so the log tells runs apart."""
         if self.steps is not None:
             return f"deterministic-{self.ttft_s * 1000:g}ms-step{self.steps.step_s * 1000:g}ms"

@@ -103,7 +103,7 @@ class RemoteEngine(TaskEngine):
         self._acceptances = Acceptances()  # the upstream's answer to each request
 
     @property
-    def model(self) -> str:
+    def own_model(self) -> str:
         """The upstream's model name, as `/v1/models` shows it."""
         return self.remote_model
 

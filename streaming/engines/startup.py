@@ -12,6 +12,7 @@ from streaming.core.exceptions import EngineUnavailable
 from streaming.core.runtime import Part
 from streaming.engines import get_engine
 from streaming.engines.base import Engine
+from streaming.engines.catalog import CATALOG
 
 logger = logging.getLogger(__name__)
 
@@ -72,12 +73,25 @@ def check_configuration() -> None:
     (the one model a remote upstream serves) is asked here, once, by the server's entry point.
     Raises ImproperlyConfigured, naming the variable.
     """
-    get_engine().preflight()
+    for engine in every_engine():
+        engine.preflight()
+
+
+def every_engine() -> list[Engine]:
+    """The engine of every model this process serves (each built on first use)."""
+    catalog = CATALOG.get()
+    return [catalog.engine(served) for served in catalog.models()]
 
 
 def begin_start(engine: Engine | None = None) -> asyncio.Task[None]:
     """Start loading the engine in the background (idempotent; a failed start stays failed)."""
     return STARTS.get().begin(engine or get_engine())
+
+
+def begin_every_start() -> None:
+    """At start-up: every model's engine starts loading in the background."""
+    for engine in every_engine():
+        begin_start(engine)
 
 
 def freeze_after_start() -> None:
@@ -100,9 +114,10 @@ def freeze_loaded() -> None:
     gc.freeze()
 
 
-async def ready_engine() -> Engine:
-    """This process's engine once it can serve; EngineUnavailable (503) while it cannot."""
-    engine = get_engine()
+async def ready_engine(engine: Engine | None = None) -> Engine:
+    """This process's engine (or `engine`) once it can serve; EngineUnavailable (503) while it
+    cannot."""
+    engine = engine or get_engine()
     if engine.ready:
         return engine
     failure = STARTS.get().failed.get(engine)

@@ -118,7 +118,7 @@ class TransformersEngine(Engine):
     # --- start-up ----------------------------------------------------------------------------
 
     @property
-    def model(self) -> str:
+    def own_model(self) -> str:
         """The model's name, as the log and `/v1/models` show it."""
         return self.loader.name
 

@@ -99,7 +99,7 @@ class ChannelLayerEngine(Engine):
         return Capabilities.from_json(announced.capabilities)
 
     @property
-    def model(self) -> str:
+    def own_model(self) -> str:
         """The workers' model."""
         worker = self.presence.any_worker()
         return worker.heartbeat.model if worker else "unknown"

@@ -22,7 +22,7 @@ from streaming.core import config
 from streaming.core.abort import AbortReason
 from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import StreamingError
-from streaming.engines import build_engine
+from streaming.engines import build_default
 from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
 from streaming.fleet import answer_log, protocol, stopping, store
@@ -50,7 +50,7 @@ class ModelWorkerConsumer(AsyncConsumer):
         self.config = config.current()  # this process's settings, as they were at its start
         self.channel_layer = get_channel_layer()
         self.channel_name = ""  # opened by `start`
-        self.engine: Engine = build_engine(local=True)  # loaded by `start`
+        self.engine: Engine = build_default(local=True)  # loaded by `start`
         # One record per generation, from `generate` until its end reached its home.
         self.records = WorkerGenerations()
         # Silent for WORKER_TIMEOUT_S, a web process is gone, and its readers.

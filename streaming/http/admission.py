@@ -19,13 +19,13 @@ from streaming.core.exceptions import MethodNotAllowed, ShuttingDown, StreamingE
 from streaming.core.request import GenerationRequest
 from streaming.core.runtime import Part
 from streaming.engines.base import Engine
-from streaming.engines.startup import ready_engine
 from streaming.fleet.sharing import sharing_for
 from streaming.fleet.whereabouts import whereabouts
 from streaming.generations.registry import PENDING, REGISTRY, Generation
 from streaming.http.auth import answer_owner, authenticate, client_address, principal
 from streaming.http.errors import error_response, public_error
 from streaming.http.limits import WRITES, limits
+from streaming.http.model_choice import chosen_engine
 
 View = Callable[..., Awaitable[HttpResponse]]
 Options = TypeVar("Options")  # what a body asks of the reply besides the generation
@@ -99,11 +99,13 @@ async def admit(
     parse: Callable[[bytes, Engine], tuple[GenerationRequest, Options]],
     api: str = "native",
     conversation_owner: str | None = None,
+    model: str | None = None,
 ) -> tuple[Generation, Options]:
     """A new generation for this request (not started), and what else its body asked for;
-    `conversation_owner`: the owner of the conversation it answers in, if any."""
+    `conversation_owner`: the owner of the conversation it answers in, if any; `model`: the
+    model it names (model_choice.py; None: the default)."""
     await limits().hit(principal(request))
-    engine = await ready_engine()
+    engine = await chosen_engine(request, model)
     generation_request, options = parse(request.body, engine)
     engine.check_request(generation_request)
     asker = principal(request)

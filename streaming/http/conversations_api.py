@@ -24,10 +24,12 @@ from streaming.conversations import branches, copies, feedback, records, search
 from streaming.conversations.answers import settle
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, NotFound
+from streaming.core.models_file import NAME_MAX
 from streaming.http import turns
 from streaming.http.admission import api_view, publish
 from streaming.http.auth import conversation_owner
 from streaming.http.feedback_api import feedback_json
+from streaming.http.model_choice import check_usable
 from streaming.http.replies import json_off_the_loop
 from streaming.http.validation import decode_json_object, refuse_unknown, sampling
 from streaming.models import ANSWER_SETTINGS, Conversation, ConversationItem, Feedback, ItemStatus
@@ -66,6 +68,7 @@ def _item_json(
         "content": item.content,
         "status": item.status,
         "finish_reason": item.finish_reason,
+        "model": item.model,
         "created_at": item.created_at.isoformat(),
         "generation": generation,
         "alternatives": {"ids": alternatives, "index": alternatives.index(item.item_id)},
@@ -111,6 +114,9 @@ def settings_of(data: dict[str, Any]) -> dict[str, Any]:
             limit = config.current().conversations.max_item_chars
             if not isinstance(value, str) or len(value) > limit:
                 raise BadRequest(f"`system_prompt` must be a string of at most {limit} characters.")
+        elif name == "model":
+            if value is not None and (not isinstance(value, str) or len(value) > NAME_MAX):
+                raise BadRequest(f"`model` must be a string of at most {NAME_MAX} characters.")
         elif value is not None:
             sampling(name, value)  # checked as a request's would be; kept as given
         chosen[name] = value
@@ -133,9 +139,9 @@ async def conversations(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         data = decode_json_object(request.body or b"{}")
         refuse_unknown(data, {"title", *SETTINGS})
-        created = await sync_to_async(records.create)(
-            owner, title=title_of(data) or "", **settings_of(data)
-        )
+        chosen = settings_of(data)
+        await check_usable(request, chosen.get("model"))
+        created = await sync_to_async(records.create)(owner, title=title_of(data) or "", **chosen)
         return JsonResponse(conversation_json(created), status=201)
     try:
         limit = min(LIST_LIMIT, max(1, int(request.GET.get("limit", 50))))
@@ -163,6 +169,7 @@ async def conversation(request: HttpRequest, conversation_id: str) -> HttpRespon
         data = decode_json_object(request.body)
         refuse_unknown(data, {"title", *SETTINGS})
         fields = settings_of(data)
+        await check_usable(request, fields.get("model"))
         if "title" in data:
             fields["title"] = title_of(data) or ""
         await sync_to_async(records.update)(found, **fields)
@@ -219,8 +226,14 @@ async def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
 
 @api_view("POST")
 async def regenerate(request: HttpRequest, conversation_id: str, item_id: str) -> HttpResponse:
-    """`POST …/items/<id>/regenerate`: a new answer beside that one (its alternative), shown."""
+    """`POST …/items/<id>/regenerate` `{"model"?}`: a new answer beside that one (its
+    alternative), shown; from `model` if given ("regenerate with…"), else the conversation's."""
     found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
+    data = decode_json_object(request.body or b"{}")
+    refuse_unknown(data, {"model"})
+    model = data.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise BadRequest("`model` must be a model's name (GET /v1/models).")
     answer = await sync_to_async(records.item)(found, item_id)
     if answer.role != "assistant" or answer.parent_id is None:
         raise BadRequest("Only an answer can be regenerated.")
@@ -231,6 +244,7 @@ async def regenerate(request: HttpRequest, conversation_id: str, item_id: str) -
         found,
         branch.messages(),
         lambda generation_id: records.answer_beside(found, answer, generation_id),
+        model=model,
     )
 
 
@@ -239,12 +253,19 @@ async def _answered(
     found: Conversation,
     asked: list[tuple[str, str]],
     write: Callable[[str], Any],
+    model: str | None = None,
 ) -> HttpResponse:
-    """Admit the answer to `asked`, `write` its items (given its generation id), then publish
-    it: a write refused (a limit) leaves no generation behind."""
-    generation = await turns.answer(request, found, asked)
+    """Admit the answer to `asked` (from `model`, else the conversation's), `write` its items
+    (given its generation id), then publish it: a write refused (a limit) leaves no generation
+    behind."""
+    generation = await turns.answer(request, found, asked, model=model)
+
+    def write_named() -> None:
+        write(generation.id)
+        records.name_model(generation.id, generation.engine.model)
+
     try:
-        await sync_to_async(write)(generation.id)
+        await sync_to_async(write_named)()
     except BaseException:
         turns.forget(generation)
         raise

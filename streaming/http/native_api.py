@@ -16,6 +16,7 @@ from streaming.core.exceptions import NotFound
 from streaming.core.request import GenerationRequest
 from streaming.engines import get_engine
 from streaming.engines.base import Engine
+from streaming.engines.catalog import CATALOG
 from streaming.engines.startup import ready_engine
 from streaming.fleet.whereabouts import whereabouts
 from streaming.generations import record
@@ -26,6 +27,7 @@ from streaming.generations.whereabouts import FIRST, NeverStarted, Position
 from streaming.http.admission import admit, api_view, publish, start_new
 from streaming.http.event_stream import cancelled_stream, open_event_stream
 from streaming.http.lookup import cancel, locate, log_row, visible
+from streaming.http.model_choice import named_model, usable
 from streaming.http.validation import parse_generation_body
 from streaming.models import GenerationStatus
 from streaming.wire import sse
@@ -35,14 +37,17 @@ logger = logging.getLogger(__name__)
 
 def _native_body(body: bytes, engine: Engine) -> tuple[GenerationRequest, None]:
     return parse_generation_body(
-        body, engine_name=engine.name, upstream=engine.capabilities.upstream_options
+        body,
+        engine_name=engine.name,
+        upstream=engine.capabilities.upstream_options,
+        model=engine.model,
     ), None
 
 
 @api_view("POST")
 async def create_generation(request: HttpRequest) -> HttpResponse:
     """`POST /api/generations` → 201 with the stream and cancel URLs."""
-    generation, _ = await admit(request, _native_body)
+    generation, _ = await admit(request, _native_body, model=named_model(request.body))
     await publish(request, generation)
     base = f"/api/generations/{generation.id}"
     return JsonResponse(
@@ -54,7 +59,7 @@ async def create_generation(request: HttpRequest) -> HttpResponse:
 @api_view("POST")
 async def stream_direct(request: HttpRequest) -> HttpResponse:
     """`POST /api/stream`: create and stream in one request (for `curl -N` and `fetch`)."""
-    generation, _ = await admit(request, _native_body)
+    generation, _ = await admit(request, _native_body, model=named_model(request.body))
     await start_new(request, generation)
     return await open_event_stream(generation)
 
@@ -135,9 +140,16 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
 
 @api_view("GET")
 async def stats(request: HttpRequest) -> HttpResponse:
-    """`GET /api/stats`: the engine's counters (with workers: the whole fleet's)."""
+    """`GET /api/stats`: the engine's counters (with workers: the whole fleet's); with several
+    models, the default's, and under `models` each one's that the asker may use."""
     engine = get_engine()
-    return JsonResponse({**engine.totals(), "engine": engine.name, "model": engine.model})
+    totals = {**engine.totals(), "engine": engine.name, "model": engine.model}
+    if CATALOG.get().several:
+        totals["models"] = {
+            served.name: {**each.totals(), "engine": each.name}
+            for served, each in await usable(request)
+        }
+    return JsonResponse(totals)
 
 
 @api_view("GET", public=True)

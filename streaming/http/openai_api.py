@@ -24,10 +24,12 @@ from streaming.core.fields import accepted, asked, naming
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
+from streaming.engines.catalog import CATALOG
 from streaming.engines.startup import ready_engine
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.errors import openai_error_response
 from streaming.http.event_stream import event_stream, open_event_stream
+from streaming.http.model_choice import named_model, not_found, usable
 from streaming.http.openai_dialect import (
     ModelNotFound,
     check_model,
@@ -278,7 +280,9 @@ class CompletionCollector:
 @api_view("POST", errors=openai_error_response)
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     """`POST /v1/chat/completions`, streamed or not."""
-    generation, options = await admit(request, parse_chat_body, api="openai")
+    generation, options = await admit(
+        request, parse_chat_body, api="openai", model=named_model(request.body)
+    )
     engine = generation.engine
     await start_new(request, generation)
     completion_id, created = f"chatcmpl-{generation.id}", int(time.time())
@@ -296,21 +300,32 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 STARTED_AT = int(time.time())  # a model card's `created`: when this process began serving
 
 
-def _model_card(model: str) -> dict[str, Any]:
-    return {"id": model, "object": "model", "created": STARTED_AT, "owned_by": "llm-streaming"}
+def _model_card(model: str, engine: Engine | None = None) -> dict[str, Any]:
+    card = {"id": model, "object": "model", "created": STARTED_AT, "owned_by": "llm-streaming"}
+    if engine is not None:  # several models: which can serve now, and how much each reads
+        card |= {"ready": engine.ready, "context_length": engine.context_tokens}
+    return card
 
 
 @api_view("GET", errors=openai_error_response)
 async def list_models(request: HttpRequest) -> HttpResponse:
-    """`GET /v1/models`: the one model this server serves."""
-    engine = await ready_engine()
-    return JsonResponse({"object": "list", "data": [_model_card(engine.model)]})
+    """`GET /v1/models`: the models the asker may use (one, without STREAMING_MODELS)."""
+    if not CATALOG.get().several:
+        engine = await ready_engine()
+        return JsonResponse({"object": "list", "data": [_model_card(engine.model)]})
+    cards = [_model_card(served.name, engine) for served, engine in await usable(request)]
+    return JsonResponse({"object": "list", "data": cards})
 
 
 @api_view("GET", errors=openai_error_response)
 async def retrieve_model(request: HttpRequest, model: str) -> HttpResponse:
-    """`GET /v1/models/<model>`."""
-    engine = await ready_engine()
-    if model != engine.model:
-        raise ModelNotFound(f"The model {model!r} does not exist.")
-    return JsonResponse(_model_card(engine.model))
+    """`GET /v1/models/<model>`: 404 for a model the asker may not use, as for one unknown."""
+    if not CATALOG.get().several:
+        engine = await ready_engine()
+        if model != engine.model:
+            raise ModelNotFound(f"The model {model!r} does not exist.")
+        return JsonResponse(_model_card(engine.model))
+    for served, engine in await usable(request):
+        if served.name == model:
+            return JsonResponse(_model_card(served.name, engine))
+    raise not_found(model)

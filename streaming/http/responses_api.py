@@ -141,6 +141,7 @@ async def create_response(request: HttpRequest) -> HttpResponse:
         _parser(body, history, linked),
         api="responses",
         conversation_owner=linked.conversation.owner if linked is not None else None,
+        model=body.data["model"],
     )
     if body.background:
         generation.background = True

@@ -87,14 +87,19 @@ def request_for(
 
 
 async def answer(
-    request: HttpRequest, conversation: Conversation, turns: list[tuple[str, str]]
+    request: HttpRequest,
+    conversation: Conversation,
+    turns: list[tuple[str, str]],
+    model: str | None = None,
 ) -> Generation:
     """The generation of an answer to `turns`: admitted and registered, not started (its
-    item is written next, then `admission.publish`, then its reader's stream starts it)."""
+    item is written next, then `admission.publish`, then its reader's stream starts it); from
+    `model`, else the conversation's."""
     generation, _ = await admit(
         request,
         lambda body, engine: (request_for(turns, engine, conversation), None),
         conversation_owner=conversation.owner,
+        model=model or conversation.model or None,
     )
     generation.in_conversation = True
     return generation

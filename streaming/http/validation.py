@@ -17,10 +17,11 @@ from streaming.core import config, text
 from streaming.core.exceptions import BadRequest
 from streaming.core.fields import BY_NAME, Dialect, Naming, accepted, asked, parse_asked
 from streaming.core.request import GenerationRequest, Message
+from streaming.http.openai_dialect import check_model, check_model_named
 from streaming.http.upstream_options import UPSTREAM_FIELDS, take_upstream_options
 
 ROLES = ("system", "user", "assistant")
-BODY_KEYS = {"prompt", "messages", *accepted("native")}  # the rest: core/fields.py
+BODY_KEYS = {"prompt", "messages", "model", *accepted("native")}  # the rest: core/fields.py
 
 
 def new_generation_id() -> str:
@@ -72,11 +73,15 @@ def nul_outside_the_body(request: HttpRequest) -> str | None:
 
 
 def parse_generation_body(
-    body: bytes, *, engine_name: str = "", upstream: bool = False
+    body: bytes, *, engine_name: str = "", upstream: bool = False, model: str | None = None
 ) -> GenerationRequest:
     """Validate a native API body (docs/api.md, "Request body"); `upstream`: the engine passes
-    `tools` and the like to its upstream (upstream_options.py)."""
+    `tools` and the like to its upstream (upstream_options.py); `model`: the one serving it,
+    which `model`, optional here, must name if given."""
     data = decode_json_object(body)
+    if "model" in data and model is not None:
+        check_model_named(data)
+        check_model(data["model"], model)
     options = take_upstream_options(data) if upstream else ""
     refused = sorted(set(data) & set(UPSTREAM_FIELDS))
     if refused:

@@ -175,6 +175,7 @@ async def test_settings_are_checked_and_kept(engine):
         "repetition_penalty": 1.2,
         "frequency_penalty": None,
         "presence_penalty": None,
+        "model": None,  # the default model (docs/models.md)
     }
 
 
