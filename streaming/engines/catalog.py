@@ -76,6 +76,10 @@ class Catalog:
                     self._engines[served.name] = serving(served.spec)
                 return self._engines[served.name]
 
+    def engines(self) -> list[Engine]:
+        """The engine of every model, each built on first use (to check and start them)."""
+        return [self.engine(served) for served in self.models()]
+
     def built(self) -> list[Engine]:
         """Every engine built so far (to start, stop and count), the default's first."""
         default = ENGINE.built()

@@ -73,14 +73,8 @@ def check_configuration() -> None:
     (the one model a remote upstream serves) is asked here, once, by the server's entry point.
     Raises ImproperlyConfigured, naming the variable.
     """
-    for engine in every_engine():
+    for engine in CATALOG.get().engines():
         engine.preflight()
-
-
-def every_engine() -> list[Engine]:
-    """The engine of every model this process serves (each built on first use)."""
-    catalog = CATALOG.get()
-    return [catalog.engine(served) for served in catalog.models()]
 
 
 def begin_start(engine: Engine | None = None) -> asyncio.Task[None]:
@@ -90,7 +84,7 @@ def begin_start(engine: Engine | None = None) -> asyncio.Task[None]:
 
 def begin_every_start() -> None:
     """At start-up: every model's engine starts loading in the background."""
-    for engine in every_engine():
+    for engine in CATALOG.get().engines():
         begin_start(engine)
 
 

@@ -63,10 +63,7 @@ async def check_usable(request: HttpRequest, model: str | None) -> None:
     one the asker may use now or later: checked when set, not at every turn only."""
     if not model:
         return
-    catalog = CATALOG.get()
-    served = catalog.find(model)
-    if not catalog.several:
-        served = served if served is not None and model == served.name else None
+    served = CATALOG.get().find(model)
     if served is None or not await may_use(request, served):
         raise not_found(model)
 
