@@ -25,8 +25,8 @@ from channels.routing import ChannelNameRouter, ProtocolTypeRouter
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
 from streaming.asgi import BodyLimits, Lifespan, SendTimeout, ServeOnFirstRequest
+from streaming.fleet.model_workers import model_workers
 from streaming.fleet.protocol import WORKER_CHANNEL
-from streaming.fleet.worker import ModelWorkerConsumer
 
 application = ProtocolTypeRouter(
     {
@@ -39,7 +39,8 @@ application = ProtocolTypeRouter(
             SendTimeout(BodyLimits(ASGIStaticFilesHandler(django_asgi_app)))
         ),
         "lifespan": Lifespan(),
-        # `manage.py runworker model-worker`: generations handed over by web processes.
-        "channel": ChannelNameRouter({WORKER_CHANNEL: ModelWorkerConsumer.as_asgi()}),
+        # `manage.py runworker model-worker`: generations handed over by web processes, for
+        # each model WORKER_MODELS names.
+        "channel": ChannelNameRouter({WORKER_CHANNEL: model_workers}),
     }
 )

@@ -157,6 +157,10 @@ WORKER_TIMEOUT_S = env_float("WORKER_TIMEOUT_S", 3.0, minimum=0.1)
 # SIGTERM: a worker takes no new work, lets what it runs finish this long, then hands the rest
 # over to other workers (a rolling restart loses nothing); Ctrl-C hands over at once.
 WORKER_DRAIN_S = env_float("WORKER_DRAIN_S", 10.0)
+# A model worker's models, by their names in STREAMING_MODELS' file (unset: the default one).
+WORKER_MODELS = env_str("WORKER_MODELS", "")
+# A conversation's turns go to the worker holding its prefix (off: the least loaded, always).
+WORKER_AFFINITY = env_bool("WORKER_AFFINITY", True)
 
 # --- Streaming (docs/api.md, "Settings") ------------------------------------------------
 # The engines STREAMING_ENGINE may name, by dotted path (as Channels names a layer's backend).

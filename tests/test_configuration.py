@@ -87,6 +87,7 @@ def _accepts(port: int) -> bool:
 
 
 KEYLESS = Path(__file__).parent / "support" / "models_needing_a_key.toml"
+TWO_MODELS = Path(__file__).parent / "support" / "two_models.toml"
 BAD_SETTINGS = {
     "openai without a URL": ({"STREAMING_ENGINE": "openai"}, "STREAMING_REMOTE_URL must be set"),
     "a URL that is not one": (
@@ -103,6 +104,11 @@ BAD_SETTINGS = {
         {"STREAMING_MODELS": str(KEYLESS)},
         f"STREAMING_MODELS file {KEYLESS}: models[1].key_env: the variable NO_SUCH_KEY_VARIABLE "
         "is not set",
+    ),
+    "a worker model the file does not list": (
+        {"STREAMING_MODELS": str(TWO_MODELS), "WORKER_MODELS": "small,huge"},
+        f"WORKER_MODELS: 'huge' is not a model of STREAMING_MODELS file {TWO_MODELS} "
+        "(it lists big, small)",
     ),
     "a default over the cap": (
         {"STREAM_MAX_TOKENS_LIMIT": "100"},

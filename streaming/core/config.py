@@ -129,6 +129,13 @@ class FleetSettings:
     heartbeat_s: float = setting("WORKER_HEARTBEAT_S")
     timeout_s: float = setting("WORKER_TIMEOUT_S")  # silent this long: presumed dead
     drain_s: float = setting("WORKER_DRAIN_S")
+    worker_models: str = setting("WORKER_MODELS")  # comma-separated names; "": the default
+    affinity: bool = setting("WORKER_AFFINITY")  # a conversation's turns on one worker
+
+    @property
+    def worker_model_names(self) -> tuple[str, ...]:
+        """The names WORKER_MODELS lists, in its order (none: the default model)."""
+        return tuple(name.strip() for name in self.worker_models.split(",") if name.strip())
 
     def __post_init__(self) -> None:
         if self.timeout_s <= self.heartbeat_s:  # every process would die between heartbeats

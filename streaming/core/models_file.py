@@ -66,17 +66,39 @@ class ModelSpec:
 def check_models(config: Config) -> None:
     """At start-up: the file STREAMING_MODELS names is whole, and each model can be configured
     (its key's variable set); ConfigError naming the file, the table and the field if not."""
+    names = config.fleet.worker_model_names
     if not config.engine.models_file:
+        if names:
+            raise ConfigError(
+                "WORKER_MODELS names models of STREAMING_MODELS' file, and it is unset "
+                "(docs/models.md)"
+            )
         return
     specs = read_models(config.engine.models_file)
-    if config.fleet.redis_url and len(specs) > 1:
-        raise ConfigError(
-            f"STREAMING_MODELS file {config.engine.models_file}: lists {len(specs)} models, and "
-            "with REDIS_URL the model workers serve one model yet (docs/models.md)"
-        )
     for index, spec in enumerate(specs):
         where = f"STREAMING_MODELS file {config.engine.models_file}: models[{index}]"
         spec_config(config, spec, where=where)
+    worker_specs(specs, names, config.engine.models_file)
+
+
+def worker_specs(
+    specs: tuple[ModelSpec, ...], names: tuple[str, ...], path: str
+) -> list[ModelSpec]:
+    """The models a model worker serves: those WORKER_MODELS names (none: the default one);
+    ConfigError for a name the file does not list, or one named twice."""
+    if not names:
+        return [default_model(specs)]
+    by_name = {spec.name: spec for spec in specs}
+    for name in names:
+        if name not in by_name:
+            known = ", ".join(sorted(by_name))
+            raise ConfigError(
+                f"WORKER_MODELS: {name!r} is not a model of STREAMING_MODELS file {path} "
+                f"(it lists {known})"
+            )
+    if len(set(names)) < len(names):
+        raise ConfigError(f"WORKER_MODELS: names a model twice ({', '.join(names)})")
+    return [by_name[name] for name in names]
 
 
 def spec_config(config: Config, spec: ModelSpec, *, where: str = "") -> Config:

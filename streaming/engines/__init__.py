@@ -6,7 +6,13 @@ from django.utils.module_loading import import_string
 
 from streaming.core import config
 from streaming.core.config import Config
-from streaming.core.models_file import ModelSpec, default_model, read_models, spec_config
+from streaming.core.models_file import (
+    ModelSpec,
+    default_model,
+    read_models,
+    spec_config,
+    worker_specs,
+)
 from streaming.core.runtime import Part
 from streaming.engines.base import Engine
 
@@ -32,9 +38,14 @@ def build_engine(
     return import_string(path).from_config(settings)
 
 
-def serving(spec: ModelSpec) -> Engine:
-    """A new engine of its own for one model of STREAMING_MODELS' file, named as the file does."""
-    engine = build_engine(spec.engine, local=True, settings=spec_config(config.current(), spec))
+def serving(spec: ModelSpec, *, local: bool = True) -> Engine:
+    """A new engine for one model of STREAMING_MODELS' file, named as the file does: its own
+    (a model worker's, or any process without REDIS_URL), or, for a web process of a fleet
+    (`local=False`), the workers that serve it, through the default model's channel."""
+    settings = config.current()
+    if settings.fleet.redis_url and not local:
+        return ENGINE.get().for_model(spec.name)  # type: ignore[attr-defined]
+    engine = build_engine(spec.engine, local=True, settings=spec_config(settings, spec))
     engine.served_as = spec.name
     return engine
 
@@ -48,9 +59,18 @@ def build_default(*, local: bool = False) -> Engine:
     spec = default_model(read_models(path))
     if config.current().fleet.redis_url and not local:
         engine = build_engine()
-        engine.served_as = spec.name
+        engine.served_as = spec.name  # the workers announcing this name serve it
         return engine
     return serving(spec)
+
+
+def build_named(name: str | None) -> Engine:
+    """A model worker's own engine for the model of STREAMING_MODELS' file called `name` (None:
+    the default model's, or the settings' engine without the file)."""
+    if name is None:
+        return build_default(local=True)
+    path = config.current().engine.models_file
+    return serving(worker_specs(read_models(path), (name,), path)[0])
 
 
 # This process's engine (its default model's), built on first use (never at import).
@@ -67,4 +87,12 @@ def set_engine(engine: Engine | None) -> None:
     ENGINE.set(engine)
 
 
-__all__ = ["ENGINE", "Engine", "build_default", "build_engine", "get_engine", "set_engine"]
+__all__ = [
+    "ENGINE",
+    "Engine",
+    "build_default",
+    "build_engine",
+    "build_named",
+    "get_engine",
+    "set_engine",
+]

@@ -140,6 +140,11 @@ class Engine(ABC):
         """The process is exiting: stop the threads the engine runs (blocking; idempotent)."""
 
     @property
+    def can_serve(self) -> bool:
+        """Whether a generation asked for now would start (a fleet's: a worker serves it)."""
+        return self.ready
+
+    @property
     def free_slots(self) -> int | None:
         """Generations it can still take before refusing (None: no fixed limit)."""
         return None

@@ -73,7 +73,7 @@ class Catalog:
         except KeyError:
             with self._building:
                 if served.name not in self._engines:
-                    self._engines[served.name] = serving(served.spec)
+                    self._engines[served.name] = serving(served.spec, local=False)
                 return self._engines[served.name]
 
     def engines(self) -> list[Engine]:

@@ -5,6 +5,8 @@ the local TokenStreams (fleet/inbox.py), so the views cannot tell this engine fr
 one. Workers announce themselves by heartbeat; a worker silent for WORKER_TIMEOUT_S is presumed
 dead and its answers go on on another (the `Handover`, fleet/handover.py; `worker_unavailable`
 when none is left). What it keeps of each generation is in fleet/assignments.py.
+With several models (STREAMING_MODELS) each model has an engine here, sharing one reply channel,
+inbox and handover: each sends only to the workers whose heartbeat names its model.
 Tokens lost on the way (Redis restarted) are asked for again. The messages are in
 streaming/fleet/protocol.py.
 """
@@ -24,6 +26,7 @@ from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
 from streaming.fleet import protocol
+from streaming.fleet.affinity import conversation_key, home_of
 from streaming.fleet.assignments import Assignment, Assignments, Follower, Following, WorkerInfo
 from streaming.fleet.handover import Handover, choose
 from streaming.fleet.inbox import Inbox
@@ -34,16 +37,32 @@ logger = logging.getLogger(__name__)
 
 ABORT_ACK_S = 2.0  # how long an abort waits for the worker's final counters
 QUERY_S = 0.5  # how long a cross-process lookup waits for the owning worker to answer
+# What every model's engine of a web process shares with the first (its `origin`).
+SHARED = ("link", "presence", "assignments", "handover", "inbox", "_tasks")
+RETRY_AFTER = "5"  # no worker serves the model: one may start, or come back, this soon
 
 
 class ChannelLayerEngine(Engine):
     """Generations run in `runworker model-worker` processes; this side streams them (their
     answers are shared with other web processes through fleet/sharing.py)."""
 
-    def __init__(self, fleet_settings: FleetSettings, retention: RetentionSettings) -> None:
+    def __init__(
+        self,
+        fleet_settings: FleetSettings,
+        retention: RetentionSettings,
+        origin: ChannelLayerEngine | None = None,
+    ) -> None:
+        """`origin`: the engine whose channel, inbox and handover this one shares (`for_model`)."""
         super().__init__()
         self.fleet_settings = fleet_settings
         self.retention = retention
+        if origin is not None:
+            self.origin = origin
+            for name in SHARED:
+                setattr(self, name, getattr(origin, name))
+            return
+        self.origin = self
+        self._opening: asyncio.Task[None] | None = None
         self.link = Link()
         self.presence = Presence(fleet_settings)
         self.assignments = Assignments()
@@ -62,6 +81,21 @@ class ChannelLayerEngine(Engine):
     def from_config(cls, config: Config) -> ChannelLayerEngine:
         """The fleet's heartbeat and timeout; what an answer keeps for a handover."""
         return cls(config.fleet, config.retention)
+
+    def for_model(self, model: str) -> ChannelLayerEngine:
+        """The engine of another model of STREAMING_MODELS' file, over this one's channel."""
+        engine = ChannelLayerEngine(self.fleet_settings, self.retention, origin=self)
+        engine.served_as = model
+        return engine
+
+    def _live(self) -> list[WorkerInfo]:
+        """The live workers of our model (any, without STREAMING_MODELS)."""
+        return self.presence.live(self.served_as)
+
+    def _unavailable(self) -> WorkerUnavailable:
+        return WorkerUnavailable(
+            self.presence.why_unavailable(self.served_as), headers={"Retry-After": RETRY_AFTER}
+        )
 
     # --- identity ---------------------------------------------------------------------------
 
@@ -83,14 +117,14 @@ class ChannelLayerEngine(Engine):
     @property
     def name(self) -> str:  # type: ignore[override]
         """The workers' engine."""
-        worker = self.presence.any_worker()
+        worker = self.presence.any_worker(self.served_as)
         return worker.heartbeat.engine if worker else "model-worker"
 
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]
-        """What a live worker announced its engine honours (every worker runs the same one);
-        a worker of a release before the announcement: by its engine's name, as then."""
-        worker = next(iter(self.presence.live()), None) or self.presence.any_worker()
+        """What a live worker announced its engine honours (every worker of a model runs the
+        same one); a worker of a release before the announcement: by its engine's name, as then."""
+        worker = next(iter(self._live()), None) or self.presence.any_worker(self.served_as)
         if worker is None:
             return Capabilities()
         announced = worker.heartbeat
@@ -101,24 +135,30 @@ class ChannelLayerEngine(Engine):
     @property
     def own_model(self) -> str:
         """The workers' model."""
-        worker = self.presence.any_worker()
+        worker = self.presence.any_worker(self.served_as)
         return worker.heartbeat.model if worker else "unknown"
 
     def describe(self) -> dict[str, Any]:
-        """What a live worker announced of its engine (every worker runs the same one)."""
-        live = [w.heartbeat for w in self.presence.live()]
+        """What a live worker announced of its engine (every worker of a model runs the same)."""
+        live = [w.heartbeat for w in self._live()]
         if not (described := [each.description for each in live if each.description]):
-            raise WorkerUnavailable(self.presence.why_unavailable())
+            raise self._unavailable()
         return described[0]
 
     # --- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open this process's reply channel and listen for workers."""
+        """Open this process's reply channel and listen for workers (once, for every model)."""
+        origin = self.origin
+        if origin._opening is None:
+            origin._opening = asyncio.get_running_loop().create_task(origin._open())
+        await asyncio.shield(origin._opening)
+        self.ready = True
+
+    async def _open(self) -> None:
         await self.link.open()
         self._spawn(self.inbox.listen(self.link))
         self._spawn(self._presence_loop())
-        self.ready = True
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -126,33 +166,43 @@ class ChannelLayerEngine(Engine):
         task.add_done_callback(self._tasks.discard)
 
     async def check_health(self) -> None:
-        """Healthy while at least one worker answers."""
-        if not self.presence.live():
-            raise WorkerUnavailable(self.presence.why_unavailable())
+        """Healthy while at least one worker of our model answers."""
+        if not self._live():
+            raise self._unavailable()
+
+    @property
+    def can_serve(self) -> bool:
+        """Started, and a worker of our model is live."""
+        return self.ready and bool(self._live())
 
     @property
     def free_slots(self) -> int | None:
-        """Room across all workers (None if any is unbounded)."""
-        slots = [w.free for w in self.presence.live()]
+        """Room across our model's workers (None if any is unbounded)."""
+        slots = [w.free for w in self._live()]
         return None if any(s is None for s in slots) else sum(slots)  # type: ignore[misc]
 
     def totals(self) -> dict[str, Any]:
-        """The fleet's counters as of each worker's last heartbeat: their sum, and each one's."""
-        return self.presence.totals()
+        """Our model's workers' counters as of their last heartbeats: the sum, and each one's."""
+        return self.presence.totals(self.served_as)
 
     # --- generating -------------------------------------------------------------------------
 
     def generate(self, request: GenerationRequest) -> TokenStream:
-        """Send the request to the worker with the most room; refuse when none has any."""
-        live = self.presence.live()
+        """Send the request to a worker of our model: a conversation's to the one holding its
+        prefix while it has room, else the one with the most room; refuse when none has any."""
+        live = self._live()
         if not live:
-            raise WorkerUnavailable(self.presence.why_unavailable())
-        worker = choose(live, self.assignments.assigned)
+            raise self._unavailable()
+        key = conversation_key(request) if self.fleet_settings.affinity else None
+        home = home_of(key, live) if key is not None else None
+        worker = choose(live, self.assignments.assigned, home=home)
         if worker is None:
             raise EngineBusy("Every model worker is at capacity.")
         stream = self.streams[request.id] = TokenStream(request, self.counters)
         # Its text is kept (up to the cap), so that another worker can go on with it.
-        assignment = self.assignments.add(stream, max_text=self.retention.resume_max_bytes)
+        assignment = self.assignments.add(
+            stream, max_text=self.retention.resume_max_bytes, model=self.served_as
+        )
         self.assignments.assign(assignment, worker)
         self._spawn(self._send_generate(stream, assignment))
         return stream

@@ -61,13 +61,19 @@ def can_go_on(stream: TokenStream, assignment: Assignment) -> bool:
 
 
 def choose(
-    live: list[WorkerInfo], assigned: Counter[str], excluding: str | None = None
+    live: list[WorkerInfo],
+    assigned: Counter[str],
+    excluding: str | None = None,
+    home: WorkerInfo | None = None,
 ) -> WorkerInfo | None:
-    """The worker with the most room (among equals, or unbounded ones, the one we gave the
+    """`home` (where a conversation's prefix is cached: fleet/affinity.py) while it has room;
+    else the worker with the most room (among equals, or unbounded ones, the one we gave the
     fewest streams); None when none has any."""
     open_ = [w for w in live if (w.free is None or w.free > 0) and w.channel != excluding]
     if not open_:
         return None
+    if home is not None and home in open_:
+        return home
     return max(
         open_, key=lambda w: (float("inf") if w.free is None else w.free, -assigned[w.channel])
     )
@@ -110,7 +116,7 @@ class Handover:
         gone = assignment.worker
         assignment.handing_over = True
         try:
-            worker = await self._worker_for(stream, None if again else gone)
+            worker = await self._worker_for(stream, assignment.model, None if again else gone)
         finally:
             assignment.handing_over = False
         if (
@@ -136,13 +142,15 @@ class Handover:
         request, carried = continued(stream, assignment)
         await self.send_generate(stream, assignment, request, carried)
 
-    async def _worker_for(self, stream: TokenStream, excluding: str | None) -> WorkerInfo | None:
-        """A live worker with room; waiting for one up to WORKER_TIMEOUT_S (after a Redis
-        restart, a worker says it is ready once its ping has come back)."""
+    async def _worker_for(
+        self, stream: TokenStream, model: str | None, excluding: str | None
+    ) -> WorkerInfo | None:
+        """A live worker of `model` with room; waiting for one up to WORKER_TIMEOUT_S (after a
+        Redis restart, a worker says it is ready once its ping has come back)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
         while True:
-            worker = choose(self.presence.live(), self.assignments.assigned, excluding)
+            worker = choose(self.presence.live(model), self.assignments.assigned, excluding)
             if worker is not None or loop.time() >= deadline or stream.finished:
                 return worker
             await asyncio.sleep(self.heartbeat_s / 2)  # no event: heartbeats

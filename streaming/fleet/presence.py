@@ -42,24 +42,34 @@ class Presence:
         self.pings_seen = 0
         self.unanswered: deque[tuple[int, float]] = deque(maxlen=64)  # (seq, sent at)
 
-    def any_worker(self) -> WorkerInfo | None:
-        """One worker (every worker runs the same engine)."""
-        return next(iter(self.workers.values()), None)
+    def any_worker(self, model: str | None = None) -> WorkerInfo | None:
+        """One worker of `model` (None: of any; every worker of a model runs the same engine)."""
+        return next(iter(self._of(model)), None)
+
+    def _of(self, model: str | None) -> list[WorkerInfo]:
+        """The workers that serve `model` (None: every worker)."""
+        workers = self.workers.values()
+        return [w for w in workers if w.heartbeat.model == model] if model else list(workers)
 
     def deaf_for(self) -> float:
         """Seconds since our oldest ping still unanswered was sent (0: none is)."""
         return time.monotonic() - self.unanswered[0][1] if self.unanswered else 0.0
 
-    def live(self) -> list[WorkerInfo]:
-        """The workers ready for work, as far as we can hear them."""
+    def live(self, model: str | None = None) -> list[WorkerInfo]:
+        """The workers of `model` (None: of any) ready for work, as far as we can hear them."""
         if self.deaf_for() > self.timeout_s:
             return []  # our own reply channel is not receiving: nothing sent now would return
-        return [w for w in self.workers.values() if w.heartbeat.ready]
+        return [w for w in self._of(model) if w.heartbeat.ready]
 
-    def why_unavailable(self) -> str:
-        """Why no worker is live, in a sentence for the 503."""
+    def why_unavailable(self, model: str | None = None) -> str:
+        """Why no worker (of `model`) is live, in a sentence for the 503."""
         if self.layer_error:
             return "The channel layer (Redis) is unreachable."  # its words are in the log
+        if model:
+            return (
+                f"No model worker serves {model!r} now (start one with "
+                f"`WORKER_MODELS={model} manage.py runworker model-worker`)."
+            )
         return "No model worker is running (start one with `manage.py runworker model-worker`)."
 
     def layer_failed(self, error: Exception) -> None:
@@ -108,9 +118,10 @@ class Presence:
             del self.workers[worker]
         return dead
 
-    def totals(self) -> dict[str, Any]:
-        """The fleet's counters as of each worker's last heartbeat: their sum, and each one's."""
-        workers = self.workers.values()
+    def totals(self, model: str | None = None) -> dict[str, Any]:
+        """The counters of `model`'s workers (None: every worker) as of their last heartbeats:
+        their sum, and each one's."""
+        workers = self._of(model)
         fleet: dict[str, Any] = {
             key: sum(w.heartbeat.totals.get(key, 0) for w in workers) for key in TOTALS
         }

@@ -3,6 +3,8 @@
 The messages it takes and sends, and why one `chunks` message carries every new token for one
 web process, are in streaming/fleet/protocol.py; a generation's life here is in docs/fleet.md;
 how its chunks and end go out to the web processes that read it, in fleet/delivery.py.
+A worker serves the models WORKER_MODELS names (fleet/model_workers.py): one consumer, channel
+and engine per model, in one process.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from streaming.core import config
 from streaming.core.abort import AbortReason
 from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import StreamingError
-from streaming.engines import build_default
+from streaming.engines import build_named
 from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
 from streaming.fleet import answer_log, protocol, stopping, store
@@ -44,13 +46,23 @@ class WorkerCannotStart(Exception):
 class ModelWorkerConsumer(AsyncConsumer):
     """A thin adapter between channel-layer messages and one engine."""
 
-    def __init__(self, answer_logs: answer_log.AnswerLog | None = None) -> None:
-        """`answer_logs`: where durable answers are logged (None: Redis; a test gives its own)."""
+    def __init__(
+        self,
+        answer_logs: answer_log.AnswerLog | None = None,
+        model: str | None = None,
+        *,
+        signals: bool = True,
+    ) -> None:
+        """`answer_logs`: where durable answers are logged (None: Redis; a test gives its own);
+        `model`: the name of the model of STREAMING_MODELS' file it serves (None: the default
+        one); `signals`: whether it stops on its own signals (not one of several, which
+        `model_workers` stops together)."""
         super().__init__()
         self.config = config.current()  # this process's settings, as they were at its start
         self.channel_layer = get_channel_layer()
         self.channel_name = ""  # opened by `start`
-        self.engine: Engine = build_default(local=True)  # loaded by `start`
+        self.signals = signals
+        self.engine: Engine = build_named(model)  # loaded by `start`
         # One record per generation, from `generate` until its end reached its home.
         self.records = WorkerGenerations()
         # Silent for WORKER_TIMEOUT_S, a web process is gone, and its readers.
@@ -86,7 +98,8 @@ class ModelWorkerConsumer(AsyncConsumer):
         """Open our channel, load the engine (WorkerCannotStart if it fails), start heartbeats."""
         self.channel_name = await self.channel_layer.new_channel("model-worker.")
         self.outboxes.sender = self.channel_name  # every message names its worker
-        stopping.on_signals(self.stop)  # before the engine's start, which may take minutes
+        if self.signals:
+            stopping.on_signals(self.stop)  # before the engine's start, which may take minutes
         try:
             self.engine.preflight()
             await self.engine.start()

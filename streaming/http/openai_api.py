@@ -300,10 +300,11 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 STARTED_AT = int(time.time())  # a model card's `created`: when this process began serving
 
 
-def _model_card(model: str, engine: Engine | None = None) -> dict[str, Any]:
+def _model_card(model: str, engine: Engine | None = None, default: bool = False) -> dict[str, Any]:
     card = {"id": model, "object": "model", "created": STARTED_AT, "owned_by": "llm-streaming"}
-    if engine is not None:  # several models: which can serve now, and how much each reads
-        card |= {"ready": engine.ready, "context_length": engine.context_tokens}
+    if engine is not None:  # several models: which can serve now, how much each reads, which
+        card |= {"ready": engine.can_serve, "context_length": engine.context_tokens}
+        card |= {"default": default}  # is what a request naming none gets
     return card
 
 
@@ -313,7 +314,11 @@ async def list_models(request: HttpRequest) -> HttpResponse:
     if not CATALOG.get().several:
         engine = await ready_engine()
         return JsonResponse({"object": "list", "data": [_model_card(engine.model)]})
-    cards = [_model_card(served.name, engine) for served, engine in await usable(request)]
+    catalog = CATALOG.get()
+    cards = [
+        _model_card(served.name, engine, catalog.is_default(served))
+        for served, engine in await usable(request)
+    ]
     return JsonResponse({"object": "list", "data": cards})
 
 
@@ -327,5 +332,5 @@ async def retrieve_model(request: HttpRequest, model: str) -> HttpResponse:
         return JsonResponse(_model_card(engine.model))
     for served, engine in await usable(request):
         if served.name == model:
-            return JsonResponse(_model_card(served.name, engine))
+            return JsonResponse(_model_card(served.name, engine, CATALOG.get().is_default(served)))
     raise not_found(model)

@@ -33,7 +33,10 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
     monkeypatch.setattr(worker_module, "freeze_loaded", lambda: None)
     started: list[Fleet] = []
 
-    async def start(*, wait: bool = True, workers: int = 1, **overrides: Any) -> Fleet:
+    async def start(
+        *, wait: bool = True, workers: int = 1, serve: list[str] | None = None, **overrides: Any
+    ) -> Fleet:
+        """`serve`: each worker's model, by its name in STREAMING_MODELS' file (WORKER_MODELS)."""
         for name, value in {**FLEET_SETTINGS, **overrides}.items():
             setattr(settings, name, value)
         # Channels caches layers: each fleet gets a fresh one, found by get_channel_layer().
@@ -44,7 +47,8 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
 
         async def model_worker(scope, receive, send) -> None:
             # What ModelWorkerConsumer.as_asgi(answer_logs=...) does, keeping the instance here.
-            consumers.append(consumer := ModelWorkerConsumer(answer_logs=MemoryLog(logs)))
+            model = serve[len(consumers)] if serve else None
+            consumers.append(consumer := ModelWorkerConsumer(MemoryLog(logs), model))
             await consumer(scope, receive, send)
 
         # `manage.py runworker model-worker`: its worker class on the project's channel router,

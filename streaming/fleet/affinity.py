@@ -1,0 +1,41 @@
+"""Which worker a conversation's next turn goes to: the one that holds its prefix (issue 40).
+
+A model worker's engine keeps the blocks of the prompts it has seen (transformers' continuous
+batching shares a cached prefix's blocks), so a conversation's turn is fastest on the worker
+that served its previous turns. Every web process picks that worker the same way, with nothing
+shared but the heartbeats: among the live workers of the model, the one whose channel ranks
+highest for the conversation's key (rendezvous hashing), while it has room. A first turn has
+nothing cached anywhere and goes to the least loaded; from the second on, the conversation
+stays on its worker, losing at most one short prefix to the move. Removing or adding a worker
+moves only the conversations that ranked it first.
+"""
+
+from __future__ import annotations
+
+from hashlib import blake2b
+
+from streaming.core.request import GenerationRequest
+from streaming.fleet.assignments import WorkerInfo
+
+
+def conversation_key(request: GenerationRequest) -> bytes | None:
+    """What every turn of one conversation begins with (its messages up to its first user
+    message), or None for a first turn: nothing of it is cached anywhere yet."""
+    messages = request.messages
+    first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+    if first_user is None or first_user == len(messages) - 1:
+        return None
+    digest = blake2b(digest_size=16)
+    for message in messages[: first_user + 1]:
+        digest.update(f"{message.role}\0{len(message.content)}\0".encode())
+        digest.update(message.content.encode("utf-8", "surrogatepass"))
+    return digest.digest()
+
+
+def home_of(key: bytes, live: list[WorkerInfo]) -> WorkerInfo | None:
+    """The worker that `key`'s conversation stays on, among `live` (None: none is)."""
+    return max(
+        live,
+        key=lambda w: blake2b(key + w.channel.encode(), digest_size=8).digest(),
+        default=None,
+    )

@@ -1,0 +1,64 @@
+"""A conversation's turns stay on the worker that holds its prefix (fleet/affinity.py): every web
+process picks the same one, while it has room; in one event loop over InMemoryChannelLayer."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+from streaming.core.abort import AbortReason
+from streaming.core.request import Message
+from tests.fleet.in_memory import eventually, read, request
+
+
+def turn(conversation: int, turns: int, max_tokens: int = 5):
+    """Turn `turns` of conversation `conversation`: its history re-sent, as a chat does."""
+    messages = [Message("system", "Be brief.")]
+    for n in range(turns):
+        messages.append(Message("user", f"conversation {conversation}, question {n}"))
+        if n < turns - 1:
+            messages.append(Message("assistant", f"answer {n}"))
+    return dataclasses.replace(request(max_tokens), messages=tuple(messages))
+
+
+async def worker_of(web, asked) -> str:
+    stream = web.generate(asked)
+    worker = web.assignments[stream.id].worker
+    assert (await read(stream))[1] is None
+    return worker
+
+
+async def test_every_turn_after_the_first_goes_to_one_worker_whichever_web_process_sends_it(
+    start_fleet,
+):
+    fleet = await start_fleet(workers=3)
+    await fleet.another_web()
+    webs = (fleet.web, fleet.other_webs[0])
+    homes: dict[int, set[str]] = {conversation: set() for conversation in range(12)}
+    for n in range(2, 7):
+        # Every conversation's turn n at once, in another order each round, from either web
+        # process: by load alone each would land wherever its place in the order put it.
+        order = random.Random(n).sample(range(12), 12)
+        sent = [(c, webs[c % 2], webs[c % 2].generate(turn(c, n))) for c in order]
+        for conversation, web, stream in sent:
+            homes[conversation].add(web.assignments[stream.id].worker)
+        for _, _, stream in sent:
+            assert (await read(stream))[1] is None
+    assert all(len(workers) == 1 for workers in homes.values()), homes
+    assert len(set.union(*homes.values())) > 1  # the conversations spread over the workers
+
+
+async def test_a_home_without_room_sends_the_turn_to_another_and_the_next_comes_back(start_fleet):
+    fleet = await start_fleet(
+        workers=2, STREAMING_MAX_BATCH=1, STREAMING_MAX_QUEUE=0, DETERMINISTIC_TPS=200.0
+    )
+    web = fleet.web
+    home = await worker_of(web, turn(0, 2))
+    await eventually(lambda: web.workers[home].free == 1)  # its heartbeat since says so
+    long = web.generate(turn(0, 3, max_tokens=10_000))  # fills the home's one place
+    assert web.assignments[long.id].worker == home
+    assert await worker_of(web, turn(0, 4)) != home  # no room there: the other one
+
+    await web.abort(long.id, AbortReason.CANCELLED)
+    await eventually(lambda: web.workers[home].free == 1)  # its next heartbeat says so
+    assert await worker_of(web, turn(0, 5)) == home
