@@ -67,6 +67,11 @@ export function fetchEngine() {
   return requestJson("GET", "/api/engine");
 }
 
+/** GET /v1/models → {data: [{id, ready, default, …}]}: the models this person may use. */
+export function fetchModels() {
+  return requestJson("GET", "/v1/models");
+}
+
 // --- conversations ----------------------------------------------------------------------------
 
 function conversationUrl(id, rest = "") {

@@ -29,6 +29,7 @@ export function messageFromItem(item) {
   if (item.role !== "assistant") return message;
   const generation = item.generation;
   message.feedback = item.feedback ?? null;
+  message.model = item.model ?? null; // which model made it
   message.meta = {
     state: STATE_OF_STATUS[item.status] ?? "done",
     tokens: 0,
@@ -104,6 +105,7 @@ export function claimItems(conversation, branch, pending) {
   pending.forEach((message, i) => {
     if (!items[i] || items[i].role !== message.role) return;
     message.id = items[i].id;
+    if (message.role === "assistant") message.model = items[i].model ?? null; // which model makes it
     conversation.byId.set(message.id, message);
   });
 }

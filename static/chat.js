@@ -13,6 +13,7 @@ import { Generation, LIVE_STATES, pendingAnswer } from "./generation.js";
 import { errorText, t, translatePage } from "./i18n.js";
 import { closeSidebar, copyText, openSidebar, resizePrompt, sidebarOpen, warmUp } from "./layout.js";
 import { MessagesPane } from "./messages-pane.js";
+import { ModelPicker } from "./model-picker.js";
 import { SettingsPanel } from "./settings-panel.js";
 import { ShareDialog, SharedLinks } from "./sharing.js";
 import { Transfer } from "./transfer.js";
@@ -88,13 +89,21 @@ const transfer = new Transfer({
   announce,
 });
 const settings = new SettingsPanel(byId("settings-dialog"), {
-  onSave: saveSettings, onOpen: (id) => transfer.showConversation(id),
+  onSave: async (chosen) => {
+    await saveSettings(chosen);
+    announce(t("settingsSaved"));
+  },
+  onOpen: (id) => transfer.showConversation(id),
 });
 const sharedLinks = new SharedLinks({
   list: byId("shared-links-list"), empty: byId("shared-links-empty"), announce,
 });
 const shareDialog = new ShareDialog(byId("share-dialog"), {
   onShared: () => announce(t("announce.shared")),
+});
+const picker = new ModelPicker(byId("model-picker"), byId("model-status"), {
+  onChange: (model) => chooseModel(model),
+  onAvailability: () => updateControls(),
 });
 const earlier = new EarlierMessages({
   button: byId("load-earlier"), scroller: els.messages, pane, conversation: () => current, announce, onError: showError,
@@ -126,6 +135,7 @@ function renderTitle() {
 
 function showConversation(options = {}) {
   pane.show(current.messages, options);
+  picker.show(current.settings?.model);
   earlier.sync(current, options);
   renderTitle();
   list.setCurrent(current.id);
@@ -207,11 +217,16 @@ function updateControls() {
   const busy = active !== null;
   els.app.classList.toggle("busy", busy); // hides Edit, Regenerate and the alternatives' buttons
   els.send.hidden = busy;
+  els.send.disabled = !picker.usable; // the model chosen cannot serve now: said under the picker
   els.stop.hidden = !busy;
   els.stop.disabled = busy && active.generation.stopRequested;
   els.shareButton.hidden = !current.id; // a new chat has nothing on the server to share yet
   const last = current.messages.at(-1);
-  pane.offerRegenerate(!busy && last?.role === "assistant" && last.id ? last : null);
+  const offered = !busy && picker.usable && last?.role === "assistant" && last.id ? last : null;
+  pane.offerRegenerate(offered);
+  // "Regenerate with …": the model picked now, where another one made the answer.
+  const next = picker.several ? picker.model ?? picker.defaultModel : null;
+  if (offered) pane.viewOf(offered).regenerateWith(next && next !== offered.model ? next : null);
 }
 
 // --- answers ----------------------------------------------------------------------------------
@@ -278,7 +293,7 @@ function lastIdBefore(index) {
 
 function send() {
   const content = els.prompt.value.trim();
-  if (!content || active) return;
+  if (!content || active || !picker.usable) return;
   const asked = { id: null, role: "user", content };
   // After the last message shown here, whatever another tab shows of the same conversation.
   const after = lastIdBefore(current.messages.length);
@@ -358,9 +373,22 @@ async function saveSettings(chosen) {
     list.put(listed(branch));
     tell(conversation.id);
   } else {
-    conversation.settings = chosen; // sent when the conversation is created, with its first message
+    // Sent when the conversation is created, with its first message.
+    conversation.settings = { ...conversation.settings, ...chosen };
   }
-  announce(t("settingsSaved"));
+}
+
+/** The picker's choice: the conversation's `model` setting from now on (regenerate uses it). */
+async function chooseModel(model) {
+  try {
+    await saveSettings({ model });
+  } catch (error) {
+    showError(error);
+    picker.show(current.settings?.model);
+    return;
+  }
+  updateControls();
+  announce(t("model.chosen", { name: model ?? picker.defaultModel }));
 }
 
 /** "New chat from here": a new conversation with the branch up to that message and the same
@@ -461,6 +489,7 @@ translatePage();
 bindEvents();
 showConversation({ fresh: true });
 list.refresh();
+picker.refresh();
 const opened = loadCurrentId();
 if (opened) openConversation(opened);
 els.prompt.focus();

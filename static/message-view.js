@@ -124,6 +124,13 @@ export class MessageView {
     this.feedback?.set(this.message.feedback);
   }
 
+  /** The regenerate button says which model a new answer would come from, where that is not
+   * the one that made this answer (`name`; null: plain "Regenerate"). */
+  regenerateWith(name) {
+    const text = name ? t("regenerateWith", { name }) : t("regenerate");
+    if (this.regenerateButton.textContent !== text) this.regenerateButton.textContent = text;
+  }
+
   /** Update in the next frame (once however often this is called before it). */
   refreshSoon() {
     this.frame ||= requestAnimationFrame(() => {
@@ -267,6 +274,8 @@ export class MessageView {
     const parts = [];
     // An answer joined after its start (another page's) arrives first as a replay of its log:
     // its TTFT and pace here would be the replay's.
+    // With several models (the picker shows), which one made it.
+    if (this.message.model && document.body.dataset.severalModels) parts.unshift(t("stat.model", { name: this.message.model }));
     if (stats.ttftMs != null && !meta.joinedLate) parts.push(t("stat.ttft", { ms: formatNumber(stats.ttftMs) }));
     if (stats.tokensPerS != null && !meta.joinedLate) parts.push(t("stat.tps", { tps: formatNumber(stats.tokensPerS, 1) }));
     if (stats.tokens > 0) parts.push(t("stat.tokens", { count: formatNumber(stats.tokens) }));

@@ -25,7 +25,7 @@ from streaming.models import (
     SharedLink,
     StoredResponse,
 )
-from streaming.ops import dashboard
+from streaming.ops import dashboard, models_page
 
 # The admin index gains a link to the latency dashboard: the index template is the only place
 # Django lets an app add to that page (the app list shows models only).
@@ -61,10 +61,34 @@ class GenerationLogAdmin(admin.ModelAdmin):
         )
 
     def get_urls(self):
-        """The changelist's URLs plus `dashboard/`, behind the admin's staff login."""
-        view = self.admin_site.admin_view(self.dashboard_view)
-        name = f"{self.opts.app_label}_{self.opts.model_name}_dashboard"
-        return [path("dashboard/", view, name=name), *super().get_urls()]
+        """The changelist's URLs plus `dashboard/` and `models/`, behind the admin's staff
+        login."""
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        return [
+            path(
+                "dashboard/",
+                self.admin_site.admin_view(self.dashboard_view),
+                name=f"{prefix}_dashboard",
+            ),
+            path("models/", self.admin_site.admin_view(self.models_view), name=f"{prefix}_models"),
+            *super().get_urls(),
+        ]
+
+    def models_view(self, request):
+        """Each model served: its engine, its workers and their room, ready or not, and its
+        last hour's tokens and latencies (ops/models_page.py)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return TemplateResponse(
+            request,
+            "admin/streaming/generationlog/models.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": "Models",
+                **models_page.context(),
+            },
+        )
 
     def dashboard_view(self, request):
         """p50/p90/p99 of TTFT and TPOT over time and by model, histograms, how streams ended."""

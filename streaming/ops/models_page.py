@@ -1,0 +1,58 @@
+"""The admin's models page (issue 40): every model this deployment serves, its engine, where it
+runs (this process, or each model worker with its room and counters), whether it can serve now,
+and its tokens and TTFT/TPOT percentiles over the last hour, from the log."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from streaming.engines.base import Engine
+from streaming.engines.catalog import CATALOG, Served
+from streaming.ops import reports
+
+WINDOW = timedelta(hours=1)
+
+
+def context(now: datetime | None = None) -> dict[str, Any]:
+    """Each model as the template shows it, in the file's order."""
+    now = now or timezone.now()
+    catalog = CATALOG.get()
+    rows, capped = reports.fetch_recent(reports.LogFilter(since=now - WINDOW, until=now))
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_model.setdefault(row["model"], []).append(row)
+    return {
+        "models": [
+            _model(served, catalog.engine(served), catalog.is_default(served), by_model)
+            for served in catalog.models()
+        ],
+        "since": now - WINDOW,
+        "capped": capped,
+        "max_rows": reports.MAX_ROWS,
+    }
+
+
+def _model(
+    served: Served, engine: Engine, default: bool, by_model: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    figures = reports.latency_figures(by_model.get(served.name, []))
+    totals = engine.totals()
+    # A fleet's engine lists its model's workers; an engine in this process is its own place.
+    workers = totals.get("workers")
+    if workers is None:
+        workers = [{"worker": "this process", "free": engine.free_slots, **totals}]
+    return {
+        "name": served.name,
+        "default": default,
+        "groups": ", ".join(served.groups) if served.groups is not None else "everyone",
+        "engine": engine.name,
+        "ready": engine.can_serve,
+        "workers": workers,
+        "generations": figures["generations"],
+        "tokens": figures["tokens_generated"],
+        "ttft": figures["latency_ms"]["ttft_ms"],
+        "tpot": figures["latency_ms"]["tpot_ms"],
+    }

@@ -1,0 +1,78 @@
+"""The admin's models page: each model served, its engine, where it runs and its room, ready or
+not, and the last hour's tokens and latencies from the log; staff only, linked from the index."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from html import unescape
+
+import pytest
+from django.contrib.auth.models import User
+
+from streaming.core import runtime
+from streaming.engines.catalog import CATALOG
+from tests.ops.test_dashboard import make_row
+
+pytestmark = pytest.mark.django_db
+PAGE = "/admin/streaming/generationlog/models/"
+MODELS = """
+[[models]]
+name = "small"
+engine = "deterministic"
+default = true
+
+[[models]]
+name = "research-only"
+engine = "deterministic"
+groups = ["research"]
+"""
+
+
+@pytest.fixture
+def catalog(settings, tmp_path):
+    path = tmp_path / "models.toml"
+    path.write_text(MODELS)
+    settings.STREAMING_MODELS = str(path)
+    previous = runtime.install(runtime.Runtime())
+    yield CATALOG.get()
+    for engine in CATALOG.get().built():
+        engine.close()
+    runtime.install(previous)
+
+
+def cells(page: str, model: str) -> list[str]:
+    row = re.search(rf'<tr class="model-row" data-model="{model}">(.*?)</tr>', page, re.S)
+    assert row, f"no row for {model}"
+    return [
+        re.sub(r"<[^>]+>", "", unescape(c)).strip()
+        for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row.group(1), re.S)
+    ]
+
+
+def test_each_model_with_its_engine_room_readiness_and_last_hours_figures(client, catalog):
+    asyncio.run(catalog.engine(catalog.find("small")).start())  # the other is not started
+    make_row("recent-1", model="small", ttft_ms=100.0, tpot_ms=20.0, tokens_generated=30)
+    make_row("recent-2", model="small", ttft_ms=300.0, tpot_ms=40.0, tokens_generated=10)
+    make_row("long-ago", model="small", minutes_ago=120, ttft_ms=9000.0)
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+
+    page = client.get(PAGE).content.decode()
+
+    small = cells(page, "small")
+    assert small[0] == "small (default)"
+    assert small[1:4] == ["deterministic", "everyone", "yes"]
+    assert "this process" in small[4]
+    # The last hour only: 2 rows; p50 and p99 of TTFT 100 and 300 ms, of TPOT 20 and 40 ms.
+    assert small[5:] == ["2", "40", "200", "298", "30.0", "39.8"]
+    research = cells(page, "research-only")
+    assert research[2:4] == ["research", "no"]
+    assert research[5:] == ["0", "0", "–", "–", "–", "–"]
+    index = client.get("/admin/").content.decode()
+    assert f'href="{PAGE}"' in index
+
+
+def test_the_page_is_for_staff_only(client, catalog):
+    client.force_login(User.objects.create_user("someone", password="pw"))
+    response = client.get(PAGE)
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
