@@ -4,7 +4,8 @@ A model worker's engine keeps the blocks of the prompts it has seen (transformer
 batching shares a cached prefix's blocks), so a conversation's turn is fastest on the worker
 that served its previous turns. Every web process picks that worker the same way, with nothing
 shared but the heartbeats: among the live workers of the model, the one whose channel ranks
-highest for the conversation's key (rendezvous hashing), while it has room. A first turn has
+highest for the conversation's key (rendezvous hashing), while it has room and is not crowded
+(fleet/handover.py's `choose`). A first turn has
 nothing cached anywhere and goes to the least loaded; from the second on, the conversation
 stays on its worker, losing at most one short prefix to the move. Removing or adding a worker
 moves only the conversations that ranked it first.

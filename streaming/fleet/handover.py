@@ -33,6 +33,12 @@ logger = logging.getLogger(__name__)
 # Per answer: past it, what ends the answer is not a worker's fault (a request that kills them).
 MAX_HANDOVERS = 3
 
+# A conversation's home takes its turn unless it runs more than this many streams, or this share
+# of an even split, over the least busy worker (fleet/affinity.py): hashing alone can put 6 of 8
+# conversations on one of two workers.
+BALANCE_MIN = 2
+BALANCE_SHARE = 0.25
+
 # (stream, assignment, the request going on, its chunks so far): the engine's `generate` sending.
 SendGenerate = Callable[
     [TokenStream, Assignment, GenerationRequest, list[list[Any]]], Awaitable[None]
@@ -66,17 +72,27 @@ def choose(
     excluding: str | None = None,
     home: WorkerInfo | None = None,
 ) -> WorkerInfo | None:
-    """`home` (where a conversation's prefix is cached: fleet/affinity.py) while it has room;
-    else the worker with the most room (among equals, or unbounded ones, the one we gave the
-    fewest streams); None when none has any."""
+    """`home` (where a conversation's prefix is cached: fleet/affinity.py) while it has room
+    and is not crowded; else the worker with the most room (among equals, or unbounded ones,
+    the one we gave the fewest streams); None when none has any."""
     open_ = [w for w in live if (w.free is None or w.free > 0) and w.channel != excluding]
     if not open_:
         return None
-    if home is not None and home in open_:
+    if home is not None and home in open_ and not crowded(home, open_, assigned):
         return home
     return max(
         open_, key=lambda w: (float("inf") if w.free is None else w.free, -assigned[w.channel])
     )
+
+
+def crowded(home: WorkerInfo, open_: list[WorkerInfo], assigned: Counter[str]) -> bool:
+    """Whether `home` runs so many more of our streams than the least busy worker that a turn
+    would wait behind them longer than its cached prefix saves: more than BALANCE_MIN and
+    BALANCE_SHARE of an even share over the least busy (bounded loads; this process's streams
+    stand for the fleet's, as every web process spreads alike)."""
+    counts = [assigned[w.channel] for w in open_]
+    slack = max(BALANCE_MIN, BALANCE_SHARE * sum(counts) / len(counts))
+    return assigned[home.channel] > min(counts) + slack
 
 
 class Handover:

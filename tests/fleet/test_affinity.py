@@ -8,6 +8,7 @@ import random
 
 from streaming.core.abort import AbortReason
 from streaming.core.request import Message
+from streaming.fleet.affinity import conversation_key, home_of
 from tests.fleet.in_memory import eventually, read, request
 
 
@@ -22,9 +23,11 @@ def turn(conversation: int, turns: int, max_tokens: int = 5):
 
 
 async def worker_of(web, asked) -> str:
+    """The worker a turn went to, once it has ended and been released (as the HTTP side does)."""
     stream = web.generate(asked)
     worker = web.assignments[stream.id].worker
     assert (await read(stream))[1] is None
+    web.release(stream.id)
     return worker
 
 
@@ -36,16 +39,27 @@ async def test_every_turn_after_the_first_goes_to_one_worker_whichever_web_proce
     webs = (fleet.web, fleet.other_webs[0])
     homes: dict[int, set[str]] = {conversation: set() for conversation in range(12)}
     for n in range(2, 7):
-        # Every conversation's turn n at once, in another order each round, from either web
-        # process: by load alone each would land wherever its place in the order put it.
-        order = random.Random(n).sample(range(12), 12)
-        sent = [(c, webs[c % 2], webs[c % 2].generate(turn(c, n))) for c in order]
-        for conversation, web, stream in sent:
-            homes[conversation].add(web.assignments[stream.id].worker)
-        for _, _, stream in sent:
-            assert (await read(stream))[1] is None
+        # Each turn from either web process, in another order each round: by load alone every
+        # turn would go to whichever worker ranks first among equals.
+        for conversation in random.Random(n).sample(range(12), 12):
+            web = webs[(conversation + n) % 2]
+            homes[conversation].add(await worker_of(web, turn(conversation, n)))
     assert all(len(workers) == 1 for workers in homes.values()), homes
     assert len(set.union(*homes.values())) > 1  # the conversations spread over the workers
+
+
+async def test_a_crowded_home_yields_a_turn_to_the_least_busy_worker(start_fleet):
+    fleet = await start_fleet(workers=2, DETERMINISTIC_TPS=200.0)
+    web = fleet.web
+    live = web.presence.live()
+    # Four conversations whose home is the same worker, their turns running at once.
+    same = [c for c in range(100) if home_of(conversation_key(turn(c, 2)), live) == live[0]][:4]
+    streams = [web.generate(turn(c, 2, max_tokens=10_000)) for c in same]
+    workers = [web.assignments[s.id].worker for s in streams]
+    # Three there (2 more than the other's none is allowed); the fourth would be 3 more.
+    assert workers == [live[0].channel] * 3 + [live[1].channel]
+    for stream in streams:
+        await web.abort(stream.id, AbortReason.CANCELLED)
 
 
 async def test_a_home_without_room_sends_the_turn_to_another_and_the_next_comes_back(start_fleet):
