@@ -49,7 +49,7 @@ class GenerationLogAdmin(admin.ModelAdmin):
         (None, {"fields": ("generation_id", "created_at", "finished_at", "status", "error_code")}),
         ("Who asked", {"fields": ("owner", "client", "api")}),
         ("What made it", {"fields": ("engine", "model", "made_by")}),
-        ("Counters and latencies", {"fields": (*record.FIGURES, "reasoning_tokens")}),
+        ("Counters and latencies", {"fields": (*record.FIGURES, *record.ENGINE_COUNTS)}),
         ("What was asked", {"fields": ("max_tokens", "prompt_chars", "message_count", "prompt")}),
     )
     readonly_fields = ("made_by",)
@@ -61,49 +61,44 @@ class GenerationLogAdmin(admin.ModelAdmin):
         )
 
     def get_urls(self):
-        """The changelist's URLs plus `dashboard/` and `models/`, behind the admin's staff
-        login."""
+        """The changelist's URLs plus its pages, behind the admin's staff login: `dashboard/`
+        (TTFT and TPOT percentiles over time and by model, histograms, how streams ended) and
+        `models/` (each model served, its workers, readiness and last hour: ops/models_page.py)."""
         prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        pages = {
+            "dashboard": ("Latency dashboard", dashboard.context),
+            "models": ("Models", lambda request: models_page.context()),
+        }
         return [
-            path(
-                "dashboard/",
-                self.admin_site.admin_view(self.dashboard_view),
-                name=f"{prefix}_dashboard",
+            *(
+                path(
+                    f"{name}/",
+                    self.admin_site.admin_view(self._page(name, *page)),
+                    name=f"{prefix}_{name}",
+                )
+                for name, page in pages.items()
             ),
-            path("models/", self.admin_site.admin_view(self.models_view), name=f"{prefix}_models"),
             *super().get_urls(),
         ]
 
-    def models_view(self, request):
-        """Each model served: its engine, its workers and their room, ready or not, and its
-        last hour's tokens and latencies (ops/models_page.py)."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        return TemplateResponse(
-            request,
-            "admin/streaming/generationlog/models.html",
-            {
-                **self.admin_site.each_context(request),
-                "opts": self.opts,
-                "title": "Models",
-                **models_page.context(),
-            },
-        )
+    def _page(self, name, title, context):
+        """The view of one read-only page (its template: generationlog/<name>.html)."""
 
-    def dashboard_view(self, request):
-        """p50/p90/p99 of TTFT and TPOT over time and by model, histograms, how streams ended."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        return TemplateResponse(
-            request,
-            "admin/streaming/generationlog/dashboard.html",
-            {
-                **self.admin_site.each_context(request),
-                "opts": self.opts,
-                "title": "Latency dashboard",
-                **dashboard.context(request),
-            },
-        )
+        def view(request):
+            if not self.has_view_permission(request):
+                raise PermissionDenied
+            return TemplateResponse(
+                request,
+                f"admin/streaming/generationlog/{name}.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "opts": self.opts,
+                    "title": title,
+                    **context(request),
+                },
+            )
+
+        return view
 
     @admin.display(description="when", ordering="created_at")
     def when(self, row):

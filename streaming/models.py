@@ -53,6 +53,9 @@ class GenerationLog(models.Model):
     tokens_after_abort = models.PositiveIntegerField(default=0)
     # Of tokens_generated, those of an upstream's reasoning (the openai engine's; 0 elsewhere).
     reasoning_tokens = models.PositiveIntegerField(default=0)
+    # Prompt tokens served from the engine's cache (transformers' shared prefix blocks, or what
+    # an upstream said); null where the engine does not say.
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     ttft_ms = models.FloatField(null=True, blank=True, verbose_name="TTFT (ms)")
     tpot_ms = models.FloatField(null=True, blank=True, verbose_name="TPOT (ms)")
     itl_p50_ms = models.FloatField(null=True, blank=True, verbose_name="gap p50 (ms)")
@@ -83,6 +86,7 @@ class StoredResponse(models.Model):
     status = models.CharField(max_length=16, default="in_progress")
     output_text = models.TextField(blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(default=0)  # of input_tokens, from the cache
     output_tokens = models.PositiveIntegerField(default=0)
     error = models.JSONField(null=True, blank=True)
     incomplete_reason = models.CharField(max_length=32, blank=True)

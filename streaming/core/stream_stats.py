@@ -15,6 +15,7 @@ class StreamStats:
     tokens_after_abort: int = 0  # made after the abort was asked for: wasted work
     reasoning_tokens: int = 0  # of tokens_generated, those of REASONING chunks
     prompt_tokens: int | None = None  # set by engines that know it (usage in the OpenAI API)
+    cached_tokens: int | None = None  # of those, served from the engine's cache, where it knows
     created_at: float = field(default_factory=time.monotonic)
     first_token_at: float | None = None
     last_token_at: float | None = None

@@ -93,7 +93,7 @@ def new_manager(
         options["num_blocks"] = -(-cpu_kv_tokens // page_tokens)
         options["max_batch_tokens"] = cpu_prefill_tokens
 
-    from streaming.engines import penalties, top_p  # import torch and transformers: only here
+    from streaming.engines import penalties, prefix_hits, top_p  # torch, transformers: only here
 
     def made() -> ContinuousBatchingManager:
         manager = model.init_continuous_batching(
@@ -107,10 +107,11 @@ def new_manager(
         if penalties_apply(model.device.type):
             penalties.install(manager.logit_processor)
         manager.warmup()  # allocates the KV cache; captures CUDA graphs where there are any
+        prefix_hits.install(manager)  # its cache now exists: `cached_tokens` per request
         return manager
 
-    # The cache is filled with zeros by parallel ops: on a thread that ends, not the caller's
-    # (a watchdog's, for a restart), so that only the decode loop's thread keeps OpenMP workers.
+    # The cache is filled with zeros by parallel ops: on a thread that ends, not the caller's (a
+    # watchdog's, for a restart), so that only the decode loop's thread keeps OpenMP workers.
     manager = in_passing_thread(made, "transformers-manager-setup")
     manager.start()
     return manager

@@ -103,6 +103,8 @@ class UpstreamReader:
         stream, usage = self.stream, self.usage
         if usage:
             stream.stats.prompt_tokens = usage.get("prompt_tokens")
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            stream.stats.cached_tokens = cached if isinstance(cached, int) else None
             stream.recount(usage.get("completion_tokens") or 0)
         reason = self.finish_reason
         stream.finish(reason if reason in ("length", "tool_calls") else "stop")

@@ -29,15 +29,10 @@ from typing import TYPE_CHECKING
 
 from streaming.core.capabilities import Capabilities
 from streaming.core.config import Config
-from streaming.core.exceptions import (
-    EngineBusy,
-    EngineUnavailable,
-    GenerationError,
-    PromptTooLong,
-)
+from streaming.core.exceptions import EngineBusy, EngineUnavailable, GenerationError, PromptTooLong
 from streaming.core.request import GenerationRequest, Sampling
 from streaming.core.stream import FinishReason, TokenStream
-from streaming.engines import batching
+from streaming.engines import batching, prefix_hits
 from streaming.engines.background import in_daemon_thread
 from streaming.engines.base import Engine
 from streaming.engines.decode_loop import DecodeLoop
@@ -230,13 +225,15 @@ class TransformersEngine(Engine):
         self.check_request(request)
         assert self.loaded is not None
         tokenizer, went_on = self.loaded.tokenizer, request.continuation  # a handover: prefilled
-        prompt_ids = self._encode(request) + (
+        asked = self._encode(request)
+        prompt_ids = asked + (
             tokenizer.encode(went_on.text, add_special_tokens=False) if went_on else []
         )
         made = went_on.tokens if went_on else 0
         room = self.context_tokens - len(prompt_ids)
         sampling = self.sampling_defaults.for_request(request)  # what the request leaves unset
         stream = TokenStream(request, self.counters)
+        stream.stats.prompt_tokens = len(asked)
         job = Job(
             stream=stream,
             prompt_ids=prompt_ids,
@@ -293,6 +290,8 @@ class TransformersEngine(Engine):
         """One decode step's result for one job (on the event loop): push text, maybe finish."""
         stream = job.stream
         tokens = output.generated_tokens
+        if not job.seen_tokens and stream.stats.cached_tokens is None:  # its prefill is done
+            stream.stats.cached_tokens = prefix_hits.taken(self.decode_loop.manager, job.id)
         new = tokens[job.seen_tokens :]
         job.seen_tokens = len(tokens)
         finished = output.is_finished()
@@ -378,6 +377,7 @@ class TransformersEngine(Engine):
         """Forget a finished stream."""
         super().release(request_id)
         self._encoded.pop(request_id, None)
+        prefix_hits.taken(self.decode_loop.manager, request_id)  # one ended before its prefill
 
     # --- health ------------------------------------------------------------------------------
 

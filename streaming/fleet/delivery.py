@@ -18,7 +18,7 @@ from streaming.engines.base import Engine
 from streaming.fleet import answer_log
 from streaming.fleet.audience import Audience, WorkerGenerations
 from streaming.fleet.outbox import Outboxes
-from streaming.fleet.protocol import HANDED_OVER, End
+from streaming.fleet.protocol import HANDED_OVER, End, prompt_figures
 from streaming.fleet.webs import Webs
 
 
@@ -131,6 +131,7 @@ class Delivery:
             stream.stats.tokens_after_abort,
             audience.streamed,
             last_entry,
+            prompt_figures(stream.stats),
         )
         for web in audience.fed:
             self.tell(web, ending)

@@ -156,6 +156,8 @@ class Inbox:
         # tokens this side found unread may be missing there, if it ended before our abort.)
         stats.tokens_generated = end.tokens_generated
         stats.tokens_after_abort = max(end.tokens_after_abort, stats.tokens_after_abort)
+        if end.prompt is not None:
+            stats.prompt_tokens, stats.cached_tokens = end.prompt
         ack = assignment.ack
         if ack is not None and not ack.done():
             ack.set_result(None)  # abort() finishes the stream

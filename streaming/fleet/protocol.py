@@ -27,6 +27,7 @@ from streaming.core.abort import AbortReason
 from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import FinishReason, TokenStream
+from streaming.core.stream_stats import StreamStats
 from streaming.fleet.request_codec import request_from_message, request_message
 
 WORKER_CHANNEL = "model-worker"  # `manage.py runworker model-worker`
@@ -207,10 +208,12 @@ class End:
     tokens_after_abort: int
     streamed: int  # the id of the next chunk its worker would have sent: a lost tail shows
     logged: dict[str, Any] | None = None  # its log's last (`e`) entry, for a replica
+    # [prompt_tokens, cached_tokens] where its engine knows them (None: it knows neither)
+    prompt: list[int | None] | None = None
 
     def encode(self) -> list[Any]:
         """[id, finish_reason, error_code, tokens_generated, tokens_after_abort, streamed
-        (, logged)]."""
+        (, logged (, prompt))]."""
         item = [
             self.id,
             self.finish_reason,
@@ -219,8 +222,10 @@ class End:
             self.tokens_after_abort,
             self.streamed,
         ]
-        if self.logged is not None:
+        if self.logged is not None or self.prompt is not None:
             item.append(self.logged)
+        if self.prompt is not None:
+            item.append(self.prompt)
         return item
 
     @classmethod
@@ -329,6 +334,13 @@ def decode(message: dict[str, Any]) -> Envelope:
         return kind.decode(message)
     except (KeyError, TypeError, ValueError) as error:
         raise MalformedMessage(f"a {kind.type} message without what it needs: {error!r}") from None
+
+
+def prompt_figures(stats: StreamStats) -> list[int | None] | None:
+    """An `End`'s `prompt`: what the worker's engine knows of the prompt (None: nothing)."""
+    if stats.prompt_tokens is None and stats.cached_tokens is None:
+        return None
+    return [stats.prompt_tokens, stats.cached_tokens]
 
 
 # An `ends` item's code for an answer that goes on on another worker (the worker stopping, or

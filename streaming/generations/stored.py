@@ -45,6 +45,7 @@ def outcome_of(generation: Generation) -> Outcome:
         status=status,
         text=stream.text() if stream is not None else "",
         input_tokens=(stream.stats.prompt_tokens or 0) if stream is not None else 0,
+        cached_tokens=(stream.stats.cached_tokens or 0) if stream is not None else 0,
         output_tokens=record.figures(generation)["tokens_generated"],
         error=(
             {
@@ -66,6 +67,7 @@ def finished_outcome(stream: TokenStream, text: str) -> Outcome:
         status="incomplete" if length else "completed",
         text=text,
         input_tokens=stream.stats.prompt_tokens or 0,
+        cached_tokens=stream.stats.cached_tokens or 0,
         output_tokens=stream.stats.tokens_generated,
         incomplete_reason=INCOMPLETE if length else None,
     )
@@ -78,6 +80,7 @@ def final_fields(generation: Generation) -> dict[str, Any]:
         "status": outcome.status,
         "output_text": outcome.text,
         "input_tokens": outcome.input_tokens,
+        "cached_tokens": outcome.cached_tokens,
         "output_tokens": outcome.output_tokens,
         "error": outcome.error,
         "incomplete_reason": outcome.incomplete_reason or "",
@@ -95,6 +98,7 @@ def stored_outcome(row: StoredResponse) -> Outcome:
         status=row.status,
         text=row.output_text,
         input_tokens=row.input_tokens,
+        cached_tokens=row.cached_tokens,
         output_tokens=row.output_tokens,
         error=row.error,
         incomplete_reason=row.incomplete_reason or None,

@@ -215,6 +215,7 @@ class ChunkFramer:
             stream.finish_reason or "stop",
             stream.stats.prompt_tokens or 0,
             stream.stats.tokens_generated,
+            stream.stats.cached_tokens,
         )
 
     def error(self, error: GenerationError) -> bytes:
@@ -267,6 +268,7 @@ class CompletionCollector:
             reasoning="".join(self.reasoning),
             tool_calls=openai_format.merge_tool_calls(self.tool_calls),
             logprobs=self.logprobs,
+            cached_tokens=stream.stats.cached_tokens,
         )
         return json.dumps(completion, ensure_ascii=False).encode()
 

@@ -115,7 +115,13 @@ class ChunkWriter:
             f'"logprobs":null,"finish_reason":null}}]{self._tail}\n\n'
         ).encode()
 
-    def finish(self, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> bytes:
+    def finish(
+        self,
+        finish_reason: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int | None = None,
+    ) -> bytes:
         """The last chunk (`finish_reason`, empty delta), the usage chunk if asked, `[DONE]`."""
         delta: dict[str, str] = {}
         if not self._role_sent:
@@ -123,7 +129,7 @@ class ChunkWriter:
             delta = {"role": "assistant", "content": ""}
         frames = self._frame(delta, finish_reason)
         if self.usage:
-            usage = usage_of(prompt_tokens, completion_tokens)
+            usage = usage_of(prompt_tokens, completion_tokens, cached_tokens)
             frames += f'data: {self._head},"choices":[],"usage":{dumps(usage)}}}\n\n'
         return (frames + "data: [DONE]\n\n").encode()
 
@@ -132,13 +138,19 @@ class ChunkWriter:
         return f"data: {dumps(error_body(code, message, http_status))}\n\n".encode()
 
 
-def usage_of(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    """OpenAI's `usage` object."""
-    return {
+def usage_of(
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+) -> dict[str, Any]:
+    """OpenAI's `usage` object; `prompt_tokens_details.cached_tokens` where the engine knows how
+    many prompt tokens came from its cache."""
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return usage
 
 
 def merge_tool_calls(deltas: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -171,6 +183,7 @@ def completion(
     reasoning: str = "",
     tool_calls: list[dict[str, Any]] | None = None,
     logprobs: list[Any] | None = None,
+    cached_tokens: int | None = None,
 ) -> dict[str, Any]:
     """One non-streamed `chat.completion` (with the upstream's reasoning and tool calls)."""
     message: dict[str, Any] = {
@@ -195,5 +208,5 @@ def completion(
                 "finish_reason": finish_reason,
             }
         ],
-        "usage": usage_of(prompt_tokens, completion_tokens),
+        "usage": usage_of(prompt_tokens, completion_tokens, cached_tokens),
     }

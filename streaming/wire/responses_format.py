@@ -65,6 +65,7 @@ class Outcome:
     status: str  # queued, in_progress, completed, incomplete, cancelled, failed
     text: str = ""
     input_tokens: int = 0
+    cached_tokens: int = 0  # of the input tokens, served from the engine's cache
     output_tokens: int = 0
     error: dict[str, str] | None = None  # {code, message}, for `failed`
     incomplete_reason: str | None = None  # max_output_tokens, for `incomplete`
@@ -130,7 +131,7 @@ def usage(outcome: Outcome) -> dict[str, Any]:
     """Token counts, as `ResponseUsage` names them."""
     return {
         "input_tokens": outcome.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": outcome.cached_tokens, "cache_write_tokens": 0},
         "output_tokens": outcome.output_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": outcome.input_tokens + outcome.output_tokens,

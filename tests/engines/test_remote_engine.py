@@ -116,7 +116,12 @@ def sse_reply(*frames: str) -> Answer:
 
 
 def test_chunks_finish_reason_and_usage_are_relayed():
-    usage = {"prompt_tokens": 7, "completion_tokens": 4, "total_tokens": 11}
+    usage = {
+        "prompt_tokens": 7,
+        "completion_tokens": 4,
+        "total_tokens": 11,
+        "prompt_tokens_details": {"cached_tokens": 5},
+    }
     sent, result = run(
         lambda request: sse_reply(
             chunk("안"),
@@ -132,6 +137,7 @@ def test_chunks_finish_reason_and_usage_are_relayed():
     assert result.stream.finish_reason == "length"
     # Three chunks with text, but the upstream counted four tokens: its count wins.
     assert (result.stream.stats.tokens_generated, result.stream.stats.prompt_tokens) == (4, 7)
+    assert result.stream.stats.cached_tokens == 5  # the upstream's prompt cache, passed on
     # No temperature or top_p: the request set none, and the upstream has its own defaults.
     assert sent == [
         {

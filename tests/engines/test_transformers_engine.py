@@ -364,3 +364,34 @@ def test_an_engine_failure_ends_streams_with_engine_error_and_recovers(engine):
     stream, _texts, error = asyncio.run(main())
     assert error is None and stream.stats.tokens_generated > 0
     assert engine.decode_loop.restarts == 1
+
+
+async def test_a_turn_that_repeats_a_prompt_reports_its_cached_prefix_tokens(engine):
+    # A conversation's next turn re-sends its history: the blocks of what the manager has seen
+    # are shared, and `cached_tokens` says how many prompt tokens came from them.
+    history = " ".join(f"Line {n} of the harbour log: calm water, a light wind." for n in range(20))
+    first = request(history, max_tokens=4)
+    engine.check_request(first)
+    stream = engine.generate(first)
+    await read(engine, stream)
+    assert stream.stats.prompt_tokens == len(
+        engine._encode_messages([{"role": "user", "content": history}])
+    )
+    seen_before = stream.stats.cached_tokens  # the chat template's preamble, at most
+    assert seen_before is not None
+
+    again = dataclasses.replace(
+        request(max_tokens=4),
+        messages=(
+            Message("user", history),
+            Message("assistant", "Noted."),
+            Message("user", "More?"),
+        ),
+    )
+    engine.check_request(again)
+    stream = engine.generate(again)
+    await read(engine, stream)
+    # Whole pages of the first prompt (256 tokens a page here; its last, partial one is not
+    # shared), never all of it.
+    assert stream.stats.cached_tokens >= seen_before + 256
+    assert stream.stats.cached_tokens < stream.stats.prompt_tokens

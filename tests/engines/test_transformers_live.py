@@ -88,3 +88,27 @@ def test_cancelling_one_of_several_leaves_the_others_running(model_server):
     assert stopped["tokens_after_abort"] <= 1  # out of the batch at the next step
     assert stopped["tokens_generated"] < 40
     assert model_server.state(urls[0]["id"])["tokens_generated"] == stopped["tokens_generated"]
+
+
+def test_a_turn_that_re_sends_its_history_says_how_much_came_from_the_cache(model_server):
+    # Over 256 tokens of history (a cache page on a CPU), re-sent with a new question.
+    history = " ".join(f"Entry {n} of the ship's log: the sea is calm tonight." for n in range(22))
+    body = {"model": model_server.get("/v1/models").json()["data"][0]["id"], "max_tokens": 4}
+    first = model_server.post(
+        "/v1/chat/completions", json={**body, "messages": [{"role": "user", "content": history}]}
+    ).json()
+    again = model_server.post(
+        "/v1/chat/completions",
+        json={
+            **body,
+            "messages": [
+                {"role": "user", "content": history},
+                {"role": "assistant", "content": first["choices"][0]["message"]["content"]},
+                {"role": "user", "content": "And then?"},
+            ],
+        },
+    ).json()
+    usage = again["usage"]
+    assert usage["prompt_tokens"] > 256
+    assert 256 <= usage["prompt_tokens_details"]["cached_tokens"] < usage["prompt_tokens"]
+    assert "prompt_tokens_details" in first["usage"]  # known, if none: 0

@@ -249,3 +249,15 @@ async def test_a_worker_that_announces_no_capabilities_is_judged_by_its_engines_
         assert fleet.web.capabilities == Capabilities(upstream_options=upstream)
     with pytest.raises(BadRequest, match="`fault` is a test hook"):
         fleet.web.check_request(dataclasses.replace(request(), fault=Fault(at=2, kind="cut")))
+
+
+async def test_what_the_workers_engine_knows_of_the_prompt_reaches_the_web_process(start_fleet):
+    # Prompt tokens and those from the cache are counted where the prompt is read: the worker.
+    fleet = await start_fleet(DETERMINISTIC_TPS=200.0)
+    asked = request(20)
+    stream = fleet.web.generate(asked)
+    await eventually(lambda: asked.id in fleet.worker.audiences)
+    stats = fleet.running_on_worker(asked.id).stats
+    stats.prompt_tokens, stats.cached_tokens = 300, 256  # as the transformers engine sets them
+    assert (await read(stream))[1] is None
+    assert (stream.stats.prompt_tokens, stream.stats.cached_tokens) == (300, 256)

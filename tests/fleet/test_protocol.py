@@ -53,6 +53,14 @@ EVERY_MESSAGE = [
         [End("g1", "length", None, 2, 0, 2, LOGGED), End("g2", None, "cancelled", 5, 1, 5)],
         [["g3", "live"]],
     ),
+    protocol.Chunks(
+        "model-worker.1",
+        [],
+        [
+            End("g1", "stop", None, 2, 0, 2, None, [300, 256]),
+            End("g2", "stop", None, 1, 0, 1, None, [9, None]),
+        ],
+    ),
     protocol.Chunks("model-worker.1", [["g1", 0, "a", 1]]),
     protocol.State("g1", 3, 0, False, "model-worker.1"),
     protocol.WorkerHeartbeat(
