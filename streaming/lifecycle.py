@@ -18,7 +18,7 @@ from streaming.core.runtime import Part
 from streaming.engines import startup
 from streaming.engines.catalog import CATALOG
 from streaming.generations.registry import REGISTRY
-from streaming.http import admission, event_stream, stalled_readers
+from streaming.http import admission, budgets, event_stream, stalled_readers
 from streaming.http.limits import limits
 from streaming.ops import log_writer, metrics
 
@@ -170,4 +170,5 @@ async def drain(grace_s: float | None = None) -> None:
         await asyncio.sleep(0.05)
     await log_writer.flush()
     await limits().flush()
+    await budgets.SETTLING.get().flush()  # the tokens of the last answers, counted
     await close_engine()

@@ -1,6 +1,6 @@
 """The request and latency log (one row per generation, written after it ends), stored
 responses, API keys, conversations with their items, their shared links and their answers'
-feedback, and failed sign-ins."""
+feedback, failed sign-ins, and token budgets with the usage counted against them."""
 
 from __future__ import annotations
 
@@ -56,6 +56,8 @@ class GenerationLog(models.Model):
     # Prompt tokens served from the engine's cache (transformers' shared prefix blocks, or what
     # an upstream said); null where the engine does not say.
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The prompt's tokens as the engine counted them (null: it did not say, or before 0017).
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     ttft_ms = models.FloatField(null=True, blank=True, verbose_name="TTFT (ms)")
     tpot_ms = models.FloatField(null=True, blank=True, verbose_name="TPOT (ms)")
     itl_p50_ms = models.FloatField(null=True, blank=True, verbose_name="gap p50 (ms)")
@@ -88,6 +90,7 @@ class StoredResponse(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     cached_tokens = models.PositiveIntegerField(default=0)  # of input_tokens, from the cache
     output_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)  # of output_tokens, reasoning
     error = models.JSONField(null=True, blank=True)
     incomplete_reason = models.CharField(max_length=32, blank=True)
 
@@ -302,3 +305,77 @@ class SignInFailures(models.Model):
 
     class Meta:
         verbose_name_plural = "sign-in failures"
+
+
+class BudgetPeriod(models.TextChoices):
+    """How often a budget starts again: each calendar day or month (in TIME_ZONE)."""
+
+    DAY = "day"
+    MONTH = "month"
+
+
+class Budget(models.Model):
+    """A cap on the tokens (prompt and answer) one user, each member of one group, or one API
+    key may use per period (streaming/http/budgets.py); the tightest that applies refuses."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE
+    )
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE)
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.CASCADE)
+    period = models.CharField(max_length=8, choices=BudgetPeriod.choices, default="day")
+    tokens = models.PositiveBigIntegerField(help_text="Tokens per period, prompt and answer.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tokens"]
+        constraints = [
+            models.CheckConstraint(
+                name="budget_has_one_scope",
+                condition=(
+                    models.Q(user__isnull=False, group=None, api_key=None)
+                    | models.Q(user=None, group__isnull=False, api_key=None)
+                    | models.Q(user=None, group=None, api_key__isnull=False)
+                ),
+            )
+        ]
+
+    @property
+    def scope(self) -> str:
+        """Whose tokens it caps, as a refusal names it: `user x`, `group y`, `API key z`."""
+        if self.user_id is not None:
+            return f"user {self.user}"
+        if self.group_id is not None:
+            return f"group {self.group}"
+        return f"API key {self.api_key}"
+
+    def __str__(self) -> str:
+        return f"{self.tokens:,} tokens a {self.period}, {self.scope}"
+
+
+class GroupPriority(models.Model):
+    """Where a group's requests queue when an engine is full: higher first (docs/usage.md)."""
+
+    group = models.OneToOneField("auth.Group", on_delete=models.CASCADE, related_name="priority")
+    priority = models.IntegerField(default=0, help_text="Higher is served first; 0 is everyone's.")
+
+    class Meta:
+        verbose_name_plural = "group priorities"
+
+    def __str__(self) -> str:
+        return f"{self.group}: {self.priority}"
+
+
+class UsageCount(models.Model):
+    """Tokens counted against budgets: one subject (`user:<id>`, `key:<id>`) in one period
+    (`day:2026-12-06`, `month:2026-12`), running answers' claims included. Kept here without
+    REDIS_URL; with it, in Redis."""
+
+    subject = models.CharField(max_length=80)
+    period = models.CharField(max_length=16)
+    tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["subject", "period"], name="usage_count_once")
+        ]

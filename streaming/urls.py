@@ -10,6 +10,7 @@ from streaming.http import (
     openai_conversations,
     responses_api,
     shares_api,
+    usage_api,
 )
 from streaming.ops import metrics
 
@@ -66,6 +67,7 @@ urlpatterns = [
     path("api/generations/<gid:generation_id>/cancel", native_api.cancel_generation, name="cancel"),
     path("api/stream", native_api.stream_direct, name="stream-direct"),
     path("api/stats", native_api.stats, name="stats"),
+    path("api/usage", usage_api.usage_view, name="usage"),
     path("api/conversations", conversations_api.conversations, name="conversations"),
     path("api/conversations/export", conversation_export.export_all, name="conversations-export"),
     path(

@@ -157,6 +157,18 @@ class RateLimited(StreamingError):
         )
 
 
+class BudgetExceeded(StreamingError):
+    """A token budget that applies to the asker has no tokens left this period (`details`: the
+    error JSON's `budget`, which budget, its tokens, how many are used, when it resets)."""
+
+    code = "budget_exceeded"
+    http_status = 429
+
+    def __init__(self, message: str, *, retry_after_s: float, details: dict) -> None:
+        super().__init__(message, headers=_retry_after(retry_after_s))
+        self.details = details
+
+
 class TooManyStreams(StreamingError):
     """The client already has as many streams open as it may."""
 

@@ -22,3 +22,8 @@ class StreamStats:
     aborted_at: float | None = None
     # Arrival time of each token, 8 bytes apiece: the log's gaps are computed from it at the end.
     token_times: array[float] = field(default_factory=lambda: array("d"))
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt and answer tokens, as usage's `total_tokens` and budgets count them."""
+        return (self.prompt_tokens or 0) + self.tokens_generated

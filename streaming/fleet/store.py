@@ -108,6 +108,7 @@ async def put_pending(
     owner: str = "",
     asker: str = "",
     in_conversation: bool = False,
+    payer: tuple[int | None, int | None] = (None, None),
 ) -> None:
     """Publish a created generation so that any web process may stream it; TooManyPending
     when `asker` has STREAM_MAX_PENDING_PER_CLIENT of them waiting already."""
@@ -119,6 +120,7 @@ async def put_pending(
         "owner": owner,
         "asker": asker,
         "conversation": in_conversation,
+        "payer": list(payer),
     }
     admission = config.current().admission
     ttl = int(admission.unclaimed_ttl_s)

@@ -109,6 +109,7 @@ class FleetWhereabouts(Here):
             owner=generation.owner,
             asker=asker,
             in_conversation=generation.in_conversation,
+            payer=generation.payer,
         )
 
     async def pending(self, generation_id: str) -> bool:
@@ -164,6 +165,7 @@ class FleetWhereabouts(Here):
                 created_at=record["created_at"],
                 owner=record.get("owner", ""),
                 in_conversation=record.get("conversation", False),
+                payer=tuple(record.get("payer") or (None, None)),
             )
         )
 

@@ -28,8 +28,8 @@ FIGURES = (
     "itl_max_ms",
     "total_ms",
 )
-# What only some engines count: an upstream's reasoning tokens, the prompt's from a cache.
-ENGINE_COUNTS = ("reasoning_tokens", "cached_tokens")
+# What only some engines count: the prompt's tokens, those from a cache, an upstream's reasoning.
+ENGINE_COUNTS = ("prompt_tokens", "cached_tokens", "reasoning_tokens")
 # Beside its figures, what the state of a generation known whole tells, as its log row names it.
 DESCRIBED = ("error_code", "api", "engine", "model", "created_at", "max_tokens")
 
@@ -159,7 +159,8 @@ def log_row(generation: Generation) -> dict[str, Any]:
         "status": generation.status,
         "error_code": generation.error_code,
         "reasoning_tokens": stream.stats.reasoning_tokens if stream is not None else 0,
-        # Prompt tokens served from the engine's cache (None: the engine does not say).
+        # The prompt's tokens, and those served from the engine's cache (None: it does not say).
+        "prompt_tokens": stream.stats.prompt_tokens if stream is not None else None,
         "cached_tokens": stream.stats.cached_tokens if stream is not None else None,
         "workers": generation.sharing.made_by(generation.id, measured["tokens_generated"]),
         **measured,

@@ -56,6 +56,13 @@ class Slot(Protocol):
         """Give it back (idempotent)."""
 
 
+class Charge(Protocol):
+    """Tokens claimed on budgets while the generation runs (streaming/http/budgets.py)."""
+
+    def settle(self, used: int) -> None:
+        """Replace the claim by the tokens it used (idempotent)."""
+
+
 @dataclass(eq=False)
 class Generation:
     """One generation's bookkeeping beside its engine stream."""
@@ -76,6 +83,10 @@ class Generation:
     stream: TokenStream | None = None
     lease: Slot | None = None  # its stream slot while it runs
     background_lease: Slot | None = None  # and, for a background response, that pool's slot
+    # Whose token budgets its tokens count on: the asker's (user id, API key id), where known;
+    # and its claim on them while it runs (streaming/http/budgets.py).
+    payer: tuple[int | None, int | None] = (None, None)
+    charge: Charge | None = None
     answer: Answer | None = None  # its readers, grace and retention, once started
     # A replica of an answer another web process started (fleet/replica.py): its stream is fed
     # by that answer's worker, not started here; not counted in this process's metrics, and it
@@ -337,6 +348,9 @@ def _release(generation: Generation) -> None:
         if lease is not None:
             lease.release()
     generation.lease = generation.background_lease = None
+    if generation.charge is not None:
+        stats = generation.stream.stats if generation.stream is not None else None
+        generation.charge.settle(0 if stats is None else stats.total_tokens)
 
 
 REGISTRY = Part("registry", Registry)  # this process's generations

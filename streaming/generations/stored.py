@@ -47,6 +47,7 @@ def outcome_of(generation: Generation) -> Outcome:
         input_tokens=(stream.stats.prompt_tokens or 0) if stream is not None else 0,
         cached_tokens=(stream.stats.cached_tokens or 0) if stream is not None else 0,
         output_tokens=record.figures(generation)["tokens_generated"],
+        reasoning_tokens=stream.stats.reasoning_tokens if stream is not None else 0,
         error=(
             {
                 "code": "server_error",
@@ -69,6 +70,7 @@ def finished_outcome(stream: TokenStream, text: str) -> Outcome:
         input_tokens=stream.stats.prompt_tokens or 0,
         cached_tokens=stream.stats.cached_tokens or 0,
         output_tokens=stream.stats.tokens_generated,
+        reasoning_tokens=stream.stats.reasoning_tokens,
         incomplete_reason=INCOMPLETE if length else None,
     )
 
@@ -82,6 +84,7 @@ def final_fields(generation: Generation) -> dict[str, Any]:
         "input_tokens": outcome.input_tokens,
         "cached_tokens": outcome.cached_tokens,
         "output_tokens": outcome.output_tokens,
+        "reasoning_tokens": outcome.reasoning_tokens,
         "error": outcome.error,
         "incomplete_reason": outcome.incomplete_reason or "",
     }
@@ -100,6 +103,7 @@ def stored_outcome(row: StoredResponse) -> Outcome:
         input_tokens=row.input_tokens,
         cached_tokens=row.cached_tokens,
         output_tokens=row.output_tokens,
+        reasoning_tokens=row.reasoning_tokens,
         error=row.error,
         incomplete_reason=row.incomplete_reason or None,
     )

@@ -72,6 +72,7 @@ async def authenticate(request: HttpRequest) -> None:
             request.stream_principal = (
                 f"user:{row.user_id}" if row.user_id is not None else f"key:{row.pk}"
             )
+            request.stream_key_id = row.pk  # its own budgets apply besides its user's
             request.stream_owner_required = True
             return
         # Open mode ignores a key it does not know: OpenAI's client always sends one.

@@ -17,7 +17,8 @@ def error_response(error: StreamingError) -> JsonResponse:
     """The contract's JSON error before any stream: `{"error": {"code", "message"}}`."""
     return _with_headers(
         JsonResponse(
-            {"error": {"code": error.code, "message": error.message}}, status=error.http_status
+            {"error": {"code": error.code, "message": error.message, **_details(error)}},
+            status=error.http_status,
         ),
         error,
     )
@@ -28,6 +29,7 @@ def openai_error_response(error: StreamingError) -> JsonResponse:
     body = openai_format.error_body(
         error.code, error.message, error.http_status, getattr(error, "param", None)
     )
+    body["error"].update(_details(error))
     return _with_headers(JsonResponse(body, status=error.http_status), error)
 
 
@@ -53,6 +55,12 @@ def public_error(error: OperationalError) -> StreamingError | None:
         logger.warning("database busy: %s", error)  # the log keeps what, the client a code
         return DatabaseBusy()
     return None
+
+
+def _details(error: StreamingError) -> dict:
+    """What an error says beyond its message, for a client to word in its own language (a
+    budget's figures: `{"budget": {...}}`)."""
+    return dict(getattr(error, "details", None) or {})
 
 
 def _with_headers(response: JsonResponse, error: StreamingError) -> JsonResponse:

@@ -216,6 +216,7 @@ class ChunkFramer:
             stream.stats.prompt_tokens or 0,
             stream.stats.tokens_generated,
             stream.stats.cached_tokens,
+            stream.stats.reasoning_tokens,
         )
 
     def error(self, error: GenerationError) -> bytes:
@@ -269,6 +270,7 @@ class CompletionCollector:
             tool_calls=openai_format.merge_tool_calls(self.tool_calls),
             logprobs=self.logprobs,
             cached_tokens=stream.stats.cached_tokens,
+            reasoning_tokens=stream.stats.reasoning_tokens,
         )
         return json.dumps(completion, ensure_ascii=False).encode()
 

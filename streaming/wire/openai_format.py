@@ -121,6 +121,7 @@ class ChunkWriter:
         prompt_tokens: int,
         completion_tokens: int,
         cached_tokens: int | None = None,
+        reasoning_tokens: int = 0,
     ) -> bytes:
         """The last chunk (`finish_reason`, empty delta), the usage chunk if asked, `[DONE]`."""
         delta: dict[str, str] = {}
@@ -129,7 +130,7 @@ class ChunkWriter:
             delta = {"role": "assistant", "content": ""}
         frames = self._frame(delta, finish_reason)
         if self.usage:
-            usage = usage_of(prompt_tokens, completion_tokens, cached_tokens)
+            usage = usage_of(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens)
             frames += f'data: {self._head},"choices":[],"usage":{dumps(usage)}}}\n\n'
         return (frames + "data: [DONE]\n\n").encode()
 
@@ -139,10 +140,14 @@ class ChunkWriter:
 
 
 def usage_of(
-    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int | None = None,
+    reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
     """OpenAI's `usage` object; `prompt_tokens_details.cached_tokens` where the engine knows how
-    many prompt tokens came from its cache."""
+    many prompt tokens came from its cache, `completion_tokens_details.reasoning_tokens` where
+    some of the answer was an upstream's reasoning."""
     usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
@@ -150,6 +155,8 @@ def usage_of(
     }
     if cached_tokens is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    if reasoning_tokens:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return usage
 
 
@@ -184,6 +191,7 @@ def completion(
     tool_calls: list[dict[str, Any]] | None = None,
     logprobs: list[Any] | None = None,
     cached_tokens: int | None = None,
+    reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
     """One non-streamed `chat.completion` (with the upstream's reasoning and tool calls)."""
     message: dict[str, Any] = {
@@ -208,5 +216,5 @@ def completion(
                 "finish_reason": finish_reason,
             }
         ],
-        "usage": usage_of(prompt_tokens, completion_tokens, cached_tokens),
+        "usage": usage_of(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens),
     }

@@ -67,6 +67,7 @@ class Outcome:
     input_tokens: int = 0
     cached_tokens: int = 0  # of the input tokens, served from the engine's cache
     output_tokens: int = 0
+    reasoning_tokens: int = 0  # of the output tokens, an upstream's reasoning
     error: dict[str, str] | None = None  # {code, message}, for `failed`
     incomplete_reason: str | None = None  # max_output_tokens, for `incomplete`
 
@@ -133,7 +134,7 @@ def usage(outcome: Outcome) -> dict[str, Any]:
         "input_tokens": outcome.input_tokens,
         "input_tokens_details": {"cached_tokens": outcome.cached_tokens, "cache_write_tokens": 0},
         "output_tokens": outcome.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": outcome.reasoning_tokens},
         "total_tokens": outcome.input_tokens + outcome.output_tokens,
     }
 

@@ -117,6 +117,7 @@ def test_not_streamed_the_message_has_its_tool_calls_and_reasoning(client):
         {"city": "Paris"},
     )
     assert completion.choices[0].finish_reason == "tool_calls"
+    assert completion.usage.completion_tokens_details.reasoning_tokens == 3  # as OpenAI's own
 
 
 def test_tool_turns_and_response_format_go_to_the_upstream_whole(client, upstream):

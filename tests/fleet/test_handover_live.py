@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.fleet.test_budgets_fleet import budget_count, with_a_budget
 from tests.fleet.test_workers import expected_tokens, made_by
 from tests.support.fleet import one_of_each
 from tests.support.live import RawStream, running_fleet, tokens_of, wait_until
@@ -24,11 +25,13 @@ def test_a_worker_going_loses_no_answer(tmp_path, how):
     env = {"DETERMINISTIC_TPS": "40", "WORKER_DRAIN_S": "0.5"}
     with running_fleet(tmp_path, env, workers=2) as fleet:
         home, other = fleet.webs
+        key = with_a_budget(fleet)
         answers = []
         for n in range(ANSWERS):
             urls = home.post(
                 "/api/generations",
                 json={"prompt": f"question {n}", "max_tokens": MAX_TOKENS, "seed": n},
+                headers={"Authorization": f"Bearer {key}"},
             ).json()
             answers.append((n, urls, [RawStream(home.port, urls["stream_url"])]))
         for *_, readers in answers:
@@ -64,6 +67,12 @@ def test_a_worker_going_loses_no_answer(tmp_path, how):
         if how == "sigterm":
             assert going.process.wait(15) is not None
             assert "handing over" in going.log()
+        # Every token counted once on the budget, whichever worker made it.
+        logged = [
+            wait_until(lambda i=urls["id"]: fleet.logged(i, "prompt_tokens + tokens_generated"))[0]
+            for _, urls, _ in answers
+        ]
+        wait_until(lambda: budget_count(fleet) == sum(logged))
 
 
 def test_a_redis_restart_loses_no_answer(tmp_path):

@@ -138,6 +138,7 @@ NOT_OWNED = {
     ("conversations", "POST"): "makes the asker's own",
     "conversations-import": "makes the asker's own, from the asker's file",
     "engine": "the engine's defaults",
+    "usage": "the asker's own tokens (tests/http/test_budgets.py: another's are not counted)",
     "openai-chat-completions": "makes the asker's own, answered in the reply",
     "openai-conversations": "makes the asker's own",
     "openai-models": "the model",

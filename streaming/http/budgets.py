@@ -1,0 +1,169 @@
+"""Token budgets (docs/usage.md): which apply to a request, the claim taken before any stream
+starts, and the count when its answer ends.
+
+A budget caps one user's tokens, each member's of one group, or one API key's, per calendar day
+or month (in TIME_ZONE). A user's and their groups' budgets count on the user's counter (their
+keys' answers included), a key's on the key's. A request is admitted while every counter it is
+checked on has tokens that neither ended answers nor running ones have taken; it then claims
+up to its max_tokens of what the tightest has left, so that two requests at the last tokens
+cannot both pass. Its answer's prompt and answer tokens replace the claim when it ends: an
+answer that crosses the limit finishes, and the next request is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Q
+from django.http import HttpRequest
+from django.utils import timezone
+
+from streaming.core.exceptions import BudgetExceeded
+from streaming.core.request import GenerationRequest
+from streaming.core.runtime import Part
+from streaming.http.budget_counts import Counter, Settling, counts
+from streaming.http.people import person_of
+from streaming.models import Budget
+
+SETTLING = Part("budget settling", Settling)  # the counts being settled, awaited at shutdown
+PERIOD_NAMES = {"day": "daily", "month": "monthly"}
+
+
+@dataclass(frozen=True)
+class Applying:
+    """One budget as it applies to a request now: the counter it is checked on, and when its
+    period starts again."""
+
+    budget: Budget
+    counter: Counter
+    resets_at: datetime
+
+    def details(self, used: int) -> dict:
+        """The refusal's figures, for a client to word in its own language."""
+        return {
+            "id": self.budget.pk,
+            "scope": self.budget.scope,
+            "period": self.budget.period,
+            "tokens": self.budget.tokens,
+            "used": used,
+            "resets_at": self.resets_at.isoformat(),
+        }
+
+
+def period_of(period: str, now: datetime) -> tuple[str, datetime]:
+    """The period a moment falls in, as its counters name it, and when the next one starts."""
+    local = timezone.localtime(now)
+    start = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "day":
+        return f"day:{start.date().isoformat()}", start + timedelta(days=1)
+    start = start.replace(day=1)
+    return f"month:{start:%Y-%m}", (start + timedelta(days=32)).replace(day=1)
+
+
+async def applying(user_id: int | None, key_id: int | None, now: datetime) -> list[Applying]:
+    """Every budget of this user (theirs, their groups') and of this key, one query."""
+    if user_id is None and key_id is None:
+        return []
+    query = Q(pk__in=[])
+    if user_id is not None:
+        query |= Q(user_id=user_id) | Q(group__user=user_id)
+    if key_id is not None:
+        query |= Q(api_key_id=key_id)
+    found = []
+    async for budget in Budget.objects.filter(query).select_related("user", "group", "api_key"):
+        subject = f"key:{key_id}" if budget.api_key_id is not None else f"user:{user_id}"
+        period, resets_at = period_of(budget.period, now)
+        found.append(Applying(budget, Counter(subject, period, budget.tokens), resets_at))
+    return found
+
+
+@dataclass(eq=False)
+class BudgetClaim:
+    """The tokens one generation holds on its counters until it ends (registry's `Charge`)."""
+
+    counters: list[Counter]
+    claimed: int
+    settled: bool = field(default=False)
+
+    def settle(self, used: int) -> None:
+        """Replace the claim by the tokens the answer used (0: it never started); once."""
+        if self.settled:
+            return
+        self.settled = True
+        SETTLING.get().add(self.counters, used - self.claimed)
+
+
+Payer = tuple[int | None, int | None]  # a user id and an API key id (Generation.payer)
+
+
+async def _tightest(request: HttpRequest, payer: Payer) -> tuple[datetime, dict]:
+    """Now, and the tightest budget per counter of those that apply to the payer: looked up once
+    per HTTP request (a request admitted and started at once asks twice)."""
+    memo = getattr(request, "stream_budgets", None)
+    if memo is not None and memo[0] == payer:
+        return memo[1], memo[2]
+    now = timezone.now()
+    tightest: dict[tuple[str, str], Applying] = {}
+    for one in sorted(await applying(*payer, now), key=lambda one: -one.budget.tokens):
+        tightest[one.counter.subject, one.counter.period] = one
+    request.stream_budgets = (payer, now, tightest)
+    return now, tightest
+
+
+async def check(request: HttpRequest) -> Payer:
+    """Refuse, with BudgetExceeded, a request whose asker has a budget with nothing left, else
+    say whose budgets its tokens count on; it claims nothing (a created generation claims when
+    its stream starts: `claim`)."""
+    payer = person_of(request)
+    now, tightest = await _tightest(request, payer)
+    if tightest:
+        counters = [one.counter for one in tightest.values()]
+        for one, used in zip(tightest.values(), await counts().used(counters), strict=True):
+            if used >= one.counter.limit:
+                raise refusal(one, used, now)
+    return payer
+
+
+async def claim(
+    request: HttpRequest, payer: Payer, generation_request: GenerationRequest
+) -> BudgetClaim | None:
+    """Claim this request's tokens on every budget of its payer (None: none applies), or refuse
+    it with BudgetExceeded naming the budget with nothing left (the tightest, of those full)."""
+    now, tightest = await _tightest(request, payer)
+    if not tightest:
+        return None
+    counters = [one.counter for one in tightest.values()]
+    verdict = await counts().claim(counters, max(1, generation_request.max_tokens))
+    if verdict.full is None:
+        return BudgetClaim(counters, verdict.claimed)
+    full = tightest[verdict.full.subject, verdict.full.period]
+    raise refusal(full, verdict.used, now)
+
+
+def refusal(full: Applying, used: int, now: datetime) -> BudgetExceeded:
+    """The 429 for a budget with nothing left, with Retry-After at its reset."""
+    budget = full.budget
+    message = (
+        f"The {PERIOD_NAMES[budget.period]} budget of {budget.scope} ({budget.tokens:,} tokens) "
+        f"is used up: {used:,} tokens used or held by running answers. It resets at "
+        f"{full.resets_at:%Y-%m-%d %H:%M} {full.resets_at.tzname()}."
+    )
+    return BudgetExceeded(
+        message,
+        retry_after_s=(full.resets_at - now).total_seconds(),
+        details={"budget": full.details(used)},
+    )
+
+
+async def standing(user_id: int | None, key_id: int | None) -> list[dict]:
+    """Every budget that applies to this person now, tightest first, with its tokens used
+    (running answers' claims included) and left (`GET /api/usage`)."""
+    now = timezone.now()
+    budgets = await applying(user_id, key_id, now)
+    used = await counts().used([one.counter for one in budgets]) if budgets else []
+    rows = [
+        {**one.details(count), "left": max(0, one.budget.tokens - count)}
+        for one, count in zip(budgets, used, strict=True)
+    ]
+    return sorted(rows, key=lambda row: (row["left"], row["tokens"]))
