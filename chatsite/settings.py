@@ -12,7 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from streaming.core.config import Config, ConfigError
+from streaming.core.config import SCHEDULINGS, Config, ConfigError
 from streaming.core.models_file import check_models
 
 from .env import env_bool, env_float, env_int, env_list, env_str, env_url
@@ -215,6 +215,9 @@ STREAM_PROXY_READ_TIMEOUT_S = env_float(
 # Sequences batched together (0 = the engine's own default) and how many more may wait.
 STREAMING_MAX_BATCH = env_int("STREAMING_MAX_BATCH", 0)
 STREAMING_MAX_QUEUE = env_int("STREAMING_MAX_QUEUE", 64)
+# Who waits for a batch slot goes next: arrival order (fifo), the person with the fewest tokens
+# in flight (fair), or that and pausing a sequence where the engine can (preempt).
+STREAMING_SCHEDULING = env_str("STREAMING_SCHEDULING", "preempt", choices=SCHEDULINGS)
 # Seconds an answer outlives its last reader, for a reader to come back (0: abort at once).
 STREAM_RESUME_GRACE_S = env_float("STREAM_RESUME_GRACE_S", 0.0)
 # Memory an answer's log may hold (its text plus 8 bytes per event); past it, it can no longer

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, get_args, get_type_hints
 
 from streaming.core.runtime import Part
 
@@ -83,6 +83,12 @@ class ConnectionSettings:
     shutdown_grace_s: float = setting("STREAM_SHUTDOWN_GRACE_S")
 
 
+# The order of what waits for an engine's batch (engines/scheduler.py): arrival; fair turns
+# per person; fair turns and, where the engine can pause a sequence, preemption.
+Scheduling = Literal["fifo", "fair", "preempt"]
+SCHEDULINGS: tuple[Scheduling, ...] = get_args(Scheduling)
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     """Which engine runs, on which model, with how many sequences at once."""
@@ -98,6 +104,14 @@ class EngineSettings:
     context_tokens: int = setting("STREAMING_CONTEXT_TOKENS")  # 0: the engine's default
     max_batch: int = setting("STREAMING_MAX_BATCH")  # 0: the engine's default
     max_queue: int = setting("STREAMING_MAX_QUEUE")
+    scheduling: Literal["fifo", "fair", "preempt"] = setting("STREAMING_SCHEDULING")  # Scheduling
+
+    def __post_init__(self) -> None:
+        if self.scheduling not in SCHEDULINGS:  # a Django setting set in code skips env_str's
+            raise ConfigError(
+                f"STREAMING_SCHEDULING must be one of {', '.join(SCHEDULINGS)}; "
+                f"got {self.scheduling!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,10 @@ class GenerationRequest:
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     repetition_penalty: float | None = None
+    # Whose turn it is in an engine's queue (engines/scheduler.py): the owner an answer gets, or
+    # the asker's principal (`user:3`, `key:7`, `anon:…`, `ip:…`); "": nobody in particular.
+    person: str = ""
+    priority: int = 0  # higher first, before any person's turn
 
     @property
     def prompt_chars(self) -> int:

@@ -17,12 +17,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
 from streaming.core.capabilities import Capabilities
-from streaming.core.config import Config
-from streaming.core.exceptions import EngineBusy, GenerationError, StreamCut
+from streaming.core.config import Config, Scheduling
+from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import TaskEngine
-from streaming.engines.script import SAMPLING, tokens_for
+from streaming.engines.scheduler import Scheduler, Ticket
+from streaming.engines.script import SAMPLING, prompt_tokens, tokens_for
 from streaming.engines.stop import StopGate
 
 
@@ -45,6 +46,7 @@ class DeterministicEngine(TaskEngine):
             max_queue=config.engine.max_queue,
             answer_tokens=pace.answer_tokens,
             step_s=pace.step_ms / 1000,
+            scheduling=config.engine.scheduling,
         )
 
     def __init__(
@@ -56,6 +58,7 @@ class DeterministicEngine(TaskEngine):
         max_queue: int = 0,
         answer_tokens: int = 0,
         step_s: float = 0.0,
+        scheduling: Scheduling = "preempt",
     ) -> None:
         super().__init__()
         self.answer_tokens = answer_tokens  # 0: each answer's length comes from its seed
@@ -64,8 +67,9 @@ class DeterministicEngine(TaskEngine):
         self.steps = Steps(step_s) if step_s > 0 else None  # step mode: one clock for all
         self.max_batch = max_batch
         self.max_queue = max_queue
-        self._slots = asyncio.Semaphore(max_batch) if max_batch else None
-        self._waiting = 0
+        # Its slots and who waits for them; it can pause a sequence: between two tokens, its
+        # producer waits while its ticket does not run.
+        self.scheduler = Scheduler(max_batch, max_queue, scheduling, pausable=True)
 
     @property
     def own_model(self) -> str:
@@ -83,39 +87,27 @@ class DeterministicEngine(TaskEngine):
 
     @property
     def queue_depth(self) -> int:
-        """Generations waiting for one of the `max_batch` slots."""
-        return self._waiting
+        """Generations waiting for one of the `max_batch` slots (paused ones included)."""
+        return self.scheduler.waiting
 
     @property
     def free_slots(self) -> int | None:
         """Batch plus queue room left; None when the batch is unbounded."""
-        if self._slots is None:
-            return None
-        running = self.max_batch - self._slots._value
-        return max(0, self.max_batch + self.max_queue - running - self._waiting)
+        return self.scheduler.free_slots
 
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start the producer task; refuse when both the batch and its queue are full."""
-        if self._slots is not None and self._slots.locked() and self._waiting >= self.max_queue:
-            raise EngineBusy(f"{self.max_batch} generations running and {self._waiting} waiting.")
+        ticket = self.scheduler.enter(request)  # EngineBusy when full
         stream = TokenStream(request, self.counters)
-        return self._start(stream, self._run(stream))
+        stream.stats.prompt_tokens = prompt_tokens(request)  # the lab's count (script.py)
+        self._start(stream, self._produce(stream, ticket))
+        # Its place is freed however the task ends, even cancelled before it began.
+        self._tasks[stream.id].add_done_callback(lambda _: self.scheduler.leave(ticket.id))
+        return stream
 
-    async def _run(self, stream: TokenStream) -> None:
-        if self._slots is None:
-            await self._produce(stream)
-            return
-        self._waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self._waiting -= 1
-        try:
-            await self._produce(stream)
-        finally:
-            self._slots.release()
-
-    async def _produce(self, stream: TokenStream) -> None:
+    async def _produce(self, stream: TokenStream, ticket: Ticket) -> None:
+        if not ticket.running:
+            await self.scheduler.turn(ticket)
         request = stream.request
         tokens, finish_reason = tokens_for(request, self.answer_tokens)
         if request.continuation is not None:  # a handover: the same script, from where it was
@@ -124,10 +116,15 @@ class DeterministicEngine(TaskEngine):
         if self.steps is not None and self.ttft_s:
             await asyncio.sleep(self.ttft_s)  # its prefill; then it joins the batch's steps
         with self.steps.joined() if self.steps is not None else nullcontext():
-            await self._push_all(stream, tokens, finish_reason, start)
+            await self._push_all(stream, ticket, tokens, finish_reason, start)
 
     async def _push_all(
-        self, stream: TokenStream, tokens: list[str], finish_reason: str, start: float
+        self,
+        stream: TokenStream,
+        ticket: Ticket,
+        tokens: list[str],
+        finish_reason: str,
+        start: float,
     ) -> None:
         request = stream.request
         gate = StopGate(request.stop, stream.push) if request.stop else None
@@ -143,6 +140,9 @@ class DeterministicEngine(TaskEngine):
                 await asyncio.sleep(0)
             if not stream.has_room:
                 await stream.wait_for_room()
+            if not ticket.running:  # paused for another person's request: nothing made meanwhile
+                await self.scheduler.turn(ticket)
+                start = loop.time() - index * self.interval_s  # its pace again, from here
             if gate is None:
                 stream.push(token)
             elif gate.add(token, 1):

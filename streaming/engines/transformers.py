@@ -5,10 +5,11 @@ decode loop on its own thread and puts all running sequences in each forward pas
 ends or is cancelled leaves the batch at the next step and a waiting one takes its place.
 
 This engine adds what serving needs around it: a cap on the sequences batched together
-(`max_batch`) and a bounded waiting queue in front of it (full → EngineBusy, a 503 before the
-stream), the chat template, incremental detokenization, stop strings (stop.py), the context
-window, and a decode loop that is restarted when it dies (decode_loop.py; batching.py makes the
-manager; loading.py loads the model and sizes the window and the manager for the machine).
+(`max_batch`) and a bounded waiting queue in front of it, served in turns per person
+(scheduler.py; full → EngineBusy, a 503 before the stream), the chat template, incremental
+detokenization, stop strings (stop.py), the context window, and a decode loop that is restarted
+when it dies (decode_loop.py; batching.py makes the manager; loading.py loads the model and
+sizes the window and the manager for the machine).
 
 Threads: the manager's thread delivers each step's outputs for all streams with one
 `call_soon_threadsafe` (transformers' `OutputRouter.deliver_batch`), so the event loop wakes once
@@ -22,14 +23,14 @@ import dataclasses
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streaming.core.capabilities import Capabilities
-from streaming.core.config import Config
-from streaming.core.exceptions import EngineBusy, EngineUnavailable, GenerationError, PromptTooLong
+from streaming.core.config import Config, Scheduling
+from streaming.core.exceptions import EngineUnavailable, GenerationError, PromptTooLong
 from streaming.core.request import GenerationRequest, Sampling
 from streaming.core.stream import FinishReason, TokenStream
 from streaming.engines import batching, prefix_hits
@@ -40,6 +41,7 @@ from streaming.engines.detokenizer import IncrementalDetokenizer
 from streaming.engines.job import Job
 from streaming.engines.loading import LoadedModel, ModelLoader, applied_penalties
 from streaming.engines.precision import Precision
+from streaming.engines.scheduler import Scheduler, Ticket
 from streaming.engines.stop import StopGate
 
 if TYPE_CHECKING:
@@ -72,6 +74,7 @@ class TransformersEngine(Engine):
             max_batch=engine.max_batch,
             max_queue=engine.max_queue,
             context_tokens=engine.context_tokens,
+            scheduling=engine.scheduling,
         )
 
     def __init__(
@@ -85,6 +88,7 @@ class TransformersEngine(Engine):
         device: str | None = None,
         dtype: Precision = "auto",
         packed_weights: str = "auto",
+        scheduling: Scheduling = "preempt",
     ) -> None:
         super().__init__()
         self.loader = ModelLoader(
@@ -101,8 +105,9 @@ class TransformersEngine(Engine):
         self.context_tokens = 0  # known once loaded
         self.sampling_defaults: Sampling = Sampling()  # the model's, once loaded (model_source)
         self._jobs: dict[str, Job] = {}  # every job not yet finished: running or waiting
-        self._running: dict[str, Job] = {}  # handed to the manager
-        self._waiting: deque[Job] = deque()  # ours, FIFO, bounded by max_queue
+        # The batch's slots and who waits for one; the manager cannot pause a sequence, so no
+        # preemption: a job starts (is handed to the manager) when the scheduler says.
+        self.scheduler = Scheduler(self.max_batch, max_queue, scheduling, on_start=self._start_job)
         self._encoded: OrderedDict[str, list[int]] = OrderedDict()
         self._load_lock = threading.Lock()
         self._loaded = threading.Event()
@@ -207,21 +212,18 @@ class TransformersEngine(Engine):
     @property
     def queue_depth(self) -> int:
         """Generations waiting for a slot in the batch (the metrics' queue gauge)."""
-        return len(self._waiting)
+        return self.scheduler.waiting
 
     @property
     def free_slots(self) -> int | None:
         """Room left in the batch plus its waiting queue (a worker's heartbeat reports it)."""
-        return max(0, self.max_batch + self.max_queue - len(self._running) - len(self._waiting))
+        return self.scheduler.free_slots
 
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start streaming; queue when the batch is full; EngineBusy when the queue is too."""
         if self.decode_loop.failure is not None or not self._loaded.is_set():
             raise EngineUnavailable(self.decode_loop.failure or "The model is still loading.")
-        if len(self._running) >= self.max_batch and len(self._waiting) >= self.max_queue:
-            raise EngineBusy(
-                f"{len(self._running)} generations running and {len(self._waiting)} waiting."
-            )
+        self.scheduler.check_room()  # EngineBusy, before the prompt is encoded
         self.check_request(request)
         assert self.loaded is not None
         tokenizer, went_on = self.loaded.tokenizer, request.continuation  # a handover: prefilled
@@ -252,18 +254,22 @@ class TransformersEngine(Engine):
         )
         self.streams[request.id] = stream
         self._jobs[request.id] = job
-        if len(self._running) < self.max_batch:
-            self._submit(job)
-        else:
-            self._waiting.append(job)
+        self.scheduler.enter(request)  # submitted now if a slot is free (`_start_job`)
         return stream
+
+    def _start_job(self, ticket: Ticket) -> None:
+        """The scheduler gave a job a slot: hand it to the manager, unless the loop failed."""
+        job = self._jobs[ticket.id]
+        if self.decode_loop.failure is not None:
+            self._end(job, error=GenerationError("engine_error"))
+        else:
+            self._submit(job)
 
     def _submit(self, job: Job) -> None:
         """Hand a job to the manager; its outputs arrive in `_on_output` on the job's loop."""
         manager = self.decode_loop.manager
         assert manager is not None
         job.submitted_at = time.monotonic()
-        self._running[job.id] = job
         # Registered before add_request, so that no output can arrive without a handler.
         manager.register_result_handler(job.id, lambda output: self._on_output(job, output))
         accepted = manager.add_request(
@@ -277,14 +283,6 @@ class TransformersEngine(Engine):
             # Failed first, so that _end admits no more.
             self.decode_loop.mark_failed("The decode loop refused a request.")
             self._end(job, error=GenerationError("engine_error"))
-
-    def _admit(self) -> None:
-        """Move waiting jobs into the batch while there is room."""
-        loop = self.decode_loop
-        while self._waiting and len(self._running) < self.max_batch and loop.failure is None:
-            job = self._waiting.popleft()
-            if not job.stream.finished:
-                self._submit(job)
 
     def _on_output(self, job: Job, output: GenerationOutput) -> None:
         """One decode step's result for one job (on the event loop): push text, maybe finish."""
@@ -339,7 +337,6 @@ class TransformersEngine(Engine):
     ) -> None:
         """Finish a job's stream, free its slot, and let the next waiting job in."""
         self._jobs.pop(job.id, None)
-        self._running.pop(job.id, None)
         if job.submitted_at is not None:
             logger.debug(
                 "Generation %s: %s after %.0f ms in the queue, %d tokens",
@@ -349,22 +346,16 @@ class TransformersEngine(Engine):
                 job.stream.stats.tokens_generated,
             )
         job.stream.finish(finish_reason, error)
-        self._admit()
+        self.scheduler.leave(job.id)
 
     async def _stop(self, stream: TokenStream) -> None:
         """Take the request out of the queue or the batch; the manager drops it at its next step."""
         job = self._jobs.pop(stream.id, None)
         if job is None:
             return
-        if job.id in self._running:
-            del self._running[job.id]
+        if self.scheduler.is_running(job.id):
             self._cancel_in_manager(job, count_late=True)
-        else:
-            try:
-                self._waiting.remove(job)
-            except ValueError:
-                pass
-        self._admit()
+        self.scheduler.leave(job.id)  # from the batch or the queue; the next one goes in
 
     def _cancel_in_manager(self, job: Job, *, count_late: bool) -> None:
         """Have the manager drop a running request at its next step (batching.cancel)."""
@@ -395,6 +386,4 @@ class TransformersEngine(Engine):
     def _fail_all(self, loop: asyncio.AbstractEventLoop) -> None:
         """End every stream of this loop with engine_error (called on that loop)."""
         for job in [job for job in self._jobs.values() if job.loop is loop]:
-            if job in self._waiting:
-                self._waiting.remove(job)
             self._end(job, error=GenerationError("engine_error"))

@@ -15,6 +15,9 @@ REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequ
 # Fields added after the format was fixed (`Field.late`): sent only when set, so that the message
 # (and the Redis answer log's JSON) of a request without them reads as before.
 OPTIONAL = frozenset(field.name for field in FIELDS if field.late)
+# Fields that are never None, sent only when not at their default, for the same reason: whose
+# turn it is in the worker's queue (engines/scheduler.py).
+UNLESS_DEFAULT = {"person": "", "priority": 0}
 
 
 # A field whose value is no plain scalar: (to the message, from it), for a value not None.
@@ -41,8 +44,16 @@ def request_message(request: GenerationRequest) -> dict[str, Any]:
     return {
         name: CARRIED[name][0](value) if value is not None and name in CARRIED else value
         for name in REQUEST_FIELDS
-        if (value := getattr(request, name)) is not None or name not in OPTIONAL
+        if _sent(name, value := getattr(request, name))
     }
+
+
+def _sent(name: str, value: Any) -> bool:
+    """Whether a field goes in the message: a late one only when set, `person` and `priority`
+    only when not at their defaults, every other always (None included)."""
+    if name in OPTIONAL:
+        return value is not None
+    return name not in UNLESS_DEFAULT or value != UNLESS_DEFAULT[name]
 
 
 def request_from_message(data: dict[str, Any]) -> GenerationRequest:

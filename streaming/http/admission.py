@@ -7,6 +7,7 @@ taken only when the engine starts (`start_admitted`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -22,10 +23,12 @@ from streaming.engines.base import Engine
 from streaming.fleet.sharing import sharing_for
 from streaming.fleet.whereabouts import whereabouts
 from streaming.generations.registry import PENDING, REGISTRY, Generation
+from streaming.http import budgets
 from streaming.http.auth import answer_owner, authenticate, client_address, principal
 from streaming.http.errors import error_response, public_error
 from streaming.http.limits import WRITES, limits
 from streaming.http.model_choice import chosen_engine
+from streaming.http.people import priority_of
 
 View = Callable[..., Awaitable[HttpResponse]]
 Options = TypeVar("Options")  # what a body asks of the reply besides the generation
@@ -109,6 +112,13 @@ async def admit(
     generation_request, options = parse(request.body, engine)
     engine.check_request(generation_request)
     asker = principal(request)
+    owner = answer_owner(request, conversation_owner)
+    payer = await budgets.check(request)  # 429 with no tokens left; its start claims them
+    # Whose turn it is in the engine's queue (engines/scheduler.py): the answer's owner, else
+    # the asker, so that an open server still tells its clients apart; and their groups' rank.
+    generation_request = dataclasses.replace(
+        generation_request, person=owner or asker, priority=await priority_of(payer[0])
+    )
     generation = REGISTRY.get().add(
         Generation(
             generation_request,
@@ -116,7 +126,8 @@ async def admit(
             sharing_for(engine),
             api=api,
             client=client_address(request),
-            owner=answer_owner(request, conversation_owner),
+            owner=owner,
+            payer=payer,
         ),
         asker=asker,
     )
@@ -143,17 +154,30 @@ async def start_new(request: HttpRequest, generation: Generation, *, durable: bo
 async def start_admitted(
     request: HttpRequest, generation: Generation, *, durable: bool = False
 ) -> None:
-    """Take a stream slot for the asker (429/503 when there is none), then start the engine.
+    """Claim the tokens on its creator's budgets and take a stream slot (429/503 when there are
+    none), then start the engine.
 
-    The slot is the generation's until it ends: the registry's `finish` (or `discard`) gives it
+    Both are the generation's until it ends: the registry's `finish` (or `discard`) gives them
     back.
     """
     if generation.status != PENDING:
         generation.start()  # raises AlreadyStreaming, before a slot is taken for nothing
-    generation.lease = await limits().acquire(principal(request))
+    # Its tokens on its creator's budgets (429 when none are left), then its stream slot; both
+    # go back through the registry's `finish` or `discard`, or here if the start fails.
+    generation.charge = await budgets.claim(request, generation.payer, generation.request)
     try:
+        generation.lease = await limits().acquire(principal(request))
         generation.start(durable=durable)
     except BaseException:
+        _give_back(generation)
+        raise
+
+
+def _give_back(generation: Generation) -> None:
+    """What a generation that could not start held: its stream slot and its budgets' claim."""
+    if generation.lease is not None:
         generation.lease.release()
         generation.lease = None
-        raise
+    if generation.charge is not None:
+        generation.charge.settle(0)
+        generation.charge = None

@@ -177,7 +177,7 @@ def test_a_stop_string_of_split_characters_ends_the_answer_before_it(engine, jap
     # Its tokens count, and the sequence left the batch at them.
     assert stream.stats.tokens_generated == sum(c.tokens for c in chunks[: at + 2])
     assert sum(c.tokens for c in stopped) == stream.stats.tokens_generated
-    assert stream.id not in engine._running
+    assert not engine.scheduler.is_running(stream.id)
 
 
 def test_text_held_back_for_a_stop_string_is_sent_when_the_answer_ends(engine, japanese_answer):
@@ -233,7 +233,7 @@ def test_cancelling_one_stream_stops_it_while_the_others_finish(engine):
     # At most one step's output already on its way to the loop and one step in flight.
     assert victim.stats.tokens_after_abort <= 2
     assert victim.stats.tokens_generated == at_abort + victim.stats.tokens_after_abort
-    assert victim.id not in engine._running
+    assert not engine.scheduler.is_running(victim.id)
     for stream, (_, error) in zip(others, results[1:], strict=True):
         assert error is None and stream.finish_reason in ("stop", "length")
         assert stream.stats.tokens_after_abort == 0
@@ -320,7 +320,8 @@ def test_reaching_the_window_mid_answer_is_context_length(engine):
 
 def test_a_full_queue_is_busy_and_a_queued_request_waits_for_a_slot(engine):
     async def main():
-        engine.max_batch, engine.max_queue = 1, 1
+        scheduler = engine.scheduler  # its slots: the manager's batch stays as loaded
+        scheduler.max_batch, scheduler.max_queue = 1, 1
         try:
             first = engine.generate(request(max_tokens=8))
             second = engine.generate(request(max_tokens=8))
@@ -329,11 +330,28 @@ def test_a_full_queue_is_busy_and_a_queued_request_waits_for_a_slot(engine):
             await asyncio.gather(read(engine, first), read(engine, second))
             return first, second
         finally:
-            engine.max_batch, engine.max_queue = 8, 8
+            scheduler.max_batch, scheduler.max_queue = 8, 8
 
     first, second = asyncio.run(main())
     assert first.finish_reason and second.finish_reason
     assert second.stats.first_token_at >= first.stats.last_token_at  # it waited for the batch slot
+
+
+def test_another_persons_request_goes_before_the_queued_ones(engine):
+    # The manager cannot pause a sequence: turns per person (engines/scheduler.py), no preemption.
+    async def main():
+        engine.scheduler.max_batch = 1
+        try:
+            first_ones = [engine.generate(request(max_tokens=4, person="key:A")) for _ in range(3)]
+            other = engine.generate(request(max_tokens=4, person="key:B"))
+            await asyncio.gather(*(read(engine, s) for s in [*first_ones, other]))
+            return first_ones, other
+        finally:
+            engine.scheduler.max_batch = 8
+
+    first_ones, other = asyncio.run(main())
+    assert engine.scheduler.preemptions == 0
+    assert other.stats.first_token_at < min(s.stats.first_token_at for s in first_ones[1:])
 
 
 def test_an_engine_failure_ends_streams_with_engine_error_and_recovers(engine):

@@ -191,7 +191,7 @@ async def test_a_lone_surrogate_is_refused_at_the_edge_with_a_400(engine):
 async def test_a_failing_producer_ends_its_stream_frees_its_slot_and_writes_its_row(
     engine, monkeypatch
 ):
-    async def broken(stream):
+    async def broken(stream, ticket):
         stream.push("half")
         raise RuntimeError("a bug in the producer")
 
