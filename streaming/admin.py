@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Q, Subquery
+from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -12,6 +13,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 
+from streaming import admin_usage
 from streaming.conversations import search, sharing
 from streaming.generations import record
 from streaming.http.sign_in import AdminSignInForm
@@ -62,31 +64,30 @@ class GenerationLogAdmin(admin.ModelAdmin):
 
     def get_urls(self):
         """The changelist's URLs plus its pages, behind the admin's staff login: `dashboard/`
-        (TTFT and TPOT percentiles over time and by model, histograms, how streams ended) and
-        `models/` (each model served, its workers, readiness and last hour: ops/models_page.py)."""
+        (TTFT and TPOT percentiles over time and by model, histograms, how streams ended),
+        `models/` (ops/models_page.py) and `usage/` (tokens per person: admin_usage.py)."""
         prefix = f"{self.opts.app_label}_{self.opts.model_name}"
         pages = {
             "dashboard": ("Latency dashboard", dashboard.context),
             "models": ("Models", lambda request: models_page.context()),
+            "usage": ("Usage", admin_usage.page),
         }
-        return [
-            *(
-                path(
-                    f"{name}/",
-                    self.admin_site.admin_view(self._page(name, *page)),
-                    name=f"{prefix}_{name}",
-                )
-                for name, page in pages.items()
-            ),
-            *super().get_urls(),
+        view = self.admin_site.admin_view
+        urls = [
+            path(f"{name}/", view(self._page(name, *page)), name=f"{prefix}_{name}")
+            for name, page in pages.items()
         ]
+        return [*urls, *super().get_urls()]
 
     def _page(self, name, title, context):
-        """The view of one read-only page (its template: generationlog/<name>.html)."""
+        """One page's view: its template generationlog/<name>.html, or its own response (a CSV)."""
 
         def view(request):
             if not self.has_view_permission(request):
                 raise PermissionDenied
+            shown = context(request)
+            if isinstance(shown, HttpResponse):
+                return shown
             return TemplateResponse(
                 request,
                 f"admin/streaming/generationlog/{name}.html",
@@ -94,7 +95,7 @@ class GenerationLogAdmin(admin.ModelAdmin):
                     **self.admin_site.each_context(request),
                     "opts": self.opts,
                     "title": title,
-                    **context(request),
+                    **shown,
                 },
             )
 
