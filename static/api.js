@@ -1,13 +1,15 @@
 // The JSON side of the API (docs/api.md): generations (cancel, inspect), the engine's
 // defaults, and the person's conversations on the server (docs/conversations.md).
 
-/** A refusal from the API: its HTTP status and the contract's {"error": {code, message}}. */
+/** A refusal from the API: its HTTP status and the contract's {"error": {code, message}};
+ * `details`, what else the error says, for the page to word (a budget's figures: `budget`). */
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, details = {}) {
     super(message);
     this.name = "ApiError";
     this.status = status;
     this.code = code;
+    this.details = details;
   }
 }
 
@@ -44,9 +46,9 @@ async function requestJson(method, url, body, raw) {
     // A proxy's HTML error page or an empty 202: the status says enough.
   }
   if (!response.ok) {
-    const error = data?.error ?? {};
-    throw new ApiError(response.status, error.code ?? `http_${response.status}`,
-      error.message ?? `${response.status} ${response.statusText}`);
+    const { code, message, ...details } = data?.error ?? {};
+    throw new ApiError(response.status, code ?? `http_${response.status}`,
+      message ?? `${response.status} ${response.statusText}`, details);
   }
   return data;
 }
@@ -65,6 +67,12 @@ export function fetchGeneration(id) {
  * penalties}, capabilities: {penalties, …}, …}. */
 export function fetchEngine() {
   return requestJson("GET", "/api/engine");
+}
+
+/** GET /api/usage?days=N → the person's own tokens: {since, totals, models, days: [{day, model,
+ * total_tokens, …}], budgets: [{scope, period, tokens, used, left, resets_at}]}. */
+export function fetchUsage(days) {
+  return requestJson("GET", `/api/usage?days=${encodeURIComponent(days)}`);
 }
 
 /** GET /v1/models → {data: [{id, ready, default, …}]}: the models this person may use. */

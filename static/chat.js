@@ -17,6 +17,7 @@ import { ModelPicker } from "./model-picker.js";
 import { SettingsPanel } from "./settings-panel.js";
 import { ShareDialog, SharedLinks } from "./sharing.js";
 import { Transfer } from "./transfer.js";
+import { UsageSection, inPageWords } from "./usage.js";
 import {
   forgetConversation, loadCurrentId, recallLiveAnswer, rememberLiveAnswer, saveCurrentId,
 } from "./store.js";
@@ -95,6 +96,7 @@ const settings = new SettingsPanel(byId("settings-dialog"), {
   },
   onOpen: (id) => transfer.showConversation(id),
 });
+const usage = new UsageSection(byId("usage"));
 const sharedLinks = new SharedLinks({
   list: byId("shared-links-list"), empty: byId("shared-links-empty"), announce,
 });
@@ -250,7 +252,7 @@ function follow(answer, conversation) {
       const { state, error } = answer.meta;
       if (state === "done" || state === "length") announce(t("announce.done"));
       else if (state === "stopped") announce(t("announce.stopped"));
-      else if (state === "error") announce(t("state.error", { message: errorText(error?.code) }));
+      else if (state === "error") announce(errorSaid(error));
       else announce(t(`state.${state}`));
     },
   });
@@ -261,22 +263,35 @@ function follow(answer, conversation) {
   return generation;
 }
 
+/** An answer's error as said aloud: its words, and a budget's figures (in the page's words,
+ * `inPageWords`) after them, as they say which budget and when it resets. */
+function errorSaid(error) {
+  const said = t("state.error", { message: errorText(error?.code) });
+  return error?.code === "budget_exceeded" && error.message ? `${said} ${error.message}` : said;
+}
+
 /** Show `messages` and a new answer after them, made on the server by `request()` (resolving to
  * the branch, which ends with the answer): `pending`, messages shown before the server has them,
- * take their items' ids. A new chat is created on the server first, with its settings. */
-function ask(messages, pending, request, from = null) {
+ * take their items' ids. A new chat is created on the server first, with its settings. Resolves
+ * to the answer once the server has made it or refused. */
+async function ask(messages, pending, request, from = null) {
   opening += 1; // what is on screen is what the person answered: a conversation on its way is dropped
   const conversation = current;
   const answer = pendingAnswer();
   conversation.messages = [...messages, answer];
   pane.show(conversation.messages, { from });
   pane.scrollToBottom();
-  follow(answer, conversation).start(async () => {
+  await follow(answer, conversation).start(async () => {
     if (!conversation.id) {
       conversation.id = (await createConversation(conversation.settings)).id;
       if (conversation === current) saveCurrentId(conversation.id);
     }
-    const branch = await request(conversation.id);
+    let branch;
+    try {
+      branch = await request(conversation.id);
+    } catch (error) {
+      throw inPageWords(error);
+    }
     claimItems(conversation, branch, [...pending, answer]);
     applyBranch(conversation, branch, answer);
     if (conversation === current) showConversation();
@@ -284,6 +299,7 @@ function ask(messages, pending, request, from = null) {
     tell(conversation.id);
     return branch.items.at(-1).generation;
   });
+  return answer;
 }
 
 /** The id of the last message before `index` that the server has (null: none). */
@@ -297,10 +313,17 @@ function send() {
   const asked = { id: null, role: "user", content };
   // After the last message shown here, whatever another tab shows of the same conversation.
   const after = lastIdBefore(current.messages.length);
-  ask([...current.messages, asked], [asked],
+  const answered = ask([...current.messages, asked], [asked],
     (id) => sendMessage(id, after === null ? { content } : { content, after }));
   els.prompt.value = "";
   resizePrompt(els.prompt);
+  answered.then((answer) => {
+    // Refused before any answer (a budget used up, a limit): the server kept nothing of it, so
+    // the words go back to the composer, unless something new was typed there meanwhile.
+    if (answer.meta.state !== "error" || answer.meta.generationId || els.prompt.value) return;
+    els.prompt.value = content;
+    resizePrompt(els.prompt);
+  });
 }
 
 /** A new answer beside the last one; the old one stays, as its alternative. */
@@ -459,6 +482,7 @@ function bindEvents() {
   els.settingsButton.addEventListener("click", () => {
     settings.open(current.settings, els.settingsButton, current.id);
     sharedLinks.refresh();
+    usage.refresh();
   });
   els.shareButton.addEventListener("click", () => {
     if (current.id) shareDialog.open(current.id, els.shareButton);

@@ -136,6 +136,23 @@ const MESSAGES = {
     feedbackCommentLabel: "What about this answer? (optional)",
     feedbackSaved: "Thanks for the feedback.",
     feedbackRemoved: "Feedback removed.",
+    // Usage and token budgets: the settings' Usage section (GET /api/usage), and a send that a
+    // budget refuses (worded from the refusal's `budget`, not the server's English).
+    usage: "Usage",
+    "usage.caption": "Tokens used",
+    "usage.today": "Today",
+    "usage.month": "This month",
+    "usage.model": "Model",
+    "usage.total": "All models",
+    "usage.noModel": "—",
+    "usage.loading": "Loading…",
+    "usage.failed": "Your usage could not be loaded.",
+    "usage.budgets": "Token budgets",
+    "usage.noBudget": "No token budget applies.",
+    "budget.day": "Daily budget of {scope}",
+    "budget.month": "Monthly budget of {scope}",
+    "budget.left": "{left} of {tokens} tokens left, resets {when}",
+    "budget.refused": "{budget}: {used} of {tokens} tokens used. It resets {when}.",
     "error.invalid_import": "This file cannot be imported: nothing of it was.",
     "error.unknown": "Something went wrong.",
     "error.network_error": "Could not reach the server.",
@@ -153,6 +170,7 @@ const MESSAGES = {
     "error.method_not_allowed": "The server refused the request.",
     "error.request_timeout": "The request did not reach the server in time. Try again.",
     "error.rate_limited": "Too many requests. Wait a moment and try again.",
+    "error.budget_exceeded": "Your token budget is used up.",
     "error.too_many_streams": "Too many answers at once. Wait for one to end and try again.",
     "error.too_many_background": "Too many answers at once. Wait for one to end and try again.",
     "error.too_many_pending": "Too many answers waiting to start. Try again shortly.",
@@ -294,6 +312,21 @@ const MESSAGES = {
     feedbackCommentLabel: "この応答について（任意）",
     feedbackSaved: "評価を送信しました。",
     feedbackRemoved: "評価を取り消しました。",
+    usage: "使用量",
+    "usage.caption": "使用したトークン数",
+    "usage.today": "今日",
+    "usage.month": "今月",
+    "usage.model": "モデル",
+    "usage.total": "すべてのモデル",
+    "usage.noModel": "—",
+    "usage.loading": "読み込み中…",
+    "usage.failed": "使用量を読み込めませんでした。",
+    "usage.budgets": "トークン予算",
+    "usage.noBudget": "適用されるトークン予算はありません。",
+    "budget.day": "{scope} の1日の予算",
+    "budget.month": "{scope} の1か月の予算",
+    "budget.left": "{tokens} トークン中 残り {left}、{when} にリセット",
+    "budget.refused": "{budget}: {tokens} トークン中 {used} トークンを使用済みです。{when} にリセットされます。",
     "error.invalid_import": "このファイルは読み込めません。何も読み込まれていません。",
     "error.unknown": "問題が発生しました。",
     "error.network_error": "サーバーに接続できませんでした。",
@@ -311,6 +344,7 @@ const MESSAGES = {
     "error.method_not_allowed": "サーバーがリクエストを拒否しました。",
     "error.request_timeout": "リクエストが時間内にサーバーに届きませんでした。もう一度お試しください。",
     "error.rate_limited": "リクエストが多すぎます。少し待ってからもう一度お試しください。",
+    "error.budget_exceeded": "トークン予算を使い切りました。",
     "error.too_many_streams": "同時に生成している回答が多すぎます。終わるのを待ってからお試しください。",
     "error.too_many_background": "同時に生成している回答が多すぎます。終わるのを待ってからお試しください。",
     "error.too_many_pending": "開始待ちの回答が多すぎます。しばらくしてからお試しください。",
@@ -376,4 +410,23 @@ export function formatNumber(value, decimals = 0) {
   const grouped = whole.replace(/\B(?=(\d{3})+$)/g, group);
   const sign = value < 0 && Number(whole + (fraction ?? "")) !== 0 ? "-" : "";
   return sign + grouped + (fraction === undefined ? "" : point + fraction);
+}
+
+const MONTHS_EN = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+// A moment's date and time per language, the year only where it is not this one. Not
+// Intl.DateTimeFormat, for the same reason as the numbers.
+const DATE_TIMES = {
+  en: ({ year, month, day, time }) => `${MONTHS_EN[month]} ${day}${year ? `, ${year}` : ""}, ${time}`,
+  ja: ({ year, month, day, time }) => `${year ? `${year}年` : ""}${month + 1}月${day}日 ${time}`,
+};
+
+/** `date` in the browser's time zone, for the interface language: "Dec 8, 09:00", "12月8日 09:00". */
+export function formatDateTime(date, now = new Date()) {
+  const two = (value) => String(value).padStart(2, "0");
+  return DATE_TIMES[lang]({
+    year: date.getFullYear() === now.getFullYear() ? null : date.getFullYear(),
+    month: date.getMonth(),
+    day: date.getDate(),
+    time: `${two(date.getHours())}:${two(date.getMinutes())}`,
+  });
 }
