@@ -123,9 +123,10 @@ class BudgetAdmin(admin.ModelAdmin):
         owner = _owner(budget)
         if owner is None:
             return "each member's own"
-        period, _ = budgets.period_of(budget.period, timezone.now())
+        period, since, _ = budgets.period_bounds(budget.period, timezone.now())
+        counter = Counter(owner, period, budget.tokens, since=since)
         try:
-            [used] = async_to_sync(counts().used)([Counter(owner, period, budget.tokens)])
+            [used] = async_to_sync(counts().used)([counter])
         except RedisUnreachable:
             return "– (Redis unreachable)"
         return f"{used:,} ({used / budget.tokens:.0%})" if budget.tokens else f"{used:,}"

@@ -1,6 +1,9 @@
 """The tokens counted against budgets, per subject (`user:<id>`, `key:<id>`) and period: in
 Redis with REDIS_URL, so that every web process counts on one number, else in the database.
 
+A counter begins, at its first claim in a period, with what the log has of its subject since
+the period began: a budget added at noon counts the morning's answers too.
+
 A counter holds what ended answers used plus the claims of the answers still running. A claim
 is taken in one atomic step over every counter a request is checked on: either all of them had
 tokens left and each took the same claim, or none changed. The claim is replaced by what the
@@ -12,14 +15,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Sum
+from django.db.models.functions import Coalesce
 
 from streaming.fleet.counts import SharedCounts, shared_counts
-from streaming.models import UsageCount
+from streaming.models import GenerationLog, UsageCount
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +39,7 @@ class Counter:
     subject: str  # `user:<id>` or `key:<id>`
     period: str  # `day:2026-12-06`, `month:2026-12`
     limit: int
+    since: datetime | None = None  # the period's start (None: it begins at 0)
 
     @property
     def redis_key(self) -> str:
@@ -74,7 +80,11 @@ class DatabaseCounts:
             rows = self._locked(counters)
             if len(rows) < len(counters):  # a period's first claim: its rows, then their locks
                 UsageCount.objects.bulk_create(
-                    [UsageCount(subject=c.subject, period=c.period) for c in counters],
+                    [
+                        UsageCount(subject=c.subject, period=c.period, tokens=logged_tokens(c))
+                        for c in counters
+                        if (c.subject, c.period) not in rows
+                    ],
                     ignore_conflicts=True,
                 )
                 rows = self._locked(counters)
@@ -100,7 +110,20 @@ class DatabaseCounts:
             (row.subject, row.period): row.tokens
             async for row in UsageCount.objects.filter(_matching(counters))
         }
-        return [found.get((c.subject, c.period), 0) for c in counters]
+        missing = [c for c in counters if (c.subject, c.period) not in found]
+        if missing:  # not claimed on yet this period: what it will begin with
+            seeds = await sync_to_async(lambda: [logged_tokens(c) for c in missing])()
+            found.update({(c.subject, c.period): n for c, n in zip(missing, seeds, strict=True)})
+        return [found[c.subject, c.period] for c in counters]
+
+
+def logged_tokens(counter: Counter) -> int:
+    """What the log has of the counter's subject since its period began (prompt and answer)."""
+    if counter.since is None:
+        return 0
+    rows = GenerationLog.objects.filter(owner=counter.subject, created_at__gte=counter.since)
+    total = rows.aggregate(tokens=Sum(Coalesce("prompt_tokens", 0) + F("tokens_generated")))
+    return total["tokens"] or 0
 
 
 def _matching(counters: list[Counter]) -> Q:
@@ -110,9 +133,12 @@ def _matching(counters: list[Counter]) -> Q:
     return query
 
 
-# Every counter at once, on Redis's side: refused (1-based index of the full one and its count)
-# or claimed everywhere.
+# Every counter at once, on Redis's side: refused (1-based index of the full one and its count),
+# claimed everywhere, or nothing done while a counter has not begun (-1: seed it, then again).
 _CLAIM = """
+for i, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 0 then return {-1, i} end
+end
 local claimed = tonumber(ARGV[1])
 for i, key in ipairs(KEYS) do
   local used = tonumber(redis.call('GET', key) or '0')
@@ -136,12 +162,26 @@ class RedisCounts:
 
     async def claim(self, counters: list[Counter], want: int) -> Verdict:
         keys = tuple(c.redis_key for c in counters)
-        full, count = await self.shared.run(
-            _CLAIM, keys, want, KEEP_S, *(c.limit for c in counters)
-        )
+        args = (want, KEEP_S, *(c.limit for c in counters))
+        for _ in range(3):
+            full, count = await self.shared.run(_CLAIM, keys, *args)
+            if full != -1:
+                break
+            await self._begin(counters)  # a period's first claim: begin with the log's tokens
+        else:
+            raise RuntimeError(f"budget counters {keys} would not begin")
         if full:
             return Verdict(0, counters[full - 1], count)
         return Verdict(count)
+
+    async def _begin(self, counters: list[Counter]) -> None:
+        """Counters that do not exist yet, set to what the log has (a racing process's first
+        claim may have set them already: NX keeps theirs)."""
+        seeds = await sync_to_async(lambda: [logged_tokens(c) for c in counters])()
+        async with self.shared.pipeline() as pipe:
+            for counter, seed in zip(counters, seeds, strict=True):
+                pipe.set(counter.redis_key, seed, nx=True, ex=KEEP_S)
+            await pipe.execute()
 
     async def add(self, counters: list[Counter], tokens: int) -> None:
         async with self.shared.pipeline() as pipe:
@@ -155,7 +195,17 @@ class RedisCounts:
             for counter in counters:
                 pipe.get(counter.redis_key)
             values = await pipe.execute()
-        return [int(value or 0) for value in values]
+        if all(value is not None for value in values):
+            return [int(value) for value in values]
+
+        # Not claimed on yet this period: what each will begin with.
+        def begun() -> list[int]:
+            return [
+                int(value) if value is not None else logged_tokens(counter)
+                for counter, value in zip(counters, values, strict=True)
+            ]
+
+        return await sync_to_async(begun)()
 
 
 def counts() -> Counts:

@@ -53,12 +53,18 @@ class Applying:
 
 def period_of(period: str, now: datetime) -> tuple[str, datetime]:
     """The period a moment falls in, as its counters name it, and when the next one starts."""
+    name, _, resets_at = period_bounds(period, now)
+    return name, resets_at
+
+
+def period_bounds(period: str, now: datetime) -> tuple[str, datetime, datetime]:
+    """The period a moment falls in: its name, its start and the next one's."""
     local = timezone.localtime(now)
     start = local.replace(hour=0, minute=0, second=0, microsecond=0)
     if period == "day":
-        return f"day:{start.date().isoformat()}", start + timedelta(days=1)
+        return f"day:{start.date().isoformat()}", start, start + timedelta(days=1)
     start = start.replace(day=1)
-    return f"month:{start:%Y-%m}", (start + timedelta(days=32)).replace(day=1)
+    return f"month:{start:%Y-%m}", start, (start + timedelta(days=32)).replace(day=1)
 
 
 async def applying(user_id: int | None, key_id: int | None, now: datetime) -> list[Applying]:
@@ -73,8 +79,9 @@ async def applying(user_id: int | None, key_id: int | None, now: datetime) -> li
     found = []
     async for budget in Budget.objects.filter(query).select_related("user", "group", "api_key"):
         subject = f"key:{key_id}" if budget.api_key_id is not None else f"user:{user_id}"
-        period, resets_at = period_of(budget.period, now)
-        found.append(Applying(budget, Counter(subject, period, budget.tokens), resets_at))
+        period, start, resets_at = period_bounds(budget.period, now)
+        counter = Counter(subject, period, budget.tokens, since=start)
+        found.append(Applying(budget, counter, resets_at))
     return found
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
+import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -13,7 +14,7 @@ from django.contrib.auth.models import Group, User
 
 from streaming.http import budgets
 from streaming.http.budget_counts import Counter, DatabaseCounts
-from streaming.models import ApiKey, Budget, GroupPriority, UsageCount
+from streaming.models import ApiKey, Budget, GenerationLog, GroupPriority, UsageCount
 from streaming.ops import log_writer
 from tests.support.asgi import Exchange, body
 
@@ -277,3 +278,42 @@ async def test_a_month_budget_counts_the_whole_month_and_resets_on_the_first(ali
     assert error["message"].startswith("The monthly budget of user alice (50 tokens)")
     assert datetime.fromisoformat(error["budget"]["resets_at"]) == resets_at
     assert resets_at.day == 1 and resets_at > datetime.now(UTC)
+
+
+async def test_a_budget_added_midday_counts_the_mornings_answers_from_the_log(alice):
+    user, key = alice
+    now = datetime.now(UTC)
+    day, _ = budgets.period_of("day", now)
+    morning = budgets.period_bounds("day", now)[1]
+    for created_at in (morning, now):  # today's two answers, 25 tokens each; yesterday's aside
+        await logged(f"user:{user.pk}", created_at, prompt_tokens=5, tokens_generated=20)
+    await logged(f"user:{user.pk}", morning - timedelta(minutes=1), prompt_tokens=5)
+    await Budget.objects.acreate(user=user, period="day", tokens=60)
+    headers = [(b"authorization", f"Bearer {key}".encode())]
+    reply = await (await Exchange("GET", "/api/usage", headers=headers).start()).read_all()
+    (budget,) = json.loads(reply.payload)["budgets"]
+    assert budget["used"] == 50 and budget["left"] == 10  # before any claim began the counter
+    first = await ask(key, max_tokens=20)  # 10 left: admitted, claims them
+    assert first.status == 200
+    await first.read_all()
+    await settled()
+    row = await UsageCount.objects.aget(subject=f"user:{user.pk}", period=day)
+    assert row.tokens >= 50 + 20
+    refused = await ask(key, max_tokens=1)
+    assert refused.status == 429
+
+
+async def logged(owner: str, created_at: datetime, **counts) -> None:
+    """A log row of an answer that ended, as the log writer leaves it."""
+    await GenerationLog.objects.acreate(
+        generation_id=uuid.uuid4().hex,
+        created_at=created_at,
+        finished_at=created_at,
+        owner=owner,
+        prompt_chars=1,
+        max_tokens=20,
+        engine="deterministic",
+        model="m",
+        status="completed",
+        **counts,
+    )
