@@ -21,9 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,8 +29,8 @@ import httpx
 
 from bench.fleet_step_bench import cpu_s
 from streaming.tools.liveserver import (
-    ROOT,
     UNLIMITED,
+    manage,
     start_redis,
     start_server,
     start_worker,
@@ -43,17 +40,6 @@ from streaming.tools.liveserver import (
 RESULTS = Path(__file__).parent / "results"
 UNPACED = {**UNLIMITED, "DETERMINISTIC_TTFT_MS": "0", "DETERMINISTIC_TPS": "0"}
 CLIENTS, TOKENS = 16, 16
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 def keys(env: dict[str, str]) -> dict[str, str]:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,8 +23,8 @@ from pathlib import Path
 import httpx
 
 from streaming.tools.liveserver import (
-    ROOT,
     UNLIMITED,
+    manage,
     start_redis,
     start_server,
     start_worker,
@@ -50,15 +48,7 @@ B_DELAY_S = 0.5  # B's first request, once A's 64 are all in
 
 def api_key(env: dict[str, str], name: str) -> str:
     """A new API key in the server's database (`manage.py create_api_key`): a person of its own."""
-    made = subprocess.run(
-        [sys.executable, "manage.py", "create_api_key", name],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return made.stdout.strip()
+    return manage(env, "create_api_key", name)
 
 
 async def one_answer(client: httpx.AsyncClient, model: str, key: str, n: int) -> float | None:

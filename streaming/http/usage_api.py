@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils import timezone
 
 from streaming.core.exceptions import BadRequest
 from streaming.http import budgets, people
@@ -27,8 +24,7 @@ def _days(request: HttpRequest) -> int:
 
 
 def _report(person: str, days: int) -> dict:
-    today = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
-    since = today - timedelta(days=days - 1)
+    since = usage.days_since(days)
     rows = usage.rows_of(since, owners=[person])
     return {
         "person": person,

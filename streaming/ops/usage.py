@@ -8,7 +8,7 @@ anonymous browser's page answers).
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, QuerySet, Sum
@@ -41,6 +41,12 @@ def _sums() -> dict[str, Any]:
 def _with_total(row: dict[str, Any]) -> dict[str, Any]:
     row["total_tokens"] = row["prompt_tokens"] + row["completion_tokens"]
     return row
+
+
+def days_since(days: int, now: datetime | None = None) -> datetime:
+    """The start of the last `days` calendar days in TIME_ZONE, today's so far included."""
+    local = timezone.localtime(now or timezone.now())
+    return local.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=days - 1)
 
 
 def rows_of(

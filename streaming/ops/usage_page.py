@@ -54,8 +54,7 @@ class Window:
         if self.hourly:
             self.start = self.end - span
         else:
-            today = timezone.localtime(self.end).replace(hour=0, minute=0, second=0, microsecond=0)
-            self.start = today - timedelta(days=span.days - 1)
+            self.start = usage.days_since(span.days, self.end)
         self.person = request.GET.get("person", "").strip()
         self.changelist = reverse("admin:streaming_generationlog_changelist")
 

@@ -147,6 +147,19 @@ UNLIMITED = {
 }
 
 
+def manage(env: dict[str, str], *args: str) -> str:
+    """`manage.py <args>` on the checkout with `env` over this process's environment (a live
+    server's database, its Redis): what it printed, stripped."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
 def stop_process(process: subprocess.Popen, grace_s: float = 10.0) -> None:
     """SIGTERM, then SIGKILL if it is still there after `grace_s`."""
     if process.poll() is None:

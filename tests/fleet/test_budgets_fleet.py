@@ -4,9 +4,6 @@ both start."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -15,27 +12,16 @@ import pytest
 import redis
 
 from streaming.http.budget_counts import PREFIX
-from tests.support.live import ROOT, iter_sse, running_fleet, wait_until
+from streaming.tools.liveserver import manage
+from tests.support.live import iter_sse, running_fleet, wait_until
 
 pytestmark = pytest.mark.live
 
 
-def manage(env: dict[str, str], *args: str) -> str:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 def with_a_budget(fleet, tokens: int = 1_000_000) -> str:
     """A new API key `team` in the fleet's database, with a day budget of its own."""
-    env = {**os.environ, **fleet.env}
-    key = manage(env, "create_api_key", "team")
-    manage(env, "budget", "--key", "team", "--tokens", str(tokens))
+    key = manage(fleet.env, "create_api_key", "team")
+    manage(fleet.env, "budget", "--key", "team", "--tokens", str(tokens))
     return key
 
 
