@@ -4,10 +4,39 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from streaming.management.flags import Flag, add_flags, fields
 from streaming.management.output import RawOutput
 from streaming.tools.lab import run_lab
 from streaming.tools.lab_config import LabConfig
 from streaming.tools.streamclient import ClientError
+
+FLAGS = (
+    Flag("--url", "url", help="a running server (default: start one for the lab)"),
+    Flag("--ttft-ms", "ttft_ms", float, "the started server's time to first token (%(default)s)"),
+    Flag("--tps", "tokens_per_s", float, "the started server's tokens per second (%(default)s)"),
+    Flag("--answer-tokens", "answer_tokens", int),
+    Flag(
+        "--leave-after",
+        "leave_after",
+        int,
+        "tokens read before closing the connection (%(default)s)",
+    ),
+    Flag(
+        "--max-tokens", "max_tokens", int, "what the abandoned generation asked for (%(default)s)"
+    ),
+    Flag(
+        "--clock-tokens",
+        "clock_tokens",
+        int,
+        "tokens of the stream that measures time passing (%(default)s)",
+    ),
+    Flag(
+        "--wait",
+        "notice_wait_s",
+        float,
+        "seconds the server may take to notice a disconnect (%(default)s)",
+    ),
+)
 
 
 class Command(BaseCommand):
@@ -19,58 +48,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         """The lab's knobs (defaults: the article's numbers)."""
-        defaults = LabConfig()
-        parser.add_argument("--url", help="a running server (default: start one for the lab)")
-        parser.add_argument(
-            "--ttft-ms",
-            type=float,
-            default=defaults.ttft_ms,
-            help="the started server's time to first token (%(default)s)",
-        )
-        parser.add_argument(
-            "--tps",
-            type=float,
-            default=defaults.tokens_per_s,
-            help="the started server's tokens per second (%(default)s)",
-        )
-        parser.add_argument("--answer-tokens", type=int, default=defaults.answer_tokens)
-        parser.add_argument(
-            "--leave-after",
-            type=int,
-            default=defaults.leave_after,
-            help="tokens read before closing the connection (%(default)s)",
-        )
-        parser.add_argument(
-            "--max-tokens",
-            type=int,
-            default=defaults.max_tokens,
-            help="what the abandoned generation asked for (%(default)s)",
-        )
-        parser.add_argument(
-            "--clock-tokens",
-            type=int,
-            default=defaults.clock_tokens,
-            help="tokens of the stream that measures time passing (%(default)s)",
-        )
-        parser.add_argument(
-            "--wait",
-            type=float,
-            default=defaults.notice_wait_s,
-            help="seconds the server may take to notice a disconnect (%(default)s)",
-        )
+        add_flags(parser, FLAGS, LabConfig())
 
     def handle(self, *args, **options):
         """Run it; fail when a proof fails."""
-        config = LabConfig(
-            url=options["url"],
-            ttft_ms=options["ttft_ms"],
-            tokens_per_s=options["tps"],
-            answer_tokens=options["answer_tokens"],
-            leave_after=options["leave_after"],
-            max_tokens=options["max_tokens"],
-            clock_tokens=options["clock_tokens"],
-            notice_wait_s=options["wait"],
-        )
+        config = LabConfig(**fields(options, FLAGS))
         try:
             proofs = run_lab(config, RawOutput(self.stdout))
         except ValueError as error:
