@@ -284,14 +284,14 @@ async def _bench_naive(scope, receive, send) -> None:
     """
     from urllib.parse import parse_qs
 
-    from streaming.engines import get_engine
+    from streaming.engines.models import MODELS
     from streaming.http.validation import parse_generation_body
 
     request = parse_generation_body(await _read_body(receive))
     wanted = parse_qs(scope["query_string"].decode()).get("id", [""])[0]
     if wanted:
         request = GenerationRequest(**{**_fields(request), "id": wanted})
-    engine = get_engine()
+    engine = MODELS.get().default.engine
     stream = engine.generate(request)
     _naive_streams[request.id] = stream
     await send({"type": "http.response.start", "status": 200, "headers": HEADERS})

@@ -28,7 +28,8 @@ from django.conf import settings  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from streaming.engines import set_engine  # noqa: E402
+from streaming import deployment  # noqa: E402
+from streaming.core import runtime  # noqa: E402
 from streaming.engines.deterministic import DeterministicEngine  # noqa: E402
 from streaming.ops import log_writer  # noqa: E402
 
@@ -102,7 +103,7 @@ async def prepare() -> None:
     from django.core.management import call_command
 
     await asyncio.to_thread(call_command, "migrate", verbosity=0)
-    set_engine(DeterministicEngine(ttft_s=0, tokens_per_s=0))
+    runtime.install(deployment.build(engines=[DeterministicEngine(ttft_s=0, tokens_per_s=0)]))
 
 
 async def main() -> None:

@@ -62,12 +62,12 @@ def measure() -> dict[str, float]:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
     django.setup()
-    from streaming.engines import get_engine
+    from streaming.engines.models import MODELS
     from streaming.http.openai_api import parse_chat_body
     from streaming.http.responses_body import parse_response_body
     from streaming.http.validation import parse_generation_body
 
-    engine = get_engine()
+    engine = MODELS.get().default.engine
     parse = {
         "native": lambda body: parse_generation_body(body, engine_name=engine.name),
         "chat completions": lambda body: parse_chat_body(body, engine),

@@ -10,8 +10,12 @@ from django.core.exceptions import ImproperlyConfigured
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 try:
     django_asgi_app = get_asgi_application()  # sets Django up before anything imports models
+    from streaming.core import runtime
     from streaming.engines.startup import check_configuration
 
+    # This process's deployment, built now (`runworker model-worker` built a worker's already),
+    # and what only its engines can judge of the configuration.
+    runtime.current()
     check_configuration()
 except ImproperlyConfigured as error:
     # Here, not in lifespan: every server (uvicorn in any lifespan mode, daphne, runserver)

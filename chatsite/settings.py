@@ -170,9 +170,6 @@ STREAMING_ENGINES = {
     "openai": "streaming.engines.remote.RemoteEngine",
 }
 STREAMING_ENGINE = env_str("STREAMING_ENGINE", "deterministic", choices=tuple(STREAMING_ENGINES))
-# With REDIS_URL, a web process's engine: it hands generations to the model workers, which run
-# the one STREAMING_ENGINE names.
-STREAMING_FLEET_ENGINE = "streaming.fleet.engine.ChannelLayerEngine"
 STREAMING_MODEL = env_str("STREAMING_MODEL", "")  # "" = the packaged SmolLM2-135M-Instruct
 # A TOML file listing several models by the name clients send as `model` (docs/models.md);
 # "" = one model, the one the settings above configure.

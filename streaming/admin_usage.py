@@ -19,10 +19,10 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from streaming.core.exceptions import RedisUnreachable
-from streaming.http import budgets
-from streaming.http.budget_counts import Counter, counts
 from streaming.models import Budget, GroupPriority
 from streaming.ops import usage_page
+from streaming.usage import budgets
+from streaming.usage.counters import COUNTS, Counter
 
 SCOPES = {"user": "a user", "group": "a group", "api_key": "an API key"}
 
@@ -126,7 +126,7 @@ class BudgetAdmin(admin.ModelAdmin):
         period, since, _ = budgets.period_bounds(budget.period, timezone.now())
         counter = Counter(owner, period, budget.tokens, since=since)
         try:
-            [used] = async_to_sync(counts().used)([counter])
+            [used] = async_to_sync(COUNTS.get().used)([counter])
         except RedisUnreachable:
             return "– (Redis unreachable)"
         return f"{used:,} ({used / budget.tokens:.0%})" if budget.tokens else f"{used:,}"

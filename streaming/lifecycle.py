@@ -16,11 +16,12 @@ from collections.abc import Callable
 from streaming.core import config
 from streaming.core.runtime import Part
 from streaming.engines import startup
-from streaming.engines.catalog import CATALOG
+from streaming.engines.models import MODELS
 from streaming.generations.registry import REGISTRY
-from streaming.http import admission, budgets, event_stream, stalled_readers
-from streaming.http.limits import limits
+from streaming.http import admission, event_stream, stalled_readers
 from streaming.ops import log_writer, metrics
+from streaming.usage.counters import SETTLING
+from streaming.usage.limits import limits
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class Serving:
         self.drain: asyncio.Task[None] | None = None
 
 
-SERVING = Part("serving", Serving)
+SERVING: Part[Serving] = Part("serving")
 # Ctrl-C (SIGINT) and `kill`/systemd (SIGTERM) take the same drain.
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # The same signal again this soon is the same Ctrl-C delivered twice (runserver's watcher
@@ -96,7 +97,7 @@ async def shutdown() -> None:
 
 async def close_engine() -> None:
     """Stop every engine's threads: a decode loop left running would keep the process alive."""
-    for engine in CATALOG.get().built():
+    for engine in MODELS.get().engines():
         await asyncio.to_thread(engine.close)
 
 
@@ -170,5 +171,5 @@ async def drain(grace_s: float | None = None) -> None:
         await asyncio.sleep(0.05)
     await log_writer.flush()
     await limits().flush()
-    await budgets.SETTLING.get().flush()  # the tokens of the last answers, counted
+    await SETTLING.get().flush()  # the tokens of the last answers, counted
     await close_engine()

@@ -316,7 +316,7 @@ class BudgetPeriod(models.TextChoices):
 
 class Budget(models.Model):
     """A cap on the tokens (prompt and answer) one user, each member of one group, or one API
-    key may use per period (streaming/http/budgets.py); the tightest that applies refuses."""
+    key may use per period (streaming/usage/budgets.py); the tightest that applies refuses."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE

@@ -47,48 +47,41 @@ def server_factory(tmp_path) -> Iterator[Callable[..., LiveServer]]:
 def fresh_limits(settings):
     """Limits counted afresh (and after): Django's settings, open to anonymous peers from
     10.0.0.0/8 on purpose, the test's to set."""
-    from streaming.http import limits
+    from streaming.usage.limits import LIMITS, LocalLimits
 
     settings.STREAM_REQUIRE_AUTH = "false"
-    limits.reset()
+    LIMITS.set(LocalLimits())
     yield settings
-    limits.reset()
+    LIMITS.set(LocalLimits())
 
 
 @pytest.fixture
 def engine():
-    """A fresh, fast deterministic engine installed as this process's engine."""
-    from streaming.engines import set_engine
-    from streaming.engines.deterministic import DeterministicEngine
-
-    engine = DeterministicEngine(ttft_s=0.0, tokens_per_s=1000.0)
-    set_engine(engine)
-    yield engine
-    set_engine(None)
-    # Every row this test's generations queued is written now, before pytest-django cleans the
-    # database: a row written later would land in the next test's.
+    """A fresh, fast deterministic engine, served by a deployment of the test's own (every
+    part built afresh), installed as this process's; the process's own put back after."""
     from asgiref.sync import async_to_sync
 
+    from streaming import deployment
+    from streaming.core import runtime
+    from streaming.engines.deterministic import DeterministicEngine
     from streaming.ops import log_writer
 
+    engine = DeterministicEngine(ttft_s=0.0, tokens_per_s=1000.0)
+    previous = runtime.install(deployment.build(engines=[engine]))
+    yield engine
+    # Every row this test's generations queued is written now, before pytest-django cleans the
+    # database: a row written later would land in the next test's.
     async_to_sync(log_writer.flush)()
+    runtime.install(previous)
 
 
 @pytest.fixture
 def fresh_runtime(engine):
-    """A runtime of the test's own: every part built afresh (the engine is the `engine`
-    fixture's), the process's own put back after."""
-    from asgiref.sync import async_to_sync
-
+    """The `engine` fixture's runtime: every part built afresh, the process's own put back
+    after."""
     from streaming.core import runtime
-    from streaming.engines import ENGINE
-    from streaming.ops import log_writer
 
-    previous = runtime.install(runtime.Runtime())
-    ENGINE.set(engine)
-    yield runtime.current()
-    async_to_sync(log_writer.flush)()  # this runtime's rows, before its database goes
-    runtime.install(previous)
+    return runtime.current()
 
 
 @pytest.fixture(scope="session")

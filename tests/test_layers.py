@@ -1,8 +1,8 @@
 """streaming/ in layers a newcomer can read (README, "How a token travels"): what may import what.
 
-core ← wire ← engines ← generations ← {fleet, ops, conversations} ← http ← the app root. Every
-import counts, inside functions and under TYPE_CHECKING too: a hidden import is still a
-dependency.
+core ← wire ← engines ← generations ← {fleet, ops, usage, conversations} ← http ← the app root
+(asgi, lifecycle, deployment, urls, admin). Every import counts, inside functions and under
+TYPE_CHECKING too: a hidden import is still a dependency.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ RANK = {
     "generations": 3,
     "fleet": 4,
     "ops": 4,
+    "usage": 4,
     "conversations": 4,
     "http": 5,
 }
-ROOT_RANK = 6  # asgi, lifecycle, urls, admin, apps, management: they tie the layers together
+ROOT_RANK = 6  # asgi, lifecycle, deployment, urls, admin, apps, management: they tie the layers
 MODELS = "streaming.models"  # Django's schema: every layer may read it; it imports none of ours
 MAX_LINES = 400
 
@@ -42,8 +43,9 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports(name: str, path: Path) -> set[str]:
-    """The streaming modules `name` imports, wherever the import statement stands."""
+def imports(name: str, path: Path, *, ours: bool = True) -> set[str]:
+    """The streaming modules `name` imports, wherever the import statement stands (`ours`
+    False: every module it imports, by its full name)."""
     found = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text())):
@@ -56,6 +58,8 @@ def imports(name: str, path: Path) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
+    if not ours:
+        return found
     known = modules()
     return {module for module in found if module in known and module != name}
 
@@ -83,14 +87,43 @@ def test_no_module_imports_a_higher_layer():
     assert upward == []
 
 
-def test_fleet_and_ops_never_import_each_other():
+@pytest.mark.parametrize("pair", [{"fleet", "ops"}, {"fleet", "usage"}], ids=["ops", "usage"])
+def test_the_fleet_and_its_siblings_never_import_each_other(pair):
+    """ops/ observes generations wherever they ran; usage/ knows Redis on its own (the
+    deployment hands it and the fleet the one client)."""
     across = sorted(
         f"{name} → {target}"
         for name, targets in GRAPH.items()
         for target in targets
-        if {layer(name), layer(target)} == {"fleet", "ops"}
+        if {layer(name), layer(target)} == pair
     )
     assert across == []
+
+
+def test_only_the_app_root_reaches_the_fleet():
+    """The views ask generations' `Whereabouts` and the models' engines; whether those are the
+    fleet's is decided once, by the deployment (streaming/deployment.py)."""
+    reaching = sorted(
+        f"{name} → {target}"
+        for name, targets in GRAPH.items()
+        if layer(name) not in ("fleet", "root")
+        for target in targets
+        if layer(target) == "fleet"
+    )
+    assert reaching == []
+
+
+def test_only_fleet_and_usage_know_redis():
+    knowing = sorted(
+        name
+        for name, path in modules().items()
+        if layer(name) not in ("fleet", "usage")
+        and any(
+            module.split(".")[0] in ("redis", "channels_redis")
+            for module in imports(name, path, ours=False)
+        )
+    )
+    assert knowing == []
 
 
 def test_the_server_never_imports_the_tools_and_the_tools_only_core_wire_and_the_script():
@@ -146,8 +179,8 @@ def test_no_module_outgrows_a_sitting(name):
 
 
 def test_a_process_keeps_its_state_in_its_runtime():
-    """Long-lived state is a runtime part (core/runtime.py), not a module global with a setter:
-    the one `global` statement left swaps the runtime itself."""
+    """Long-lived state is a runtime part (core/runtime.py), not a module global with a
+    setter."""
     found = [
         name
         for name, path in modules().items()
@@ -155,7 +188,7 @@ def test_a_process_keeps_its_state_in_its_runtime():
         for line in path.read_text().splitlines()
         if line.strip().startswith("global ")
     ]
-    assert found == ["streaming.core.runtime"], found
+    assert found == [], found
 
 
 MAX_FUNCTION_LINES = 60

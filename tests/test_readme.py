@@ -83,7 +83,7 @@ def test_the_settings_table_gives_the_defaults_the_code_has():
 
 
 @pytest.mark.parametrize(
-    "package", ["core", "wire", "engines", "generations", "fleet", "ops", "http"]
+    "package", ["core", "wire", "engines", "generations", "fleet", "usage", "ops", "http"]
 )
 def test_every_module_a_layer_lists_exists_there(package):
     row = next(

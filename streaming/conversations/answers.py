@@ -19,9 +19,9 @@ from asgiref.sync import sync_to_async
 from streaming.conversations import records
 from streaming.core import config
 from streaming.core.runtime import Part
-from streaming.fleet.whereabouts import whereabouts
 from streaming.generations import record
 from streaming.generations.registry import Generation
+from streaming.generations.whereabouts import whereabouts
 from streaming.models import ConversationItem, GenerationLog, GenerationStatus, ItemStatus
 from streaming.ops import log_writer
 
@@ -75,7 +75,7 @@ class LinkedAnswers:
                 log_writer.schedule(records.checkpoint, texts)
 
 
-LINKED = Part("linked answers", LinkedAnswers)
+LINKED: Part[LinkedAnswers] = Part("linked answers")
 
 
 def ending(generation: Generation) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_type_hints
 
+from streaming.core import runtime
 from streaming.core.runtime import Part
 
 
@@ -95,7 +96,6 @@ class EngineSettings:
 
     name: str = setting("STREAMING_ENGINE")
     paths: Mapping[str, str] = setting("STREAMING_ENGINES")  # name: dotted path of its class
-    fleet_path: str = setting("STREAMING_FLEET_ENGINE")  # a web process's, with REDIS_URL
     model: str = setting("STREAMING_MODEL")
     models_file: str = setting("STREAMING_MODELS")  # "": one model, the settings' (above)
     dtype: Literal["auto", "float32", "bfloat16"] = setting("STREAMING_DTYPE")  # transformers'
@@ -240,20 +240,26 @@ def setting_names() -> dict[str, str]:
     }
 
 
-def _from_django() -> Config:
+def from_django() -> Config:
+    """The settings as Django's are now, checked."""
     from django.conf import settings  # lazily, so core imports without Django configured
 
     return Config.from_settings(settings)
 
 
-CONFIG = Part("settings", _from_django)
+# Not composed like the other parts: read from Django's when first asked, and again after one
+# changes (tests), so a deployment built earlier sees the change.
+CONFIG: Part[Config] = Part("settings")
 
 
 def current() -> Config:
-    """This process's settings, built from Django's on first use."""
-    return CONFIG.get()
+    """This process's settings, read from Django's on first use."""
+    parts = runtime.current()
+    return parts.built(CONFIG) or parts.put(CONFIG, from_django())
 
 
 def reset(**_: Any) -> None:
-    """Forget them: rebuilt on next use (a receiver of Django's `setting_changed`)."""
-    CONFIG.set(None)
+    """Forget them: read again on next use (a receiver of Django's `setting_changed`)."""
+    parts = runtime.installed()
+    if parts is not None:
+        parts.set(CONFIG, None)

@@ -61,6 +61,9 @@ class GenerationRequest:
     # the asker's principal (`user:3`, `key:7`, `anon:…`, `ip:…`); "": nobody in particular.
     person: str = ""
     priority: int = 0  # higher first, before any person's turn
+    # The model that makes it: its name in STREAMING_MODELS' file (engines/models.py's
+    # `Model.key`), set at admission; "": the one model of a deployment without the file.
+    model: str = ""
 
     @property
     def prompt_chars(self) -> int:

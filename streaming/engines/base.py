@@ -40,11 +40,11 @@ class Engine(ABC):
     # decided here (the openai engine sends none of them, and its upstream applies its own).
     sampling_defaults: Sampling | None = Sampling()
     context_tokens: int | None = None  # prompt + answer per sequence, where the engine has one
-    served_as: str | None = None  # its name in STREAMING_MODELS' file (engines/catalog.py)
+    served_as: str | None = None  # its name in STREAMING_MODELS' file (engines/models.py)
 
     def __init__(self) -> None:
         self.streams: dict[str, TokenStream] = {}
-        # The process's totals (its one engine: engines.get_engine), which its streams add to.
+        # Its model's totals in this process, which its streams add to.
         self.counters = Counters()
 
     @classmethod

@@ -10,9 +10,8 @@ import weakref
 
 from streaming.core.exceptions import EngineUnavailable
 from streaming.core.runtime import Part
-from streaming.engines import get_engine
 from streaming.engines.base import Engine
-from streaming.engines.catalog import CATALOG
+from streaming.engines.models import MODELS
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +62,7 @@ class EngineStarts:
             freeze_loaded()
 
 
-STARTS = Part("engine starts", EngineStarts)
+STARTS: Part[EngineStarts] = Part("engine starts")
 
 
 def check_configuration() -> None:
@@ -73,18 +72,18 @@ def check_configuration() -> None:
     (the one model a remote upstream serves) is asked here, once, by the server's entry point.
     Raises ImproperlyConfigured, naming the variable.
     """
-    for engine in CATALOG.get().engines():
+    for engine in MODELS.get().engines():
         engine.preflight()
 
 
-def begin_start(engine: Engine | None = None) -> asyncio.Task[None]:
-    """Start loading the engine in the background (idempotent; a failed start stays failed)."""
-    return STARTS.get().begin(engine or get_engine())
+def begin_start(engine: Engine) -> asyncio.Task[None]:
+    """Start loading `engine` in the background (idempotent; a failed start stays failed)."""
+    return STARTS.get().begin(engine)
 
 
 def begin_every_start() -> None:
     """At start-up: every model's engine starts loading in the background."""
-    for engine in CATALOG.get().engines():
+    for engine in MODELS.get().engines():
         begin_start(engine)
 
 
@@ -108,10 +107,8 @@ def freeze_loaded() -> None:
     gc.freeze()
 
 
-async def ready_engine(engine: Engine | None = None) -> Engine:
-    """This process's engine (or `engine`) once it can serve; EngineUnavailable (503) while it
-    cannot."""
-    engine = engine or get_engine()
+async def ready_engine(engine: Engine) -> Engine:
+    """`engine` once it can serve; EngineUnavailable (503) while it cannot."""
     if engine.ready:
         return engine
     failure = STARTS.get().failed.get(engine)

@@ -1,6 +1,6 @@
-"""What a web process keeps of the fleet (fleet/engine.py): each generation of its own on a
+"""What a web process keeps of the fleet (fleet/client.py): each generation of its own on a
 worker, each replica it follows, each worker's last heartbeat. One record each, made and freed
-in one place (`Assignments`, handed to the engine's inbox and handover)."""
+in one place (`Assignments`, handed to the client's inbox and handover)."""
 
 from __future__ import annotations
 
@@ -34,10 +34,9 @@ class Assignment:
     """One generation of ours on a worker: made by `generate`, freed by `release`, nowhere
     else (`Assignments`)."""
 
-    stream: TokenStream  # the engine's own stream of it
+    stream: TokenStream  # its model's engine's own stream of it
     worker: str  # the worker's channel
     log: dict[str, Any] | None = None  # its log's options (FleetSharing.keep), sent with `generate`
-    model: str | None = None  # the model's name (None: any worker's), for a handover
     sent_at: float | None = None  # when `generate` went (None: not yet)
     ack: asyncio.Future[None] | None = None  # an abort waiting for the worker's final counters
     # Each worker it ran on and the token it began at: more than one after a handover.
@@ -126,9 +125,9 @@ class Assignments:
     def __getitem__(self, generation_id: str) -> Assignment:
         return self.own[generation_id]
 
-    def add(self, stream: TokenStream, max_text: int, model: str | None = None) -> Assignment:
-        """Record a generation of ours, not yet on a worker (`assign`), of `model`'s workers."""
-        assignment = self.own[stream.id] = Assignment(stream, "", max_text=max_text, model=model)
+    def add(self, stream: TokenStream, max_text: int) -> Assignment:
+        """Record a generation of ours, not yet on a worker (`assign`)."""
+        assignment = self.own[stream.id] = Assignment(stream, "", max_text=max_text)
         return assignment
 
     def release(self, generation_id: str) -> None:

@@ -39,7 +39,7 @@ MAX_HANDOVERS = 3
 BALANCE_MIN = 2
 BALANCE_SHARE = 0.25
 
-# (stream, assignment, the request going on, its chunks so far): the engine's `generate` sending.
+# (stream, assignment, the request going on, its chunks so far): the client's `generate` sending.
 SendGenerate = Callable[
     [TokenStream, Assignment, GenerationRequest, list[list[Any]]], Awaitable[None]
 ]
@@ -98,7 +98,7 @@ def crowded(home: WorkerInfo, open_: list[WorkerInfo], assigned: Counter[str]) -
 class Handover:
     """Our answers going on on another worker, and tokens lost on the way asked for again.
 
-    `send_generate`: the engine's sending of a `generate` (it ends the stream if that fails).
+    `send_generate`: the client's sending of a `generate` (it ends the stream if that fails).
     """
 
     def __init__(
@@ -132,7 +132,9 @@ class Handover:
         gone = assignment.worker
         assignment.handing_over = True
         try:
-            worker = await self._worker_for(stream, assignment.model, None if again else gone)
+            # Within its model: the request names it ("": a deployment's one model, any worker).
+            model = stream.request.model or None
+            worker = await self._worker_for(stream, model, None if again else gone)
         finally:
             assignment.handing_over = False
         if (

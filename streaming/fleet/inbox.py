@@ -1,5 +1,5 @@
 """What a web process does with the messages model workers send it: the one receive loop on its
-reply channel, and a handler per message type (the fleet engine's `Inbox`, fleet/engine.py).
+reply channel, and a handler per message type (the fleet client's `Inbox`, fleet/client.py).
 
 New tokens go to their streams and replicas in order; a gap is asked for again, an end is the
 worker's counters, an answer handed over or lost on the way goes on elsewhere (fleet/handover.py).
@@ -28,8 +28,8 @@ logger = logging.getLogger(__name__)
 
 
 class Inbox:
-    """The fleet engine's incoming side: it updates the engine's records (`Assignments`), the
-    workers' presence, and hands over through the engine's `Handover`."""
+    """The fleet client's incoming side: it updates the client's records (`Assignments`), the
+    workers' presence, and hands over through the client's `Handover`."""
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """A web process's end of the channel layer: its reply channel, and what it sends on the layer.
 
-One per fleet engine (fleet/engine.py), shared with its inbox and its handover; opened by the
-engine's `start` (Channels' layer is looked up then, not at import).
+One per web process, in its fleet client (fleet/client.py), shared with its inbox and its
+handover; opened by the client's `start` (Channels' layer is looked up then, not at import).
 """
 
 from __future__ import annotations

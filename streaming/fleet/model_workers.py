@@ -6,20 +6,21 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streaming.core import config
+from streaming.engines.models import MODELS
 from streaming.fleet import stopping
 from streaming.fleet.worker import ModelWorkerConsumer
 
 
 async def model_workers(scope, receive, send) -> None:
-    """`runworker model-worker`'s application: a consumer for each model WORKER_MODELS names
-    (the default model's alone where it is unset), each on a channel of its own, announcing
-    its model and its room in its heartbeat; stopped together on a signal."""
-    names = config.current().fleet.worker_model_names
-    if len(names) <= 1:
-        await ModelWorkerConsumer(model=names[0] if names else None)(scope, receive, send)
+    """`runworker model-worker`'s application: a consumer for each model of this worker's
+    deployment (those WORKER_MODELS names; the default one where it is unset), each on a
+    channel of its own, announcing its model and its room in its heartbeat; stopped together on
+    a signal."""
+    engines = MODELS.get().engines()
+    if len(engines) == 1:
+        await ModelWorkerConsumer(engines[0])(scope, receive, send)
         return
-    consumers = [ModelWorkerConsumer(model=name, signals=False) for name in names]
+    consumers = [ModelWorkerConsumer(engine, signals=False) for engine in engines]
 
     async def stop(signum: int) -> None:
         await asyncio.gather(*(each.stop(signum) for each in consumers))

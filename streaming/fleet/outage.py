@@ -32,4 +32,4 @@ class RedisOutage:
             self.failures = 0
 
 
-OUTAGE = Part("redis outage", RedisOutage)
+OUTAGE: Part[RedisOutage] = Part("redis outage")

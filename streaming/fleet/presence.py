@@ -1,4 +1,4 @@
-"""What a web process knows of the model workers (fleet/engine.py): each one's last heartbeat,
+"""What a web process knows of the model workers (fleet/client.py): each one's last heartbeat,
 and whether it hears anyone at all.
 
 It pings its own reply channel every beat (with pub/sub a publish can succeed while the

@@ -3,7 +3,7 @@ log in Redis once it has ended (fleet/answer_log.py).
 
 A second tab, a reloaded page or a reconnect behind a load balancer may reach a web process
 that did not start the generation, possibly after the one that did has died. This process then
-builds a replica: a Generation of its own (of the fleet engine, with `Replicas` as its sharing)
+builds a replica: a Generation of its own (of its model's engine, with `Replicas` as its sharing)
 whose TokenStream is not started here but fed like the home's, by the worker that makes it
 (`follow`: every chunk so far, then each new one, then the end), or, for an answer that has
 ended, from its log in Redis. Its readers go through the very path local readers take (ids,
@@ -20,13 +20,13 @@ from datetime import datetime
 from typing import Any
 
 from streaming.core.exceptions import GenerationError, Gone, StreamCut
-from streaming.core.runtime import Part
 from streaming.core.stream import TokenStream
-from streaming.fleet import answer_log, store
-from streaming.fleet.engine import ChannelLayerEngine
+from streaming.engines.models import Models
+from streaming.fleet import answer_log
+from streaming.fleet.client import FleetClient
 from streaming.fleet.protocol import end_as_the_worker_did
 from streaming.fleet.request_codec import request_from_message
-from streaming.fleet.sharing import CATCH_UP_S, FleetSharing, of_fleet
+from streaming.fleet.sharing import CATCH_UP_S, FleetSharing
 from streaming.generations.registry import REGISTRY, Generation
 
 logger = logging.getLogger(__name__)
@@ -35,16 +35,18 @@ FIND_AGAIN_POLL_S = 0.1  # its worker gone: how often we ask which worker goes o
 
 
 class Replicas(FleetSharing):
-    """This process's replicas: built here, fed by their workers through the fleet engine or
+    """This process's replicas: built here, fed by their workers through the fleet client or
     from the answers' logs, and shared like any fleet answer (a reader here counts among the
     answer's readers; a Stop reaches its worker, `Generation.stop`)."""
 
     def __init__(
-        self, fleet: ChannelLayerEngine, answer_logs: answer_log.AnswerLog | None = None
+        self, client: FleetClient, models: Models, answer_logs: answer_log.AnswerLog
     ) -> None:
-        super().__init__(fleet)
-        # Where the answers' logs are read: Redis (REDIS_URL), unless a test gives its own.
-        self.answer_logs = answer_logs or answer_log.RedisLog(store.redis)
+        """`models`: the engine of each (a replica is of its request's model's); `answer_logs`:
+        where the answers' logs are read (Redis; a test's own)."""
+        super().__init__(client)
+        self.models = models
+        self.answer_logs = answer_logs
         self._following: dict[str, Generation] = {}  # replicas fed by their worker, until the end
         self._answers: dict[str, asyncio.Future[str]] = {}  # `follow` sent, its answer awaited
 
@@ -91,9 +93,10 @@ class Replicas(FleetSharing):
         generation = REGISTRY.get().get(generation_id)
         if generation is not None:
             return generation  # another request built it meanwhile
+        request = request_from_message(first["request"])
         generation = Generation(
-            request_from_message(first["request"]),
-            self.fleet,
+            request,
+            self.models.of(request).engine,
             self,
             api=first["api"],
             in_conversation=first.get("conversation", False),
@@ -123,7 +126,7 @@ class Replicas(FleetSharing):
         try:
             if worker is None:
                 raise LookupError("its log names no worker")
-            await self.fleet.follow(stream, worker, self)
+            await self.client.follow(stream, worker, self)
             state = await asyncio.wait_for(answer, CATCH_UP_S)
             if state == "logged":  # it ended meanwhile: its log in Redis has all of it
                 self._unfollow(stream.id)
@@ -164,15 +167,16 @@ class Replicas(FleetSharing):
     async def _find_again(self, generation: Generation) -> None:
         stream = generation.stream
         assert stream is not None
-        gone = self.fleet.followed[stream.id].worker if stream.id in self.fleet.followed else ""
+        following = self.client.assignments.followed.get(stream.id)
+        gone = following.worker if following is not None else ""
         loop = asyncio.get_running_loop()
         # Its home sees the worker's silence when we do, then hands it over (a round trip).
-        deadline = loop.time() + self.fleet.fleet_settings.timeout_s + CATCH_UP_S
+        deadline = loop.time() + self.client.fleet_settings.timeout_s + CATCH_UP_S
         while not stream.finished and loop.time() < deadline:
             try:
-                state = await self.fleet.query(stream.id)
+                state = await self.client.query(stream.id)
                 if state is not None and state.get("worker") not in (None, gone):
-                    await self.fleet.follow(stream, state["worker"], self)
+                    await self.client.follow(stream, state["worker"], self)
                     return
                 if state is None and await self._ended_in_log(stream.id):
                     self._unfollow(stream.id)
@@ -202,7 +206,7 @@ class Replicas(FleetSharing):
 
     def _unfollow(self, generation_id: str) -> None:
         self._following.pop(generation_id, None)
-        self.fleet.unfollow(generation_id)
+        self.client.unfollow(generation_id)
 
     def _read_log(
         self, generation: Generation, stream: TokenStream, entries: list[tuple[str, Any]]
@@ -245,13 +249,3 @@ class Replicas(FleetSharing):
         if not stream.finished:
             logger.warning("replica of %s: %s", stream.id, why)
             stream.finish(error=GenerationError("worker_unavailable"))
-
-
-# This process's replicas, made with the first one and anew when the process gets another fleet
-# engine (a test's next fleet).
-REPLICAS: Part[Replicas | None] = Part("replicas", lambda: None)
-
-
-def replicas(fleet: ChannelLayerEngine) -> Replicas:
-    """This process's replicas (one Replicas for its fleet engine)."""
-    return of_fleet(REPLICAS, fleet, Replicas)

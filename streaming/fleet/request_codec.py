@@ -16,8 +16,8 @@ REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequ
 # (and the Redis answer log's JSON) of a request without them reads as before.
 OPTIONAL = frozenset(field.name for field in FIELDS if field.late)
 # Fields that are never None, sent only when not at their default, for the same reason: whose
-# turn it is in the worker's queue (engines/scheduler.py).
-UNLESS_DEFAULT = {"person": "", "priority": 0}
+# turn it is in the worker's queue (engines/scheduler.py), and the model that makes it.
+UNLESS_DEFAULT = {"person": "", "priority": 0, "model": ""}
 
 
 # A field whose value is no plain scalar: (to the message, from it), for a value not None.
@@ -49,8 +49,8 @@ def request_message(request: GenerationRequest) -> dict[str, Any]:
 
 
 def _sent(name: str, value: Any) -> bool:
-    """Whether a field goes in the message: a late one only when set, `person` and `priority`
-    only when not at their defaults, every other always (None included)."""
+    """Whether a field goes in the message: a late one only when set, `person`, `priority` and
+    `model` only when not at their defaults, every other always (None included)."""
     if name in OPTIONAL:
         return value is not None
     return name not in UNLESS_DEFAULT or value != UNLESS_DEFAULT[name]

@@ -31,17 +31,12 @@ TIMEOUT_S = 2  # to connect, and for a reply: past it, Redis is unreachable (503
 MAX_CONNECTIONS = 512
 
 
-def enabled() -> bool:
-    """True when web processes share state through Redis."""
-    return bool(config.current().fleet.redis_url)
-
-
-def connect() -> Any:
-    """A Redis client for REDIS_URL (it connects on its first command)."""
+def connect(url: str) -> Any:
+    """A Redis client for `url` (REDIS_URL; it connects on its first command)."""
     import redis.asyncio
 
     pool = redis.asyncio.BlockingConnectionPool.from_url(
-        config.current().fleet.redis_url,
+        url,
         max_connections=MAX_CONNECTIONS,
         timeout=TIMEOUT_S,
         socket_timeout=TIMEOUT_S,
@@ -50,7 +45,9 @@ def connect() -> Any:
     return redis.asyncio.Redis(connection_pool=pool)
 
 
-CLIENT: Part[Any] = Part("redis client", connect)
+# With REDIS_URL, the process's one client (streaming/deployment.py makes it); fleet/ and
+# usage/ are the only ones to use it.
+CLIENT: Part[Any] = Part("redis client")
 
 
 def redis() -> Any:

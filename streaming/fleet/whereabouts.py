@@ -4,7 +4,8 @@ logged in Redis (a replica reads it).
 
 Every look-up past this process's registry is here, in one order for the native API and the
 Responses API, so that a reader gets the same answer from either and from any web process
-(docs/resume.md). `whereabouts` is the one place that decides which implementation runs.
+(docs/resume.md). A claimed or replicated answer is made by the engine of the model its request
+names, as where it was created. The deployment makes one for a web process of a fleet.
 """
 
 from __future__ import annotations
@@ -13,19 +14,19 @@ import asyncio
 from typing import Any
 
 from streaming.core.exceptions import AlreadyStreaming, Gone
+from streaming.engines.models import Models
 from streaming.engines.startup import ready_engine
 from streaming.fleet import answer_log, store
-from streaming.fleet.replica import replicas
-from streaming.fleet.sharing import sharing_for
+from streaming.fleet.client import FleetClient
+from streaming.fleet.replica import Replicas
+from streaming.fleet.sharing import FleetSharing
 from streaming.generations.registry import REGISTRY, Generation
 from streaming.generations.whereabouts import (
-    HERE,
     Cancel,
     Here,
     NeverStarted,
     NotStarted,
     Position,
-    Whereabouts,
 )
 
 # A claimed answer's log reaches Redis one hop after the claim (the claimer's worker writes it).
@@ -35,6 +36,16 @@ CLAIMED_POLL_S = 0.02
 
 class FleetWhereabouts(Here):
     """Web processes that share their answers through Redis (REDIS_URL)."""
+
+    def __init__(
+        self, client: FleetClient, models: Models, answer_logs: answer_log.AnswerLog
+    ) -> None:
+        """`client`: this process's side of the fleet; `models`: the engine of each;
+        `answer_logs`: where the answers' logs are (Redis; a test's own)."""
+        self.client = client
+        self.models = models
+        self.sharing = FleetSharing(client)  # every answer made here
+        self.replicas = Replicas(client, models, answer_logs)
 
     async def owner(self, generation_id: str) -> str | None:
         """The owner of the one held here, else the one remembered for every web process
@@ -118,7 +129,8 @@ class FleetWhereabouts(Here):
 
     async def streamed(self, generation_id: str) -> dict[str, Any] | None:
         """Whichever worker runs it answers (bounded)."""
-        return await sharing_for(await ready_engine()).query(generation_id)
+        await self.client.start()
+        return await self.client.query(generation_id)
 
     async def running_somewhere(self, generation_id: str) -> bool:
         """Held here, its request waiting in Redis, or its log there."""
@@ -154,12 +166,13 @@ class FleetWhereabouts(Here):
         record = await store.claim_pending(generation_id)
         if record is None:
             return None
-        engine = await ready_engine()
+        request = record["request"]
+        engine = await ready_engine(self.models.of(request).engine)
         return REGISTRY.get().add(
             Generation(
-                record["request"],
+                request,
                 engine,
-                sharing_for(engine),
+                self.sharing,
                 api=record["api"],
                 client=record["client"],
                 created_at=record["created_at"],
@@ -188,16 +201,10 @@ class FleetWhereabouts(Here):
     async def _replica(self, generation_id: str) -> Generation | None:
         """A replica of an answer whose log is in Redis (None if it has none); Gone when the
         log is there but no longer whole."""
-        return await replicas(await ready_engine()).replicate(generation_id)
+        await self.client.start()
+        return await self.replicas.replicate(generation_id)
 
     async def _abort(self, generation_id: str) -> None:
         """Every worker is told; the one that runs it aborts it."""
-        await sharing_for(await ready_engine()).abort_everywhere(generation_id)
-
-
-FLEET = FleetWhereabouts()
-
-
-def whereabouts() -> Whereabouts:
-    """The fleet's with REDIS_URL (read when asked), else this process's alone."""
-    return FLEET if store.enabled() else HERE
+        await self.client.start()
+        await self.sharing.abort_everywhere(generation_id)

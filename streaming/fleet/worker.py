@@ -4,7 +4,7 @@ The messages it takes and sends, and why one `chunks` message carries every new 
 web process, are in streaming/fleet/protocol.py; a generation's life here is in docs/fleet.md;
 how its chunks and end go out to the web processes that read it, in fleet/delivery.py.
 A worker serves the models WORKER_MODELS names (fleet/model_workers.py): one consumer, channel
-and engine per model, in one process.
+and engine per model, in one process; it makes an answer only for the model it serves.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from channels.layers import get_channel_layer
 from streaming.core import config
 from streaming.core.abort import AbortReason
 from streaming.core.chunk_log import Chunk
-from streaming.core.exceptions import StreamingError
-from streaming.engines import build_named
+from streaming.core.exceptions import StreamingError, WorkerUnavailable
+from streaming.core.request import GenerationRequest
 from streaming.engines.base import Engine
 from streaming.engines.startup import freeze_loaded
 from streaming.fleet import answer_log, protocol, stopping, store
@@ -48,21 +48,21 @@ class ModelWorkerConsumer(AsyncConsumer):
 
     def __init__(
         self,
+        engine: Engine,
         answer_logs: answer_log.AnswerLog | None = None,
-        model: str | None = None,
         *,
         signals: bool = True,
     ) -> None:
-        """`answer_logs`: where durable answers are logged (None: Redis; a test gives its own);
-        `model`: the name of the model of STREAMING_MODELS' file it serves (None: the default
-        one); `signals`: whether it stops on its own signals (not one of several, which
+        """`engine`: its model's, in this process (the deployment's, not started yet);
+        `answer_logs`: where durable answers are logged (None: Redis; a test gives its own);
+        `signals`: whether it stops on its own signals (not one of several, which
         `model_workers` stops together)."""
         super().__init__()
         self.config = config.current()  # this process's settings, as they were at its start
         self.channel_layer = get_channel_layer()
         self.channel_name = ""  # opened by `start`
         self.signals = signals
-        self.engine: Engine = build_named(model)  # loaded by `start`
+        self.engine = engine  # loaded by `start`
         # One record per generation, from `generate` until its end reached its home.
         self.records = WorkerGenerations()
         # Silent for WORKER_TIMEOUT_S, a web process is gone, and its readers.
@@ -194,6 +194,7 @@ class ModelWorkerConsumer(AsyncConsumer):
                 # Sent before our last heartbeat said "not ready": let another worker take it.
                 self.delivery.tell(web, End(request.id, None, HANDED_OVER, 0, 0, 0))
                 return
+            self._check_model(request)
             self.engine.check_request(request)
             stream = self.engine.generate(request)
         except StreamingError as error:
@@ -225,6 +226,19 @@ class ModelWorkerConsumer(AsyncConsumer):
             }
             self.answer_logs.start(request.id, first, retention_s=durable["retention_s"])
         self._spawn(self.delivery.pump(audience))
+
+    def _check_model(self, request: GenerationRequest) -> None:
+        """Refuse an answer of a model we do not serve (a web process's mistake, or another
+        release's): it must never run on ours."""
+        ours = self.engine.served_as or ""
+        if request.model != ours:
+            logger.error(
+                "refused %s, an answer of %r: this worker serves %r",
+                request.id,
+                request.model,
+                ours,
+            )
+            raise WorkerUnavailable(f"This worker serves {ours!r}, not {request.model!r}.")
 
     async def abort(self, message: protocol.Abort) -> None:
         """Stop a generation, if it is ours (aborts are broadcast to every worker);

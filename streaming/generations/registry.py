@@ -50,14 +50,14 @@ generation_finished = Signal()
 
 
 class Slot(Protocol):
-    """A stream slot held while the generation runs (streaming/http/limits.py's lease)."""
+    """A stream slot held while the generation runs (streaming/usage/limits.py's lease)."""
 
     def release(self) -> None:
         """Give it back (idempotent)."""
 
 
 class Charge(Protocol):
-    """Tokens claimed on budgets while the generation runs (streaming/http/budgets.py)."""
+    """Tokens claimed on budgets while the generation runs (streaming/usage/budgets.py)."""
 
     def settle(self, used: int) -> None:
         """Replace the claim by the tokens it used (idempotent)."""
@@ -68,8 +68,8 @@ class Generation:
     """One generation's bookkeeping beside its engine stream."""
 
     request: GenerationRequest
-    engine: Engine  # what makes its tokens (for a replica, the fleet's: its workers)
-    sharing: Sharing = ALONE  # who else may read its answer (fleet/sharing.py's `sharing_for`)
+    engine: Engine  # what makes its tokens: its model's (`request.model`) engine
+    sharing: Sharing = ALONE  # who else may read its answer (`Whereabouts.sharing`)
     api: str = "native"
     client: str = ""
     owner: str = ""  # streaming/http/auth.py's principal of whoever created it
@@ -84,7 +84,7 @@ class Generation:
     lease: Slot | None = None  # its stream slot while it runs
     background_lease: Slot | None = None  # and, for a background response, that pool's slot
     # Whose token budgets its tokens count on: the asker's (user id, API key id), where known;
-    # and its claim on them while it runs (streaming/http/budgets.py).
+    # and its claim on them while it runs (streaming/usage/budgets.py).
     payer: tuple[int | None, int | None] = (None, None)
     charge: Charge | None = None
     answer: Answer | None = None  # its readers, grace and retention, once started
@@ -353,4 +353,4 @@ def _release(generation: Generation) -> None:
         generation.charge.settle(0 if stats is None else stats.total_tokens)
 
 
-REGISTRY = Part("registry", Registry)  # this process's generations
+REGISTRY: Part[Registry] = Part("registry")  # this process's generations

@@ -1,8 +1,9 @@
 """How an answer is shared with other web processes: the generation's concern, not its engine's.
 
-A generation holds one `Sharing`, chosen where it is created (fleet/sharing.py's `sharing_for`):
-`ALONE` for an answer only this process can read, the fleet's for one whose readers may be in
-any web process (its log in Redis, its worker told who reads it where).
+A generation holds one `Sharing`, the one of where this process's answers live
+(`Whereabouts.sharing`, decided once by the deployment): `ALONE` for an answer only this process
+can read, the fleet's for one whose readers may be in any web process (its log in Redis, its
+worker told who reads it where).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ Redis; and stopping or forgetting it wherever it is.
 
 The web layer asks `Whereabouts` and judges who may see what it finds (http/auth.py's
 `may_see`, with the owner asked for first): it never learns how the answers are shared. One
-implementation per way of running, chosen once (fleet/whereabouts.py's `whereabouts`): `HERE`
-for one process, whose registry is all there is; the fleet's (REDIS_URL) for answers created,
-streamed or logged by any web process.
+implementation per way of running, chosen once, when the deployment is built
+(streaming/deployment.py): `HERE` for one process, whose registry is all there is; the fleet's
+(REDIS_URL, fleet/whereabouts.py) for answers created, streamed or logged by any web process.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from typing import Any, Protocol
 
 from streaming.core.abort import AbortReason
 from streaming.core.exceptions import BadRequest
+from streaming.core.runtime import Part
 from streaming.generations.registry import REGISTRY, Generation
+from streaming.generations.sharing import ALONE, Sharing
 from streaming.models import GenerationStatus
 
 
@@ -56,6 +58,8 @@ class Cancel:
 
 class Whereabouts(Protocol):
     """What this process can learn of an answer, and do to it, wherever it is."""
+
+    sharing: Sharing  # how an answer made here is shared with other web processes
 
     async def owner(self, generation_id: str) -> str | None:
         """Whose answer it is, for the asker's side to judge before anything else is asked;
@@ -101,6 +105,8 @@ class Whereabouts(Protocol):
 
 class Here:
     """One process: its registry holds every answer there is, created ones too."""
+
+    sharing: Sharing = ALONE
 
     async def owner(self, generation_id: str) -> str | None:
         """The owner of the one held here."""
@@ -166,3 +172,11 @@ class Here:
 
 
 HERE = Here()
+
+# Where this process's answers live (streaming/deployment.py decides, once).
+WHEREABOUTS: Part[Whereabouts] = Part("whereabouts")
+
+
+def whereabouts() -> Whereabouts:
+    """Where this process's answers live: `HERE`, or the fleet's."""
+    return WHEREABOUTS.get()

@@ -1,8 +1,9 @@
 """Admission, the same for every API: who may call, the limits, and a new generation, once.
 
-`admit` is the one sequence: the asker's request rate, the engine ready, the body parsed (each
-API has its own dialect), the generation registered, its owner remembered. A stream slot is
-taken only when the engine starts (`start_admitted`).
+`admit` is the one sequence: the asker's request rate, the model chosen and its engine ready, the
+body parsed (each API has its own dialect), the asker's budgets, the generation registered with
+its model, its owner remembered. Its tokens are claimed and a stream slot taken only when the
+engine starts (`start_admitted`). Usage (rates, slots, budgets) is usage/'s to count.
 """
 
 from __future__ import annotations
@@ -20,15 +21,14 @@ from streaming.core.exceptions import MethodNotAllowed, ShuttingDown, StreamingE
 from streaming.core.request import GenerationRequest
 from streaming.core.runtime import Part
 from streaming.engines.base import Engine
-from streaming.fleet.sharing import sharing_for
-from streaming.fleet.whereabouts import whereabouts
 from streaming.generations.registry import PENDING, REGISTRY, Generation
-from streaming.http import budgets
+from streaming.generations.whereabouts import whereabouts
 from streaming.http.auth import answer_owner, authenticate, client_address, principal
 from streaming.http.errors import error_response, public_error
-from streaming.http.limits import WRITES, limits
-from streaming.http.model_choice import chosen_engine
-from streaming.http.people import priority_of
+from streaming.http.model_choice import chosen_model
+from streaming.http.people import person_of, priority_of
+from streaming.usage import budgets
+from streaming.usage.limits import WRITES, limits
 
 View = Callable[..., Awaitable[HttpResponse]]
 Options = TypeVar("Options")  # what a body asks of the reply besides the generation
@@ -41,7 +41,7 @@ class Admitting:
         self.draining = False
 
 
-ADMITTING = Part("admitting", Admitting)
+ADMITTING: Part[Admitting] = Part("admitting")
 
 
 def stop_admitting() -> None:
@@ -108,22 +108,29 @@ async def admit(
     `conversation_owner`: the owner of the conversation it answers in, if any; `model`: the
     model it names (model_choice.py; None: the default)."""
     await limits().hit(principal(request))
-    engine = await chosen_engine(request, model)
+    chosen = await chosen_model(request, model)
+    engine = chosen.engine
     generation_request, options = parse(request.body, engine)
     engine.check_request(generation_request)
     asker = principal(request)
     owner = answer_owner(request, conversation_owner)
-    payer = await budgets.check(request)  # 429 with no tokens left; its start claims them
-    # Whose turn it is in the engine's queue (engines/scheduler.py): the answer's owner, else
-    # the asker, so that an open server still tells its clients apart; and their groups' rank.
+    payer = person_of(request)
+    await budgets.check(await budgets_of(request, payer))  # 429 with nothing left; start claims
+    # Its model, carried wherever it is claimed, resumed or handed over; whose turn it is in the
+    # engine's queue (engines/scheduler.py): the answer's owner, else the asker, so that an
+    # open server still tells its clients apart; and their groups' rank.
     generation_request = dataclasses.replace(
-        generation_request, person=owner or asker, priority=await priority_of(payer[0])
+        generation_request,
+        model=chosen.key,
+        person=owner or asker,
+        priority=await priority_of(payer[0]),
     )
+    where = whereabouts()
     generation = REGISTRY.get().add(
         Generation(
             generation_request,
             engine,
-            sharing_for(engine),
+            where.sharing,
             api=api,
             client=client_address(request),
             owner=owner,
@@ -132,8 +139,17 @@ async def admit(
         asker=asker,
     )
     # Any web process that may be asked about it can tell who may see and cancel it.
-    await whereabouts().remember_owner(generation)
+    await where.remember_owner(generation)
     return generation, options
+
+
+async def budgets_of(request: HttpRequest, payer: budgets.Payer) -> budgets.Found:
+    """The payer's budgets, looked up once per HTTP request (one admitted and started at once
+    asks twice)."""
+    found = getattr(request, "stream_budgets", None)
+    if found is None or found.payer != payer:
+        found = request.stream_budgets = await budgets.look_up(payer)
+    return found
 
 
 async def publish(request: HttpRequest, generation: Generation) -> None:
@@ -164,7 +180,8 @@ async def start_admitted(
         generation.start()  # raises AlreadyStreaming, before a slot is taken for nothing
     # Its tokens on its creator's budgets (429 when none are left), then its stream slot; both
     # go back through the registry's `finish` or `discard`, or here if the start fails.
-    generation.charge = await budgets.claim(request, generation.payer, generation.request)
+    found = await budgets_of(request, generation.payer)
+    generation.charge = await budgets.claim(found, generation.request.max_tokens)
     try:
         generation.lease = await limits().acquire(principal(request))
         generation.start(durable=durable)

@@ -26,7 +26,7 @@ from streaming.wire.sock_diag import TcpSocket
 Peer = tuple[str, int]  # a connection's client address (as text) and port
 
 # The client of every request in flight -> how many (an HTTP/2 connection carries several).
-IN_FLIGHT: Part[dict[Peer, int]] = Part("requests in flight", dict)
+IN_FLIGHT: Part[dict[Peer, int]] = Part("requests in flight")
 
 
 def began(scope) -> Peer | None:

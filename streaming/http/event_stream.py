@@ -37,7 +37,7 @@ class OpenStreams:
         self.count = 0
 
 
-OPEN_STREAMS = Part("open streams", OpenStreams)
+OPEN_STREAMS: Part[OpenStreams] = Part("open streams")
 
 
 class Framer(Protocol):

@@ -1,5 +1,6 @@
 """The lookup of an answer, for every API that reads or stops one: the asker's, wherever it is
-(fleet/whereabouts.py finds it), or a refusal that says why there is nothing to read.
+(`Whereabouts` finds it: generations/whereabouts.py), or a refusal that says why there is
+nothing to read.
 
 Whose it is comes first, and is judged here (auth.py's `may_see`): someone else's answer is
 "not found", and nothing more is asked about it.
@@ -10,7 +11,6 @@ from __future__ import annotations
 from django.http import HttpRequest
 
 from streaming.core.exceptions import AlreadyStreaming, Gone, NotFound
-from streaming.fleet.whereabouts import whereabouts
 from streaming.generations.answer import event_id
 from streaming.generations.registry import PENDING, Generation
 from streaming.generations.whereabouts import (
@@ -20,6 +20,7 @@ from streaming.generations.whereabouts import (
     NotStarted,
     Position,
     Whereabouts,
+    whereabouts,
 )
 from streaming.http.admission import start_admitted
 from streaming.http.auth import may_see

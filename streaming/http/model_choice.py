@@ -17,7 +17,7 @@ from django.http import HttpRequest
 
 from streaming.core.exceptions import EngineUnavailable
 from streaming.engines.base import Engine
-from streaming.engines.catalog import CATALOG, Served
+from streaming.engines.models import MODELS, Model
 from streaming.engines.startup import ready_engine
 from streaming.http.auth import principal
 from streaming.http.openai_dialect import ModelNotFound
@@ -27,7 +27,7 @@ RETRY_AFTER_S = 5  # a model still loading or an upstream down: worth asking aga
 
 def named_model(body: bytes) -> str | None:
     """The `model` a JSON body names (None: none, or one model served, so nothing to pick)."""
-    if not CATALOG.get().several:
+    if not MODELS.get().several:
         return None  # not decoded twice where there is nothing to choose
     try:
         value = json.loads(body)
@@ -37,25 +37,37 @@ def named_model(body: bytes) -> str | None:
     return requested if isinstance(requested, str) and requested else None
 
 
-async def chosen_engine(request: HttpRequest, requested: str | None) -> Engine:
-    """The engine of the model `requested` (None: the default), once it can serve.
+async def chosen_model(request: HttpRequest, requested: str | None) -> Model:
+    """The model `requested` (None: the default), once its engine can serve.
 
     ModelNotFound (404) for a model nobody serves or the asker may not use; EngineUnavailable
-    (503, naming the model) while its engine cannot serve.
+    (503, naming the model where there are several) while its engine cannot serve.
     """
-    catalog = CATALOG.get()
-    if not catalog.several:
-        return await ready_engine()
-    served = catalog.find(requested)
-    if served is None or not await may_use(request, served):
+    models = MODELS.get()
+    if not models.several:
+        await serving(models.default.engine)
+        return models.default
+    model = models.find(requested)
+    if model is None or not await may_use(request, model):
         raise not_found(requested)
     try:
-        return await ready_engine(catalog.engine(served))
+        await serving(model.engine)
     except EngineUnavailable as error:
         raise EngineUnavailable(
-            f"The model {served.name!r} cannot serve now: {error.message}",
+            f"The model {model.name!r} cannot serve now: {error.message}",
             headers={"Retry-After": str(RETRY_AFTER_S), **error.headers},
         ) from None
+    return model
+
+
+async def serving(engine: Engine) -> None:
+    """Return once `engine` can serve a request now; EngineUnavailable (503, its reason) while
+    it cannot: loading, or (a fleet's) no worker of its model live, so that a created answer is
+    not accepted for nobody to make."""
+    await ready_engine(engine)
+    if not engine.can_serve:
+        await engine.check_health()  # raises the engine's own reason
+        raise EngineUnavailable()
 
 
 async def check_usable(request: HttpRequest, model: str | None) -> None:
@@ -63,8 +75,8 @@ async def check_usable(request: HttpRequest, model: str | None) -> None:
     one the asker may use now or later: checked when set, not at every turn only."""
     if not model:
         return
-    served = CATALOG.get().find(model)
-    if served is None or not await may_use(request, served):
+    found = MODELS.get().find(model)
+    if found is None or not await may_use(request, found):
         raise not_found(model)
 
 
@@ -76,23 +88,18 @@ def not_found(requested: Any) -> ModelNotFound:
     )
 
 
-async def may_use(request: HttpRequest, served: Served) -> bool:
-    """Whether the asker may use `served`: anyone, where it names no groups; else a signed-in
+async def may_use(request: HttpRequest, model: Model) -> bool:
+    """Whether the asker may use `model`: anyone, where it names no groups; else a signed-in
     user (or a user's API key) in one of them, or a superuser."""
-    if served.groups is None:
+    if model.groups is None:
         return True
     kind, _, pk = principal(request).partition(":")
     if kind != "user":
         return False
-    allowed = Q(is_superuser=True) | Q(groups__name__in=served.groups)
+    allowed = Q(is_superuser=True) | Q(groups__name__in=model.groups)
     return await get_user_model().objects.filter(allowed, pk=pk).aexists()
 
 
-async def usable(request: HttpRequest) -> list[tuple[Served, Engine]]:
-    """Every model the asker may use, with its engine (built, perhaps not ready)."""
-    catalog = CATALOG.get()
-    return [
-        (served, catalog.engine(served))
-        for served in catalog.models()
-        if await may_use(request, served)
-    ]
+async def usable(request: HttpRequest) -> list[Model]:
+    """Every model the asker may use (its engine perhaps not ready)."""
+    return [model for model in MODELS.get() if await may_use(request, model)]

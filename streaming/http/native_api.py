@@ -7,27 +7,28 @@ process) or stops it, event_stream.py frames and handles a reader leaving (in `e
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Iterable
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.core import config
-from streaming.core.exceptions import NotFound
+from streaming.core.exceptions import NotFound, StreamingError
 from streaming.core.request import GenerationRequest
-from streaming.engines import get_engine
 from streaming.engines.base import Engine
-from streaming.engines.catalog import CATALOG
+from streaming.engines.models import MODELS, Model
 from streaming.engines.startup import ready_engine
-from streaming.fleet.whereabouts import whereabouts
 from streaming.generations import record
 from streaming.generations.answer import retry_ms
 from streaming.generations.record import state_json
 from streaming.generations.registry import PENDING, REGISTRY, STREAMING, Generation
-from streaming.generations.whereabouts import FIRST, NeverStarted, Position
+from streaming.generations.whereabouts import FIRST, NeverStarted, Position, whereabouts
 from streaming.http.admission import admit, api_view, publish, start_new
 from streaming.http.event_stream import cancelled_stream, open_event_stream
 from streaming.http.lookup import cancel, locate, log_row, visible
-from streaming.http.model_choice import named_model, usable
+from streaming.http.model_choice import chosen_model, named_model, not_found, usable
 from streaming.http.validation import parse_generation_body
 from streaming.models import GenerationStatus
 from streaming.wire import sse
@@ -140,16 +141,31 @@ async def generation_state(request: HttpRequest, generation_id: str) -> HttpResp
 
 @api_view("GET")
 async def stats(request: HttpRequest) -> HttpResponse:
-    """`GET /api/stats`: the engine's counters (with workers: the whole fleet's); with several
-    models, the default's, and under `models` each one's that the asker may use."""
-    engine = get_engine()
-    totals = {**engine.totals(), "engine": engine.name, "model": engine.model}
-    if CATALOG.get().several:
+    """`GET /api/stats`: every model's counters added up (with workers: theirs, each worker
+    listed), named by the default model; with several models, each one's that the asker may
+    use under `models`."""
+    models = MODELS.get()
+    default = models.default
+    totals = {**_added_up(models), "engine": default.engine.name, "model": default.name}
+    if models.several:
         totals["models"] = {
-            served.name: {**each.totals(), "engine": each.name}
-            for served, each in await usable(request)
+            model.name: {**model.engine.totals(), "engine": model.engine.name}
+            for model in await usable(request)
         }
     return JsonResponse(totals)
+
+
+def _added_up(models: Iterable[Model]) -> dict[str, Any]:
+    """The models' engines' counters, summed; their workers, each once (a worker's channel
+    serves one model)."""
+    added: dict[str, Any] = {}
+    for model in models:
+        for name, value in model.engine.totals().items():
+            if name == "workers":
+                added.setdefault("workers", []).extend(value)
+            else:
+                added[name] = added.get(name, 0) + value
+    return added
 
 
 @api_view("GET", public=True)
@@ -160,21 +176,61 @@ async def healthz(request: HttpRequest) -> HttpResponse:
 
 @api_view("GET", public=True)
 async def readyz(request: HttpRequest) -> HttpResponse:
-    """Ready: the engine is loaded, warmed up and healthy, and (REDIS_URL) Redis answers: what
-    a request would get now (every created answer goes through Redis there)."""
-    engine = await ready_engine()
-    await engine.check_health()
+    """Ready while any model can serve (its engine loaded, warmed up and healthy) and, with
+    REDIS_URL, Redis answers: a balancer keeps the process while anyone can be served. Which
+    model cannot is for /v1/models and the admin to say (this page is public): here, how many
+    can. None: the default's reason, a 503."""
+    models = MODELS.get()
+    refused = await asyncio.gather(*(_cannot_serve(model.engine) for model in models))
+    refusals = dict(zip(models, refused, strict=True))
+    serving = sum(refusal is None for refusal in refused)
+    default = models.default
+    if not serving:
+        raise refusals[default]  # type: ignore[misc]
     await whereabouts().check()
-    return JsonResponse({"status": "ready", "engine": engine.name, "model": engine.model})
+    ready = {"status": "ready", "engine": default.engine.name, "model": default.name}
+    if models.several:
+        ready |= {"models": len(models), "models_serving": serving}
+    return JsonResponse(ready)
+
+
+async def _cannot_serve(engine: Engine) -> StreamingError | None:
+    """Why `engine` cannot serve now (None: it can)."""
+    try:
+        await ready_engine(engine)
+        await engine.check_health()
+    except StreamingError as error:
+        return error
+    return None
 
 
 @api_view("GET")
 async def engine_defaults(request: HttpRequest) -> HttpResponse:
-    """`GET /api/engine`: the model, and what a request gets for what it leaves unset (with
-    workers: what they announced)."""
-    described = (await ready_engine()).describe()
+    """`GET /api/engine` (`?model=`: that one's, else the default's): the model, and what a
+    request gets for what it leaves unset (with workers: what they announced); with several
+    models, each one's the asker may use under `models` (null while it cannot say)."""
+    named = request.GET.get("model")
+    chosen = await chosen_model(request, named)
+    if named is not None and named != chosen.name:  # one model: nothing was looked up
+        raise not_found(named)
     limits = config.current().limits
-    defaults = {**described["defaults"], "max_tokens": limits.default_max_tokens}
-    return JsonResponse(
-        {**described, "defaults": defaults, "max_tokens_limit": limits.max_tokens_limit}
-    )
+    described = _described(chosen.engine.describe())
+    if MODELS.get().several:
+        described["models"] = {model.name: _describe(model) for model in await usable(request)}
+    return JsonResponse({**described, "max_tokens_limit": limits.max_tokens_limit})
+
+
+def _describe(model: Model) -> dict[str, Any] | None:
+    """What `model`'s engine says of itself, where it can now."""
+    if not model.engine.ready:
+        return None
+    try:
+        return _described(model.engine.describe())
+    except StreamingError:
+        return None  # a fleet's model with no worker announcing it
+
+
+def _described(described: dict[str, Any]) -> dict[str, Any]:
+    """An engine's description with STREAM_DEFAULT_MAX_TOKENS among its defaults."""
+    defaults = {**described["defaults"], "max_tokens": config.current().limits.default_max_tokens}
+    return {**described, "defaults": defaults}

@@ -24,7 +24,7 @@ from streaming.core.fields import accepted, asked, naming
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
-from streaming.engines.catalog import CATALOG
+from streaming.engines.models import MODELS, Model
 from streaming.engines.startup import ready_engine
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.errors import openai_error_response
@@ -304,37 +304,36 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 STARTED_AT = int(time.time())  # a model card's `created`: when this process began serving
 
 
-def _model_card(model: str, engine: Engine | None = None, default: bool = False) -> dict[str, Any]:
-    card = {"id": model, "object": "model", "created": STARTED_AT, "owned_by": "llm-streaming"}
-    if engine is not None:  # several models: which can serve now, how much each reads, which
+def _model_card(model: Model, several: bool) -> dict[str, Any]:
+    card = {"id": model.name, "object": "model", "created": STARTED_AT, "owned_by": "llm-streaming"}
+    if several:  # which can serve now, how much each reads, which a request naming none gets
+        engine = model.engine
         card |= {"ready": engine.can_serve, "context_length": engine.context_tokens}
-        card |= {"default": default}  # is what a request naming none gets
+        card |= {"default": model.default}
     return card
 
 
 @api_view("GET", errors=openai_error_response)
 async def list_models(request: HttpRequest) -> HttpResponse:
     """`GET /v1/models`: the models the asker may use (one, without STREAMING_MODELS)."""
-    if not CATALOG.get().several:
-        engine = await ready_engine()
-        return JsonResponse({"object": "list", "data": [_model_card(engine.model)]})
-    catalog = CATALOG.get()
-    cards = [
-        _model_card(served.name, engine, catalog.is_default(served))
-        for served, engine in await usable(request)
-    ]
+    models = MODELS.get()
+    if not models.several:
+        await ready_engine(models.default.engine)
+        return JsonResponse({"object": "list", "data": [_model_card(models.default, False)]})
+    cards = [_model_card(model, True) for model in await usable(request)]
     return JsonResponse({"object": "list", "data": cards})
 
 
 @api_view("GET", errors=openai_error_response)
 async def retrieve_model(request: HttpRequest, model: str) -> HttpResponse:
     """`GET /v1/models/<model>`: 404 for a model the asker may not use, as for one unknown."""
-    if not CATALOG.get().several:
-        engine = await ready_engine()
-        if model != engine.model:
+    models = MODELS.get()
+    if not models.several:
+        await ready_engine(models.default.engine)
+        if model != models.default.name:
             raise ModelNotFound(f"The model {model!r} does not exist.")
-        return JsonResponse(_model_card(engine.model))
-    for served, engine in await usable(request):
-        if served.name == model:
-            return JsonResponse(_model_card(served.name, engine, CATALOG.get().is_default(served)))
+        return JsonResponse(_model_card(models.default, False))
+    for each in await usable(request):
+        if each.name == model:
+            return JsonResponse(_model_card(each, True))
     raise not_found(model)

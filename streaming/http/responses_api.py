@@ -31,10 +31,10 @@ from streaming.http.admission import admit, api_view, start_new
 from streaming.http.auth import may_see, principal
 from streaming.http.errors import openai_error_response
 from streaming.http.event_stream import event_stream, open_event_stream
-from streaming.http.limits import BACKGROUND, limits
 from streaming.http.lookup import REFUSED, cancel, find, locate
 from streaming.http.responses_body import ResponseBody, generation_id_of, parse_response_body
 from streaming.models import GenerationStatus, StoredResponse
+from streaming.usage.limits import BACKGROUND, limits
 from streaming.wire import openai_format, sse
 from streaming.wire import responses_format as wire
 from streaming.wire.responses_format import Outcome, ResponseSpec

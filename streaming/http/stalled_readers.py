@@ -230,7 +230,7 @@ class Watching:
         self.task: asyncio.Task[None] | None = None
 
 
-WATCHING = Part("stalled-reader watch", Watching)
+WATCHING: Part[Watching] = Part("stalled-reader watch")
 
 
 def watch(timeout_s: float, request_timeout_s: float = 0.0) -> None:

@@ -18,8 +18,8 @@ from streaming.core import config
 from streaming.core.exceptions import BadRequest, PromptTooLong
 from streaming.core.request import GenerationRequest, Message
 from streaming.engines.base import Engine
-from streaming.fleet.whereabouts import whereabouts
 from streaming.generations.registry import REGISTRY, Generation
+from streaming.generations.whereabouts import whereabouts
 from streaming.http.admission import admit
 from streaming.http.validation import build_request
 from streaming.models import Conversation

@@ -7,10 +7,10 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.core.exceptions import BadRequest
-from streaming.http import budgets, people
+from streaming.http import people
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
-from streaming.ops import usage
+from streaming.usage import budgets, report
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 366
@@ -24,14 +24,14 @@ def _days(request: HttpRequest) -> int:
 
 
 def _report(person: str, days: int) -> dict:
-    since = usage.days_since(days)
-    rows = usage.rows_of(since, owners=[person])
+    since = report.days_since(days)
+    rows = report.rows_of(since, owners=[person])
     return {
         "person": person,
         "since": since.date().isoformat(),
-        "totals": usage.totals(rows)[0],
-        "models": usage.totals(rows, per=("model",)),
-        "days": usage.by_day(rows),
+        "totals": report.totals(rows)[0],
+        "models": report.totals(rows, per=("model",)),
+        "days": report.by_day(rows),
     }
 
 

@@ -107,7 +107,7 @@ class LogWriter:
             await asyncio.shield(asyncio.wrap_future(future))
 
 
-WRITER = Part("log writer", LogWriter)
+WRITER: Part[LogWriter] = Part("log writer")
 
 
 def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:

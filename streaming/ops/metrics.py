@@ -200,7 +200,7 @@ def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
             bucket.inc(count)
 
 
-METRICS = Part("metrics", Metrics)
+METRICS: Part[Metrics] = Part("metrics")
 
 
 def get_metrics() -> Metrics:
@@ -254,10 +254,11 @@ async def metrics_view(request: HttpRequest) -> HttpResponse:
     """`GET /metrics`: Prometheus text format (OpenMetrics when the scraper asks for it)."""
     if request.method not in ("GET", "HEAD"):
         return HttpResponse(status=405, headers={"Allow": "GET, HEAD"})
-    from streaming.engines import get_engine
+    from streaming.engines.models import MODELS
 
     metrics = get_metrics()
-    metrics.queue_depth.set(get_engine().queue_depth)  # this process's, fresh for this scrape
+    # This process's, every model's, fresh for this scrape.
+    metrics.queue_depth.set(sum(engine.queue_depth for engine in MODELS.get().engines()))
     # Reading every process's files is blocking I/O: keep it off the event loop.
     body, content_type = await asyncio.to_thread(render, request.headers.get("Accept", ""))
     return HttpResponse(body, content_type=content_type)

@@ -9,8 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from streaming.engines.base import Engine
-from streaming.engines.catalog import CATALOG, Served
+from streaming.engines.models import MODELS, Model
 from streaming.ops import reports
 
 WINDOW = timedelta(hours=1)
@@ -19,35 +18,30 @@ WINDOW = timedelta(hours=1)
 def context(now: datetime | None = None) -> dict[str, Any]:
     """Each model as the template shows it, in the file's order."""
     now = now or timezone.now()
-    catalog = CATALOG.get()
     rows, capped = reports.fetch_recent(reports.LogFilter(since=now - WINDOW, until=now))
     by_model: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_model.setdefault(row["model"], []).append(row)
     return {
-        "models": [
-            _model(served, catalog.engine(served), catalog.is_default(served), by_model)
-            for served in catalog.models()
-        ],
+        "models": [_model(model, by_model) for model in MODELS.get()],
         "since": now - WINDOW,
         "capped": capped,
         "max_rows": reports.MAX_ROWS,
     }
 
 
-def _model(
-    served: Served, engine: Engine, default: bool, by_model: dict[str, list[dict[str, Any]]]
-) -> dict[str, Any]:
-    figures = reports.latency_figures(by_model.get(served.name, []))
+def _model(model: Model, by_model: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    figures = reports.latency_figures(by_model.get(model.name, []))
+    engine = model.engine
     totals = engine.totals()
     # A fleet's engine lists its model's workers; an engine in this process is its own place.
     workers = totals.get("workers")
     if workers is None:
         workers = [{"worker": "this process", "free": engine.free_slots, **totals}]
     return {
-        "name": served.name,
-        "default": default,
-        "groups": ", ".join(served.groups) if served.groups is not None else "everyone",
+        "name": model.name,
+        "default": model.default,
+        "groups": ", ".join(model.groups) if model.groups is not None else "everyone",
         "engine": engine.name,
         "ready": engine.can_serve,
         "workers": workers,

@@ -1,5 +1,5 @@
 """The admin's usage page (issue 41): tokens per person, group and model over a window of the
-log (streaming/ops/usage.py's figures), as a chart, tables and a CSV. `?person=<owner>` narrows
+log (streaming/usage/report.py's figures), as a chart, tables and a CSV. `?person=<owner>` narrows
 it to one person: their days and models, their budgets' standing, their newest generations.
 
 A person is named as people read it (`user:3` → the username, `key:7` → the key's name); a
@@ -23,20 +23,21 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from streaming.models import ApiKey, GenerationLog
-from streaming.ops import charts, feedback_shares, reports, usage
+from streaming.ops import charts, feedback_shares, reports
+from streaming.usage import report
 
 PERIODS = ("24h", "7d", "30d", "90d")  # the only ones accepted: the CSV's name carries it
 DEFAULT_PERIOD = "30d"
 FIGURE_HEADERS = ("generations", "prompt", "cached", "completion", "reasoning", "total")
-CSV_COLUMNS = ("day", "owner", "person", "model", *usage.FIGURES)
+CSV_COLUMNS = ("day", "owner", "person", "model", *report.FIGURES)
 MAX_PEOPLE = 100  # rows of the people table, the largest first; the CSV has everyone
 RECENT = 10  # a person's newest generations listed
 ANONYMOUS_SHOWN = 8  # characters of an anonymous browser's token shown
 # What a spreadsheet would run as a formula at the start of a cell (OWASP, "CSV Injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
-# Who can read a person's budgets now (admin_usage.py hands in http/budgets.py's `standing`,
-# which this layer may not import): the budgets that apply, or None when they cannot be read.
+# Who can read a person's budgets now (admin_usage.py hands in usage/budgets.py's `standing`,
+# read synchronously): the budgets that apply, or None when they cannot be read.
 Standing = Callable[[str], list[dict[str, Any]] | None]
 
 
@@ -54,13 +55,13 @@ class Window:
         if self.hourly:
             self.start = self.end - span
         else:
-            self.start = usage.days_since(span.days, self.end)
+            self.start = report.days_since(span.days, self.end)
         self.person = request.GET.get("person", "").strip()
         self.changelist = reverse("admin:streaming_generationlog_changelist")
 
     def rows(self) -> QuerySet[GenerationLog]:
         """The log's rows in the window, of the person chosen if any."""
-        return usage.rows_of(self.start, self.end, [self.person] if self.person else None)
+        return report.rows_of(self.start, self.end, [self.person] if self.person else None)
 
     def link(self, start: datetime | None = None, end: datetime | None = None, **extra) -> str:
         """The changelist filtered to this window (or a stretch of it) plus `extra` lookups."""
@@ -116,7 +117,7 @@ def format_tokens(value: float | None) -> str:
 
 def _with_figures(row: dict[str, Any]) -> dict[str, Any]:
     """The row with its figures in FIGURES' order, written for the page."""
-    return {**row, "figures": [format_tokens(row[name]) for name in usage.FIGURES]}
+    return {**row, "figures": [format_tokens(row[name]) for name in report.FIGURES]}
 
 
 def _slots(window: Window) -> list[tuple[datetime, datetime, str]]:
@@ -144,7 +145,7 @@ def _per_slot(window: Window, rows: QuerySet[GenerationLog]) -> dict[Any, dict[s
     zones) or per local day, keyed as `_slots` starts them."""
     if not window.hourly:
         return {
-            date.fromisoformat(row["day"]): row for row in usage.by_day(rows, per=()) if row["day"]
+            date.fromisoformat(row["day"]): row for row in report.by_day(rows, per=()) if row["day"]
         }
     grouped = (
         rows.annotate(hour=TruncHour("created_at", tzinfo=UTC))
@@ -182,7 +183,7 @@ def _chart(window: Window, rows: QuerySet[GenerationLog]) -> str:
 
 def _people(window: Window, rows: QuerySet[GenerationLog]) -> list[dict[str, Any]]:
     """Each person's figures over the window, the largest first, named and linked."""
-    people = usage.totals(rows, per=("owner",))
+    people = report.totals(rows, per=("owner",))
     named = names(row["owner"] for row in people)
     return [
         _with_figures(
@@ -217,11 +218,11 @@ def _groups(people: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "name": name,
                 "members": 0,
                 "link": reverse("admin:auth_group_change", args=[group_id]),
-                **dict.fromkeys(usage.FIGURES, 0),
+                **dict.fromkeys(report.FIGURES, 0),
             },
         )
         group["members"] += 1
-        for figure in usage.FIGURES:
+        for figure in report.FIGURES:
             group[figure] += by_user[user_id][figure]
     ordered = sorted(groups.values(), key=lambda group: (-group["total_tokens"], group["name"]))
     return [_with_figures(group) for group in ordered]
@@ -230,7 +231,7 @@ def _groups(people: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _models(window: Window, rows: QuerySet[GenerationLog]) -> list[dict[str, Any]]:
     return [
         _with_figures({**row, "link": window.link(model__exact=row["model"])})
-        for row in usage.totals(rows, per=("model",))
+        for row in report.totals(rows, per=("model",))
     ]
 
 
@@ -256,7 +257,7 @@ def _person(
     return {
         "person_name": names([person])[person],
         "person_admin_page": admin_page,
-        "person_days": [_with_figures(row) for row in usage.by_day(rows, per=("model",))],
+        "person_days": [_with_figures(row) for row in report.by_day(rows, per=("model",))],
         "budgets": budgets,
         "budgets_unread": budgets is None,
         "recent": recent,
@@ -274,7 +275,7 @@ def context(
         "window": window,
         "periods": PERIODS,
         "figure_headers": FIGURE_HEADERS,
-        "totals": _with_figures(usage.totals(rows)[0]),
+        "totals": _with_figures(report.totals(rows)[0]),
         # mark_safe: charts.py escapes every text it writes into the SVG.
         "over_time": mark_safe(_chart(window, rows)),
         "window_link": window.link(),
@@ -302,7 +303,7 @@ def _cell(text: str) -> str:
 def csv_response(request: HttpRequest, now: datetime | None = None) -> HttpResponse:
     """The window as CSV: one row per day, person and model, with FIGURES (CSV_COLUMNS)."""
     window = Window(request, now)
-    rows = usage.by_day(window.rows(), per=("owner", "model"))
+    rows = report.by_day(window.rows(), per=("owner", "model"))
     named = names(row["owner"] for row in rows)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f"attachment; filename=usage-{window.period}.csv"
@@ -311,6 +312,6 @@ def csv_response(request: HttpRequest, now: datetime | None = None) -> HttpRespo
     for row in rows:
         person, model = _cell(named[row["owner"]]), _cell(row["model"])
         writer.writerow(
-            [row["day"], row["owner"], person, model, *(row[name] for name in usage.FIGURES)]
+            [row["day"], row["owner"], person, model, *(row[name] for name in report.FIGURES)]
         )
     return response

@@ -12,8 +12,8 @@ from django.test import Client
 
 from frontend.views import CONTENT_SECURITY_POLICY
 from streaming.conversations import branches, records, sharing
-from streaming.http import limits
 from streaming.models import Conversation, ConversationItem, ItemStatus, SharedLink
+from streaming.usage import limits
 from tests.conversations.test_page_sign_in import anonymous_browser
 
 pytestmark = pytest.mark.django_db
@@ -25,9 +25,9 @@ SECRET = "the secret word is marmalade"
 def required(settings):
     """A deployment that wants a sign-in for the chat and its APIs."""
     settings.STREAM_REQUIRE_AUTH = "true"
-    limits.reset()
+    limits.LIMITS.set(limits.LocalLimits())
     yield settings
-    limits.reset()
+    limits.LIMITS.set(limits.LocalLimits())
 
 
 def person(name: str) -> tuple[Client, str]:

@@ -40,7 +40,7 @@ def test_every_setting_of_the_service_lands_in_exactly_one_object():
     ]
     assert len(fields) == len(set(fields))  # one field per setting, never two
     assert sorted(read - set(fields)) == []  # the environment's, each with its field
-    assert set(config.setting_names()) - read == {"STREAMING_ENGINES", "STREAMING_FLEET_ENGINE"}
+    assert set(config.setting_names()) - read == {"STREAMING_ENGINES"}
 
 
 def test_the_objects_hold_the_settings_values_by_concept():

@@ -10,7 +10,7 @@ import pytest
 from streaming.core.exceptions import BadRequest, UnsupportedParameter
 from streaming.core.fields import BY_NAME, FIELDS, NAMES, accepted, asked, parse_asked
 from streaming.core.request import Fault
-from streaming.engines import get_engine
+from streaming.engines.models import MODELS
 from streaming.fleet import request_codec
 from streaming.http import openai_api, responses_body, validation
 
@@ -92,7 +92,7 @@ def test_the_length_is_named_in_its_error_as_the_dialect_names_it(dialect, name)
 
 
 def test_chat_completions_keeps_naming_the_length_max_tokens_in_its_errors():
-    engine = get_engine()
+    engine = MODELS.get().default.engine
     for sent in ("max_tokens", "max_completion_tokens"):
         body = json.dumps(
             {"model": engine.model, "messages": [{"role": "user", "content": "hi"}], sent: 0}

@@ -11,14 +11,20 @@ from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import InMemoryChannelLayer, channel_layers
 from channels.routing import ChannelNameRouter
 
-from streaming.core import config
 from streaming.fleet import stopping, store
 from streaming.fleet import worker as worker_module
-from streaming.fleet.engine import ChannelLayerEngine
 from streaming.fleet.protocol import WORKER_CHANNEL
 from streaming.fleet.worker import ModelWorkerConsumer
 from streaming.management.commands.runworker import ModelWorker
-from tests.fleet.in_memory import FLEET_SETTINGS, Fleet, MemoryLog, NoRedis, eventually
+from tests.fleet.in_memory import (
+    FLEET_SETTINGS,
+    Fleet,
+    MemoryLog,
+    NoRedis,
+    eventually,
+    web_engine,
+    worker_engine,
+)
 
 
 @pytest.fixture
@@ -47,8 +53,8 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
 
         async def model_worker(scope, receive, send) -> None:
             # What ModelWorkerConsumer.as_asgi(answer_logs=...) does, keeping the instance here.
-            model = serve[len(consumers)] if serve else None
-            consumers.append(consumer := ModelWorkerConsumer(MemoryLog(logs), model))
+            engine = worker_engine(serve[len(consumers)] if serve else None)
+            consumers.append(consumer := ModelWorkerConsumer(engine, MemoryLog(logs)))
             await consumer(scope, receive, send)
 
         # `manage.py runworker model-worker`: its worker class on the project's channel router,
@@ -64,9 +70,8 @@ async def start_fleet(settings, monkeypatch) -> AsyncIterator[Callable[..., Any]
             )
             running.append(asyncio.create_task(runner.arun()))
             await eventually(lambda: len(consumers) == len(runners))  # in the runners' order
-        web = ChannelLayerEngine.from_config(config.current())
-        await web.start()
-        await eventually(lambda: len(web.presence.live()) == workers or not wait)
+        web = await web_engine()
+        await eventually(lambda: len(web.client.presence.live()) == workers or not wait)
         fleet = Fleet(layer, web, consumers, runners, running, logs)
         started.append(fleet)
         return fleet

@@ -1,5 +1,5 @@
-"""A fleet in one event loop for tests: a web process's ChannelLayerEngine and model workers'
-consumers, run as `manage.py runworker model-worker` runs them, over Channels'
+"""A fleet in one event loop for tests: a web process's fleet client and its ChannelLayerEngine,
+and model workers' consumers, run as `manage.py runworker model-worker` runs them, over Channels'
 InMemoryChannelLayer (test_in_memory.py, test_handover.py, test_durable.py).
 
 Durable answers' logs are kept in memory (`MemoryLog`, one shared by the fleet's workers and
@@ -25,7 +25,11 @@ from streaming.core.chunk_log import Chunk
 from streaming.core.exceptions import GenerationError
 from streaming.core.request import GenerationRequest, Message
 from streaming.core.stream import TokenStream
+from streaming.engines import build_engine
+from streaming.engines.base import Engine
+from streaming.engines.models import Model, Models, models_of
 from streaming.fleet.answer_log import AnswerLog, Batch, Entry
+from streaming.fleet.client import FleetClient
 from streaming.fleet.engine import ChannelLayerEngine
 from streaming.fleet.replica import Replicas
 from streaming.fleet.worker import ModelWorkerConsumer
@@ -110,6 +114,21 @@ async def eventually(check: Callable[[], Any], within_s: float = WITHIN_S) -> No
         await asyncio.sleep(0.005)
 
 
+def worker_engine(model: str | None = None) -> Engine:
+    """The engine of a model worker serving `model` (None: the default one), made as its
+    deployment makes it."""
+    settings = config.current()
+    names = (model,) if model else ()
+    return models_of(settings, lambda spec: build_engine(settings, spec), names).default.engine
+
+
+async def web_engine(model: str | None = None) -> ChannelLayerEngine:
+    """A web process of its own (a fleet client) and its engine of `model`, started."""
+    engine = ChannelLayerEngine(FleetClient.from_config(config.current()), model)
+    await engine.start()
+    return engine
+
+
 def request(max_tokens: int = 20, prompt: str = "hello") -> GenerationRequest:
     return GenerationRequest(
         id=uuid.uuid4().hex, messages=(Message("user", prompt),), max_tokens=max_tokens, seed=7
@@ -135,7 +154,7 @@ async def read(stream: TokenStream) -> tuple[list[Chunk], GenerationError | None
 @dataclass
 class Fleet:
     """One web process's engine and model workers (`worker`: the first), sharing one
-    InMemoryChannelLayer."""
+    InMemoryChannelLayer; `client`: the web process's side of the fleet."""
 
     layer: InMemoryChannelLayer
     web: ChannelLayerEngine
@@ -144,6 +163,10 @@ class Fleet:
     running: list[asyncio.Task[None]]
     logs: dict[str, list[Entry]]  # every durable answer's log, by generation id
     other_webs: list[ChannelLayerEngine] = field(default_factory=list)
+
+    @property
+    def client(self) -> FleetClient:
+        return self.web.client
 
     @property
     def worker(self) -> ModelWorkerConsumer:
@@ -158,11 +181,10 @@ class Fleet:
     async def another_web(self, logs: AnswerLog | None = None) -> Replicas:
         """A second web process on the same layer, once it sees every worker; its replicas
         read the fleet's logs (or `logs`)."""
-        web = ChannelLayerEngine.from_config(config.current())
-        await web.start()
+        web = await web_engine()
         self.other_webs.append(web)
-        await eventually(lambda: len(web.presence.live()) == len(self.workers))
-        return Replicas(web, logs or MemoryLog(self.logs))
+        await eventually(lambda: len(web.client.presence.live()) == len(self.workers))
+        return Replicas(web.client, Models([Model(web)]), logs or MemoryLog(self.logs))
 
     async def kill_worker(self, index: int = 0) -> None:
         """A worker falls silent at once, as a killed process would: no end, no heartbeat."""
@@ -181,14 +203,14 @@ class Fleet:
 
     async def kill_web(self) -> None:
         """The web process falls silent: no heartbeat, nothing read."""
-        await cancel(list(self.web._tasks))
+        await cancel(list(self.client.tasks))
 
     async def close(self) -> None:
         for index in range(len(self.workers)):
             await self.kill_worker(index)
         await self.kill_web()
         for web in self.other_webs:
-            await cancel(list(web._tasks))
+            await cancel(list(web.client.tasks))
         for stream in list(self.web.streams.values()):
             stream.finish(error=GenerationError("server_shutdown"))
 

@@ -25,7 +25,7 @@ def turn(conversation: int, turns: int, max_tokens: int = 5):
 async def worker_of(web, asked) -> str:
     """The worker a turn went to, once it has ended and been released (as the HTTP side does)."""
     stream = web.generate(asked)
-    worker = web.assignments[stream.id].worker
+    worker = web.client.assignments[stream.id].worker
     assert (await read(stream))[1] is None
     web.release(stream.id)
     return worker
@@ -51,11 +51,11 @@ async def test_every_turn_after_the_first_goes_to_one_worker_whichever_web_proce
 async def test_a_crowded_home_yields_a_turn_to_the_least_busy_worker(start_fleet):
     fleet = await start_fleet(workers=2, DETERMINISTIC_TPS=200.0)
     web = fleet.web
-    live = web.presence.live()
+    live = web.client.presence.live()
     # Four conversations whose home is the same worker, their turns running at once.
     same = [c for c in range(100) if home_of(conversation_key(turn(c, 2)), live) == live[0]][:4]
     streams = [web.generate(turn(c, 2, max_tokens=10_000)) for c in same]
-    workers = [web.assignments[s.id].worker for s in streams]
+    workers = [web.client.assignments[s.id].worker for s in streams]
     # Three there (2 more than the other's none is allowed); the fourth would be 3 more.
     assert workers == [live[0].channel] * 3 + [live[1].channel]
     for stream in streams:
@@ -68,11 +68,15 @@ async def test_a_home_without_room_sends_the_turn_to_another_and_the_next_comes_
     )
     web = fleet.web
     home = await worker_of(web, turn(0, 2))
-    await eventually(lambda: web.workers[home].free == 1)  # its heartbeat since says so
+    await eventually(
+        lambda: web.client.presence.workers[home].free == 1
+    )  # its heartbeat since says so
     long = web.generate(turn(0, 3, max_tokens=10_000))  # fills the home's one place
-    assert web.assignments[long.id].worker == home
+    assert web.client.assignments[long.id].worker == home
     assert await worker_of(web, turn(0, 4)) != home  # no room there: the other one
 
     await web.abort(long.id, AbortReason.CANCELLED)
-    await eventually(lambda: web.workers[home].free == 1)  # its next heartbeat says so
+    await eventually(
+        lambda: web.client.presence.workers[home].free == 1
+    )  # its next heartbeat says so
     assert await worker_of(web, turn(0, 5)) == home

@@ -11,8 +11,8 @@ import httpx
 import pytest
 import redis
 
-from streaming.http.budget_counts import PREFIX
 from streaming.tools.liveserver import manage
+from streaming.usage.counters import PREFIX
 from tests.support.live import iter_sse, running_fleet, wait_until
 
 pytestmark = pytest.mark.live

@@ -29,7 +29,7 @@ async def test_a_durable_answers_log_is_written_start_then_chunks_then_end(start
     fleet = await start_fleet()
     asked = request(20)
     stream = fleet.web.generate(asked)
-    FleetSharing(fleet.web).keep(asked.id, durable())
+    FleetSharing(fleet.client).keep(asked.id, durable())
 
     chunks, error = await read(stream)
 
@@ -55,7 +55,7 @@ async def test_a_replica_on_another_web_process_follows_a_running_answer(start_f
     fleet = await start_fleet(DETERMINISTIC_TPS=200.0)
     asked = request(60)
     stream = fleet.web.generate(asked)
-    FleetSharing(fleet.web).keep(asked.id, durable())
+    FleetSharing(fleet.client).keep(asked.id, durable())
     home = asyncio.create_task(read(stream))
     await eventually(lambda: stream.stats.tokens_generated >= 5)
     replicas = await fleet.another_web()
@@ -64,7 +64,7 @@ async def test_a_replica_on_another_web_process_follows_a_running_answer(start_f
 
     assert generation is not None and generation.stream is not None
     # Fed by the worker, not read from the log: it is still running.
-    assert replicas.fleet.reply_channel in fleet.worker.audiences[asked.id].fed
+    assert replicas.client.reply_channel in fleet.worker.audiences[asked.id].fed
     chunks, error = await read(generation.stream)
     home_chunks, home_error = await home
     assert error is None and home_error is None
@@ -77,7 +77,7 @@ async def test_a_replica_after_the_end_reads_the_log(start_fleet):
     fleet = await start_fleet()
     asked = request(30)
     stream = fleet.web.generate(asked)
-    FleetSharing(fleet.web).keep(asked.id, durable())
+    FleetSharing(fleet.client).keep(asked.id, durable())
     home_chunks, _ = await read(stream)
     await eventually(lambda: not fleet.worker.audiences)  # the worker has forgotten it
     replicas = await fleet.another_web()
@@ -106,7 +106,7 @@ async def test_a_follow_that_reaches_the_worker_after_the_end_reads_the_log(star
     fleet = await start_fleet()
     asked = request(30)
     stream = fleet.web.generate(asked)
-    FleetSharing(fleet.web).keep(asked.id, durable())
+    FleetSharing(fleet.client).keep(asked.id, durable())
     home_chunks, _ = await read(stream)
     await eventually(lambda: not fleet.worker.audiences)
     replicas = await fleet.another_web(ReadBeforeTheEnd(fleet.logs))

@@ -78,7 +78,7 @@ async def test_a_handover_keeps_the_person_and_priority(start_fleet):
     reading = asyncio.create_task(read(stream))
     await eventually(lambda: stream.stats.tokens_generated >= 5)
     channels = [worker.channel_name for worker in fleet.workers]
-    first = channels.index(fleet.web.assignments[asked.id].worker)
+    first = channels.index(fleet.client.assignments[asked.id].worker)
     await fleet.kill_worker(first)
     second = fleet.workers[1 - first]
     await eventually(lambda: asked.id in second.audiences)

@@ -49,18 +49,20 @@ async def test_a_killed_workers_answers_go_on_on_the_other_whole(start_fleet):
     for each, reader in zip(asked, readers, strict=True):
         assert_whole(each, *await reader)
     second = fleet.workers[1].channel_name
-    assert all(fleet.web.assignments[s].worker == second for s in on_first)
-    assert [fleet.web.assignments[s.id].handovers for s in streams] == [
+    assert all(fleet.client.assignments[s].worker == second for s in on_first)
+    assert [fleet.client.assignments[s.id].handovers for s in streams] == [
         1 if s.id in on_first else 0 for s in streams
     ]
-    assert fleet.workers[0].channel_name not in fleet.web.workers
+    assert fleet.workers[0].channel_name not in fleet.client.presence.workers
     # The log row's record of who made its tokens: each worker, in order, and how many.
-    first, sharing = fleet.workers[0].channel_name, FleetSharing(fleet.web)
+    first, sharing = fleet.workers[0].channel_name, FleetSharing(fleet.client)
     for stream in streams:
         made = sharing.made_by(stream.id, stream.stats.tokens_generated)
         assert sum(part["tokens"] for part in made) == stream.stats.tokens_generated == 60
         assert [part["worker"] for part in made] == (
-            [first, second] if stream.id in on_first else [fleet.web.assignments[stream.id].worker]
+            [first, second]
+            if stream.id in on_first
+            else [fleet.client.assignments[stream.id].worker]
         )
         assert all(part["tokens"] >= 5 for part in made)  # each made some (see start_answers)
 
@@ -73,7 +75,7 @@ async def test_a_durable_answer_handed_over_keeps_its_chunks_for_replicas_and_it
     fleet = await start_fleet(workers=2, **PACED)
     asked = request(200)
     stream = fleet.web.generate(asked)
-    FleetSharing(fleet.web).keep(asked.id, options := durable())
+    FleetSharing(fleet.client).keep(asked.id, options := durable())
     stream.max_log_bytes = options["max_bytes"]  # kept whole here, as its Answer does
     home = asyncio.create_task(read(stream))
     replicas = await fleet.another_web()
@@ -85,7 +87,7 @@ async def test_a_durable_answer_handed_over_keeps_its_chunks_for_replicas_and_it
     await eventually(lambda: sum(kind == "r" for kind, _ in fleet.logs[asked.id]) == 2)
     generation = await replicas.replicate(asked.id)
 
-    assert replicas.fleet.reply_channel in going_on.audiences[asked.id].fed  # from its worker
+    assert replicas.client.reply_channel in going_on.audiences[asked.id].fed  # from its worker
     assert_whole(asked, *await read(generation.stream))
     assert_whole(asked, *await home)
     logged = [item for kind, items in fleet.logs[asked.id] if kind == "c" for item in items]
@@ -143,7 +145,7 @@ async def test_a_lost_chunks_message_is_sent_again(start_fleet, monkeypatch):
 
     assert_whole(asked, *await read(fleet.web.generate(asked)))
     assert lost
-    assert fleet.web.assignments[asked.id].handovers == 0  # the same worker sent them again
+    assert fleet.client.assignments[asked.id].handovers == 0  # the same worker sent them again
 
 
 async def test_chunks_that_failed_to_send_while_redis_was_down_keep_their_ids(
@@ -181,7 +183,7 @@ async def test_a_lost_end_goes_on_from_the_text_here(start_fleet, monkeypatch):
 
     assert_whole(asked, *await read(fleet.web.generate(asked)))
     assert lost
-    assert fleet.web.assignments[asked.id].handovers == 1
+    assert fleet.client.assignments[asked.id].handovers == 1
 
 
 async def test_only_the_text_is_kept_here_and_past_its_cap_an_answer_cannot_move(start_fleet):
@@ -191,7 +193,7 @@ async def test_only_the_text_is_kept_here_and_past_its_cap_an_answer_cannot_move
     await eventually(lambda: all(s.stats.tokens_generated >= 40 for s in streams))
     # What the readers have read is freed, as in process: only the text is kept (up to 40).
     assert all(
-        stream.log_bytes < 40 and fleet.web.assignments[stream.id].text is None
+        stream.log_bytes < 40 and fleet.client.assignments[stream.id].text is None
         for stream in streams
     )
     on_first = [s.id for s in streams if s.id in fleet.workers[0].audiences]

@@ -79,7 +79,7 @@ async def test_concurrent_generations_share_chunks_messages(start_fleet, monkeyp
     send = fleet.layer.send
 
     async def counted(channel: str, message: dict[str, Any]) -> None:
-        if channel == fleet.web.reply_channel and message["type"] == "chunks":
+        if channel == fleet.client.reply_channel and message["type"] == "chunks":
             messages.append(message)
         await send(channel, message)
 
@@ -113,7 +113,7 @@ async def test_a_silent_worker_ends_its_streams_with_worker_unavailable(start_fl
     chunks, error = await reader
     assert error is not None and error.code == "worker_unavailable"
     assert chunks
-    assert fleet.web.workers == {}
+    assert fleet.client.presence.workers == {}
     with pytest.raises(WorkerUnavailable):
         fleet.web.generate(request())  # a 503 before the stream, not one more that hangs
 
@@ -128,7 +128,7 @@ async def test_the_last_web_process_detaching_aborts_the_generation(start_fleet,
     await eventually(lambda: stream.stats.tokens_generated >= 2)
     on_worker = fleet.running_on_worker(asked.id)
 
-    await fleet.web.readers_left(asked.id, unread=2, leaving=leaving)
+    await fleet.client.readers_left(asked.id, unread=2, leaving=leaving)
 
     await eventually(lambda: stream.finished)
     assert stream.aborted and isinstance(stream.error, GenerationError)
@@ -149,8 +149,8 @@ async def test_a_reader_back_before_the_detach_arrives_keeps_it_running(start_fl
     await eventually(lambda: asked.id in fleet.worker.audiences)
     await fleet.worker.attach(Attach(asked.id, other))
 
-    await fleet.web.readers_left(asked.id, unread=0)
-    state = await fleet.web.query(asked.id)  # answered after the detach: same channel, in order
+    await fleet.client.readers_left(asked.id, unread=0)
+    state = await fleet.client.query(asked.id)  # answered after the detach: same channel, in order
 
     assert state is not None and state["finished"] is False
     assert fleet.worker.audiences[asked.id].reading == {other}
@@ -163,12 +163,12 @@ async def test_query_reports_a_running_generation_and_nothing_for_an_unknown_one
     stream = fleet.web.generate(asked)
     await eventually(lambda: stream.stats.tokens_generated >= 2)
 
-    state = await fleet.web.query(asked.id)
+    state = await fleet.client.query(asked.id)
 
     assert state is not None
     assert state["id"] == asked.id and state["tokens_generated"] >= 2
     assert state["finished"] is False
-    assert await fleet.web.query("no-such-generation") is None
+    assert await fleet.client.query("no-such-generation") is None
 
 
 async def test_a_full_worker_is_refused_before_the_stream(start_fleet):
@@ -219,7 +219,7 @@ async def test_a_worker_that_cannot_hear_itself_never_says_it_is_ready(start_fle
     fleet = await start_fleet(wait=False)
     await eventually(lambda: len(said) >= 3)
     assert said[:3] == [False, False, False]  # the first beat too
-    assert not fleet.web.presence.live()
+    assert not fleet.client.presence.live()
 
 
 async def test_the_workers_announce_their_engines_capabilities_and_fault_works_behind_them(
@@ -242,7 +242,7 @@ async def test_the_workers_announce_their_engines_capabilities_and_fault_works_b
 async def test_a_worker_that_announces_no_capabilities_is_judged_by_its_engines_name(start_fleet):
     # A worker of the release before capabilities (a rolling restart) sends none.
     fleet = await start_fleet()
-    presence = fleet.web.presence
+    presence = fleet.client.presence
     for engine, upstream in (("deterministic", False), ("openai", True)):
         for info in presence.workers.values():
             info.heartbeat = dataclasses.replace(info.heartbeat, capabilities={}, engine=engine)

@@ -6,11 +6,14 @@ serve (in one event loop over InMemoryChannelLayer, tests/fleet/in_memory.py).""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
 from streaming.core.exceptions import WorkerUnavailable
+from streaming.core.stream import Counters, TokenStream
 from streaming.engines.script import tokens_for
+from streaming.fleet.engine import ChannelLayerEngine
 from tests.fleet.in_memory import eventually, read, request
 
 MODELS = """
@@ -34,11 +37,11 @@ def models_file(settings, tmp_path):
 
 
 async def two_models(start_fleet, serve: list[str]):
-    """The fleet, and the web process's engine of each model, as its catalog makes them."""
+    """The fleet, and the web process's engine of each model, over its one client, as its
+    deployment makes them."""
     fleet = await start_fleet(workers=len(serve), serve=serve, **PACED)
-    small = fleet.web
-    small.served_as = "small"  # as build_default names the default model's engine
-    big = small.for_model("big")
+    small, big = (ChannelLayerEngine(fleet.client, name) for name in ("small", "big"))
+    await small.start()
     await big.start()
     return fleet, small, big
 
@@ -52,14 +55,18 @@ async def test_each_models_requests_go_to_its_own_workers_least_loaded_first(
 ):
     fleet, small, big = await two_models(start_fleet, ["small", "big", "big"])
     assert [w.engine.model for w in fleet.workers] == ["small", "big", "big"]
-    assert sorted(w.heartbeat.model for w in small.presence.live()) == ["big", "big", "small"]
+    assert sorted(w.heartbeat.model for w in small.client.presence.live()) == [
+        "big",
+        "big",
+        "small",
+    ]
 
     asked = [request(30, prompt=f"q{n}") for n in range(6)]
     streams = [(big if n % 2 else small).generate(each) for n, each in enumerate(asked)]
     for each, stream in zip(asked, streams, strict=True):
         chunks, error = await read(stream)
         assert error is None and [c.text for c in chunks] == tokens_for(each)[0]
-    workers = [small.assignments[s.id].worker for s in streams]
+    workers = [small.client.assignments[s.id].worker for s in streams]
     assert workers[0::2] == [channel(fleet, 0)] * 3  # small's only worker
     # big's three, sent at once, spread over its two workers (the one with more room first).
     assert set(workers[1::2]) == {channel(fleet, 1), channel(fleet, 2)}
@@ -78,11 +85,11 @@ async def test_a_handover_stays_within_the_model_and_ends_when_none_of_its_worke
     stream = big.generate(first)
     reading = asyncio.create_task(read(stream))
     await eventually(lambda: stream.stats.tokens_generated >= 5)
-    on = small.assignments[stream.id].worker
+    on = small.client.assignments[stream.id].worker
     other = channel(fleet, 2) if on == channel(fleet, 0) else channel(fleet, 0)
 
     await fleet.kill_worker([channel(fleet, i) for i in range(3)].index(on))
-    await eventually(lambda: small.assignments[stream.id].worker == other)  # never small's
+    await eventually(lambda: small.client.assignments[stream.id].worker == other)  # never small's
     await eventually(lambda: stream.stats.tokens_generated >= 40)
     await fleet.kill_worker([channel(fleet, i) for i in range(3)].index(other))
 
@@ -97,3 +104,25 @@ async def test_a_handover_stays_within_the_model_and_ends_when_none_of_its_worke
     assert refused.value.headers["Retry-After"]
     assert small.can_serve
     assert (await read(small.generate(request(5))))[1] is None
+
+
+async def test_each_request_names_its_model_and_a_worker_never_makes_another_models_answer(
+    start_fleet, models_file
+):
+    fleet, small, big = await two_models(start_fleet, ["small", "big"])
+    asked = big.generate(request(5))
+    assert asked.request.model == "big"  # named on its way to the workers
+    assert (await read(asked))[1] is None
+    with pytest.raises(ValueError, match="'big'"):
+        small.generate(dataclasses.replace(request(5), model="big"))
+
+    # A `generate` for big reaching small's worker (a web process's mistake): refused, unmade.
+    client = fleet.client
+    stray = TokenStream(dataclasses.replace(request(5), model="big"), Counters())
+    assignment = client.assignments.add(stray, max_text=1000)
+    (small_worker,) = [w for w in client.presence.live() if w.heartbeat.model == "small"]
+    client.assignments.assign(assignment, small_worker)
+    await client.send_generate(stray, assignment)
+    chunks, error = await read(stray)
+    assert (chunks, error.code) == ([], "worker_unavailable")
+    assert fleet.workers[0].engine.counters.generations_total == 0

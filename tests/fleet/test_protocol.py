@@ -10,6 +10,8 @@ from streaming.core.chunk_log import Chunk, ChunkKind
 from streaming.fleet import protocol
 from streaming.fleet.outbox import Outbox
 from streaming.fleet.protocol import (
+    ABORT_CODES,
+    HANDED_OVER,
     VERSION,
     End,
     MalformedMessage,
@@ -177,3 +179,8 @@ def test_an_answer_to_follow_comes_after_the_chunks_it_hands_over_and_survives_a
     assert (again.items, again.followed) == ([["g", 0, "a", 1], ["g", 1, "b", 1]], [["g", "live"]])
     outbox.add("g", [Chunk(2, "c", 1, 0)])
     assert outbox.take("w").followed == []  # only in answer to `follow`
+
+
+def test_the_protocols_codes_are_the_abort_reasons():
+    assert HANDED_OVER == "handed_over"
+    assert ABORT_CODES == ("cancelled", "client_disconnected", "server_shutdown")

@@ -72,3 +72,14 @@ def test_a_request_as_a_message_keeps_the_format_the_answer_logs_hold():
         "upstream_options": "",
         "continuation": None,
     }
+
+
+def test_the_model_travels_with_the_request_and_one_from_before_it_is_the_default():
+    big = dataclasses.replace(REQUEST, model="big")
+    for carried in (
+        json.loads(json.dumps(request_message(big))),
+        msgpack.unpackb(msgpack.packb(request_message(big))),
+    ):
+        assert request_from_message(carried) == big
+    assert "model" not in request_message(REQUEST)  # the one model of a deployment without a file
+    assert request_from_message(request_message(REQUEST)).model == ""

@@ -11,9 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
-from streaming.http import limits
 from streaming.models import ApiKey, GenerationLog, digest_of
 from streaming.ops import log_writer
+from streaming.usage import limits
 from tests.support.asgi import Exchange, body
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def required(settings):
     settings.STREAM_REQUIRE_AUTH = "true"
-    limits.reset()
+    limits.LIMITS.set(limits.LocalLimits())
     return settings
 
 

@@ -12,10 +12,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group, User
 
-from streaming.http import budgets
-from streaming.http.budget_counts import Counter, DatabaseCounts
 from streaming.models import ApiKey, Budget, GenerationLog, GroupPriority, UsageCount
 from streaming.ops import log_writer
+from streaming.usage import budgets
+from streaming.usage.counters import SETTLING, Counter, DatabaseCounts
 from tests.support.asgi import Exchange, body
 
 pytestmark = [
@@ -29,10 +29,10 @@ async def ask(key: str, max_tokens: int = 10, path: str = "/api/stream", **field
     if path == "/api/stream":
         payload = body(prompt="hello there", max_tokens=max_tokens, **fields)
     else:
-        from streaming.engines import get_engine
+        from streaming.engines.models import MODELS
 
         payload = body(
-            model=get_engine().model,
+            model=MODELS.get().default.name,
             messages=[{"role": "user", "content": "hello there"}],
             max_tokens=max_tokens,
             stream=True,
@@ -44,7 +44,7 @@ async def ask(key: str, max_tokens: int = 10, path: str = "/api/stream", **field
 async def settled() -> None:
     """The answers' rows written and their tokens counted."""
     await log_writer.flush()
-    await budgets.SETTLING.get().flush()
+    await SETTLING.get().flush()
 
 
 async def counted(subject: str) -> int:

@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from streaming.http import limits
+from streaming.usage import limits
 from tests.support.asgi import Exchange
 from tests.support.routes import SAFE_METHODS, Route, every_route
 
@@ -25,7 +25,7 @@ FOREIGN_ORIGIN = "http://evil.example"
 @pytest.fixture(autouse=True)
 def required(settings):
     settings.STREAM_REQUIRE_AUTH = "true"
-    limits.reset()
+    limits.LIMITS.set(limits.LocalLimits())
     return settings
 
 

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from streaming.http import limits
 from streaming.models import GenerationLog
 from streaming.ops import log_writer
+from streaming.usage import limits
 from tests.support.asgi import Exchange
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,7 +79,7 @@ ENDPOINTS = [
 def open_and_unlimited(settings):
     settings.STREAM_REQUIRE_AUTH = "false"
     settings.STREAM_RATE_PER_MIN = 0
-    limits.reset()
+    limits.LIMITS.set(limits.LocalLimits())
 
 
 async def exchange(method: str, path: str, payload: bytes, headers=None) -> Exchange:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from streaming.http import limits
 from streaming.ops import log_writer
+from streaming.usage import limits
 from tests.support.asgi import Exchange, body
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_limits")]

@@ -10,9 +10,9 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from streaming import deployment
 from streaming.core import runtime
-from streaming.engines.catalog import CATALOG
-from streaming.http import limits
+from streaming.engines.models import MODELS as SERVED
 from streaming.models import ApiKey, GenerationLog
 from streaming.ops import log_writer
 from tests.support.asgi import Exchange, body
@@ -44,15 +44,14 @@ groups = ["research"]
 
 @pytest.fixture
 def models(settings, tmp_path):
-    """A runtime of the test's own serving the three models of MODELS, open to anyone."""
+    """A deployment of the test's own serving the three models of MODELS, open to anyone."""
     path = tmp_path / "models.toml"
     path.write_text(MODELS)
     settings.STREAMING_MODELS = str(path)
     settings.STREAM_REQUIRE_AUTH = "false"
-    previous = runtime.install(runtime.Runtime())
-    limits.reset()
-    yield CATALOG.get()
-    for engine in CATALOG.get().built():
+    previous = runtime.install(deployment.build())
+    yield SERVED.get()
+    for engine in SERVED.get().engines():
         engine.close()
     runtime.install(previous)
 
@@ -147,7 +146,7 @@ async def test_a_model_kept_for_a_group_serves_its_members_and_superusers(models
 
 
 async def test_a_known_model_that_cannot_serve_is_a_503_naming_it(models):
-    small = models.engine(models.find("small"))
+    small = models.find("small").engine
 
     async def never():
         raise RuntimeError("the weights are not there")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from streaming.http import limits
+from streaming.usage import limits
 from tests.support.asgi import Exchange
 
 
@@ -16,7 +16,7 @@ from tests.support.asgi import Exchange
 def open_and_unlimited(settings):
     settings.STREAM_REQUIRE_AUTH = "false"
     settings.STREAM_RATE_PER_MIN = 0
-    limits.reset()
+    limits.LIMITS.set(limits.LocalLimits())
 
 
 async def post(path: str, body: dict) -> tuple[int, dict]:

@@ -8,7 +8,8 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry, Histogram
 
-from streaming.core.runtime import Runtime, install
+from streaming import deployment
+from streaming.core.runtime import install
 from streaming.ops.metrics import LATENCY_BUCKETS_S, get_metrics, observe_many
 from tests.support.live import RawStream, tokens_of, wait_until
 from tests.support.metrics import scrape, value
@@ -54,7 +55,7 @@ def test_a_fresh_runtime_takes_the_metric_objects_the_process_registered():
     """Prometheus' registry is the process's and refuses a name twice: a runtime installed after
     another (a test's) counts into the metrics the first one registered, and does not fail."""
     first = get_metrics()
-    previous = install(Runtime())
+    previous = install(deployment.build())
     try:
         again = get_metrics()
     finally:

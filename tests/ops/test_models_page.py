@@ -10,8 +10,9 @@ from html import unescape
 import pytest
 from django.contrib.auth.models import User
 
+from streaming import deployment
 from streaming.core import runtime
-from streaming.engines.catalog import CATALOG
+from streaming.engines.models import MODELS as SERVED
 from tests.ops.test_dashboard import make_row
 
 pytestmark = pytest.mark.django_db
@@ -30,13 +31,13 @@ groups = ["research"]
 
 
 @pytest.fixture
-def catalog(settings, tmp_path):
+def models(settings, tmp_path):
     path = tmp_path / "models.toml"
     path.write_text(MODELS)
     settings.STREAMING_MODELS = str(path)
-    previous = runtime.install(runtime.Runtime())
-    yield CATALOG.get()
-    for engine in CATALOG.get().built():
+    previous = runtime.install(deployment.build())
+    yield SERVED.get()
+    for engine in SERVED.get().engines():
         engine.close()
     runtime.install(previous)
 
@@ -50,8 +51,8 @@ def cells(page: str, model: str) -> list[str]:
     ]
 
 
-def test_each_model_with_its_engine_room_readiness_and_last_hours_figures(client, catalog):
-    asyncio.run(catalog.engine(catalog.find("small")).start())  # the other is not started
+def test_each_model_with_its_engine_room_readiness_and_last_hours_figures(client, models):
+    asyncio.run(models.find("small").engine.start())  # the other is not started
     make_row("recent-1", model="small", ttft_ms=100.0, tpot_ms=20.0, tokens_generated=30)
     make_row("recent-2", model="small", ttft_ms=300.0, tpot_ms=40.0, tokens_generated=10)
     make_row("long-ago", model="small", minutes_ago=120, ttft_ms=9000.0)
@@ -72,7 +73,7 @@ def test_each_model_with_its_engine_room_readiness_and_last_hours_figures(client
     assert f'href="{PAGE}"' in index
 
 
-def test_the_page_is_for_staff_only(client, catalog):
+def test_the_page_is_for_staff_only(client, models):
     client.force_login(User.objects.create_user("someone", password="pw"))
     response = client.get(PAGE)
     assert response.status_code == 302 and "/admin/login/" in response["Location"]

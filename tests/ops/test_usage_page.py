@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
-from streaming.http import budgets
 from streaming.models import ApiKey, Budget, GenerationLog, GroupPriority, UsageCount
+from streaming.usage import budgets
 from tests.ops.test_dashboard import changelist_ids, links, make_row
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,11 @@ import os
 
 from channels.management.commands.runworker import Command as ChannelsRunworker
 from channels.worker import Worker
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import CommandError
 
+from streaming import deployment
+from streaming.core import runtime
 from streaming.fleet.worker import RETRY_FULL_S, WorkerCannotStart
 
 logger = logging.getLogger(__name__)
@@ -57,3 +61,13 @@ class ModelWorker(Worker):
 class Command(ChannelsRunworker):
     help = ChannelsRunworker.help + " The model-worker channel starts its engine immediately."
     worker_class = ModelWorker
+
+    def handle(self, *args, **options):
+        """This process is a model worker: its deployment (the engines of the models
+        WORKER_MODELS names, in this process) before Channels loads the application."""
+        try:
+            built = deployment.build(worker=True)
+        except ImproperlyConfigured as error:
+            raise CommandError(f"Configuration error: {error}") from None
+        runtime.install(built)
+        super().handle(*args, **options)

@@ -16,17 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db.models import Q
-from django.http import HttpRequest
 from django.utils import timezone
 
 from streaming.core.exceptions import BudgetExceeded
-from streaming.core.request import GenerationRequest
-from streaming.core.runtime import Part
-from streaming.http.budget_counts import Counter, Settling, counts
-from streaming.http.people import person_of
 from streaming.models import Budget
+from streaming.usage.counters import COUNTS, SETTLING, Counter
 
-SETTLING = Part("budget settling", Settling)  # the counts being settled, awaited at shutdown
 PERIOD_NAMES = {"day": "daily", "month": "monthly"}
 
 
@@ -104,48 +99,53 @@ class BudgetClaim:
 Payer = tuple[int | None, int | None]  # a user id and an API key id (Generation.payer)
 
 
-async def _tightest(request: HttpRequest, payer: Payer) -> tuple[datetime, dict]:
-    """Now, and the tightest budget per counter of those that apply to the payer: looked up once
-    per HTTP request (a request admitted and started at once asks twice)."""
-    memo = getattr(request, "stream_budgets", None)
-    if memo is not None and memo[0] == payer:
-        return memo[1], memo[2]
+@dataclass(frozen=True)
+class Found:
+    """The budgets that apply to one payer now: the tightest per counter (looked up once per
+    HTTP request: one admitted and started at once asks twice)."""
+
+    payer: Payer
+    now: datetime
+    tightest: dict[tuple[str, str], Applying]
+
+    @property
+    def counters(self) -> list[Counter]:
+        """The counters they are checked on."""
+        return [one.counter for one in self.tightest.values()]
+
+
+async def look_up(payer: Payer) -> Found:
+    """Every budget that applies to the payer now, the tightest per counter."""
     now = timezone.now()
     tightest: dict[tuple[str, str], Applying] = {}
     for one in sorted(await applying(*payer, now), key=lambda one: -one.budget.tokens):
         tightest[one.counter.subject, one.counter.period] = one
-    request.stream_budgets = (payer, now, tightest)
-    return now, tightest
+    return Found(payer, now, tightest)
 
 
-async def check(request: HttpRequest) -> Payer:
-    """Refuse, with BudgetExceeded, a request whose asker has a budget with nothing left, else
-    say whose budgets its tokens count on; it claims nothing (a created generation claims when
-    its stream starts: `claim`)."""
-    payer = person_of(request)
-    now, tightest = await _tightest(request, payer)
-    if tightest:
-        counters = [one.counter for one in tightest.values()]
-        for one, used in zip(tightest.values(), await counts().used(counters), strict=True):
-            if used >= one.counter.limit:
-                raise refusal(one, used, now)
-    return payer
+async def check(found: Found) -> None:
+    """Refuse, with BudgetExceeded, a request whose payer has a budget with nothing left; it
+    claims nothing (a created generation claims when its stream starts: `claim`)."""
+    if not found.tightest:
+        return
+    used = await COUNTS.get().used(found.counters)
+    for one, count in zip(found.tightest.values(), used, strict=True):
+        if count >= one.counter.limit:
+            raise refusal(one, count, found.now)
 
 
-async def claim(
-    request: HttpRequest, payer: Payer, generation_request: GenerationRequest
-) -> BudgetClaim | None:
-    """Claim this request's tokens on every budget of its payer (None: none applies), or refuse
-    it with BudgetExceeded naming the budget with nothing left (the tightest, of those full)."""
-    now, tightest = await _tightest(request, payer)
-    if not tightest:
+async def claim(found: Found, max_tokens: int) -> BudgetClaim | None:
+    """Claim a request's tokens (up to `max_tokens`) on every budget of its payer (None: none
+    applies), or refuse it with BudgetExceeded naming the budget with nothing left (the
+    tightest, of those full)."""
+    if not found.tightest:
         return None
-    counters = [one.counter for one in tightest.values()]
-    verdict = await counts().claim(counters, max(1, generation_request.max_tokens))
+    counters = found.counters
+    verdict = await COUNTS.get().claim(counters, max(1, max_tokens))
     if verdict.full is None:
         return BudgetClaim(counters, verdict.claimed)
-    full = tightest[verdict.full.subject, verdict.full.period]
-    raise refusal(full, verdict.used, now)
+    full = found.tightest[verdict.full.subject, verdict.full.period]
+    raise refusal(full, verdict.used, found.now)
 
 
 def refusal(full: Applying, used: int, now: datetime) -> BudgetExceeded:
@@ -168,7 +168,7 @@ async def standing(user_id: int | None, key_id: int | None) -> list[dict]:
     (running answers' claims included) and left (`GET /api/usage`)."""
     now = timezone.now()
     budgets = await applying(user_id, key_id, now)
-    used = await counts().used([one.counter for one in budgets]) if budgets else []
+    used = await COUNTS.get().used([one.counter for one in budgets]) if budgets else []
     rows = [
         {**one.details(count), "left": max(0, one.budget.tokens - count)}
         for one, count in zip(budgets, used, strict=True)

@@ -1,5 +1,6 @@
 """The tokens counted against budgets, per subject (`user:<id>`, `key:<id>`) and period: in
-Redis with REDIS_URL, so that every web process counts on one number, else in the database.
+Redis with REDIS_URL, so that every web process counts on one number, else in the database (the
+deployment picks, once: `COUNTS`).
 
 A counter begins, at its first claim in a period, with what the log has of its subject since
 the period began: a budget added at noon counts the morning's answers too.
@@ -23,8 +24,9 @@ from django.db import transaction
 from django.db.models import F, Q, Sum
 from django.db.models.functions import Coalesce
 
-from streaming.fleet.counts import SharedCounts, shared_counts
+from streaming.core.runtime import Part
 from streaming.models import GenerationLog, UsageCount
+from streaming.usage.redis_scripts import RedisScripts
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +159,7 @@ return {0, claimed}
 class RedisCounts:
     """Counters as Redis integers, changed by one script (claims) or one pipeline (the rest)."""
 
-    def __init__(self, shared: SharedCounts) -> None:
+    def __init__(self, shared: RedisScripts) -> None:
         self.shared = shared
 
     async def claim(self, counters: list[Counter], want: int) -> Verdict:
@@ -208,17 +210,16 @@ class RedisCounts:
         return await sync_to_async(begun)()
 
 
-def counts() -> Counts:
-    """Redis's counters with REDIS_URL (read lazily), else the database's."""
-    shared = shared_counts()
-    return DatabaseCounts() if shared is None else RedisCounts(shared)
+# Where this process's counters live (streaming/deployment.py picks).
+COUNTS: Part[Counts] = Part("budget counters")
 
 
 class Settling:
     """The settlements under way, in the background of the answers that ended (one task each,
     so that no reader waits on them); `flush` waits for them (shutdown and tests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, counts: Counts) -> None:
+        self.counts = counts
         self.tasks: set[asyncio.Task[None]] = set()
 
     def add(self, counters: list[Counter], tokens: int) -> None:
@@ -231,7 +232,7 @@ class Settling:
 
     async def _add(self, counters: list[Counter], tokens: int) -> None:
         try:
-            await counts().add(counters, tokens)
+            await self.counts.add(counters, tokens)
         except Exception:
             # The claim stays counted in its place: the budget errs on the side of its limit.
             logger.exception("could not count %d tokens against %s", tokens, counters)
@@ -240,3 +241,6 @@ class Settling:
         """Wait for every settlement under way."""
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+SETTLING: Part[Settling] = Part("budget settling")  # the counts being settled, awaited at shutdown

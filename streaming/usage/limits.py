@@ -5,7 +5,7 @@ streams in flight on the whole service (503). Writes to conversations that start
 a per-minute rate of their own (`WRITES`). Background responses (the Responses API's
 `background`, which run with nobody reading) have a pool of slots of their own, per client and
 in total, counted the same way. A client is an API key, a logged-in user, or the peer address
-when anonymous (`auth.principal`).
+when anonymous (http/auth.py's `principal`).
 
 Without REDIS_URL the counts live in this process. With it they live in Redis, so that they hold
 across every web process: a stream's slot is a lease with an expiry, renewed while the stream
@@ -34,7 +34,7 @@ from streaming.core.exceptions import (
     TooManyStreams,
 )
 from streaming.core.runtime import Part
-from streaming.fleet.counts import SharedCounts, shared_counts
+from streaming.usage.redis_scripts import RedisScripts
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def _keys(pool: Pool, client: str) -> tuple[str, str]:
 class RedisLimits:
     """Counts shared by every web process through Redis."""
 
-    def __init__(self, counts: SharedCounts) -> None:
+    def __init__(self, counts: RedisScripts) -> None:
         self.counts = counts
         self.held: set[Lease] = set()
         self._renewer: asyncio.Task[None] | None = None
@@ -307,19 +307,10 @@ def _service_full() -> EngineBusy:
     )
 
 
-def _build() -> Limits:
-    counts = shared_counts()
-    return LocalLimits() if counts is None else RedisLimits(counts)
-
-
-LIMITS: Part[Limits] = Part("limits", _build)
+# This process's limiter: `LocalLimits`, or with REDIS_URL `RedisLimits` (the deployment picks).
+LIMITS: Part[Limits] = Part("limits")
 
 
 def limits() -> Limits:
-    """This process's limiter: Redis-backed when REDIS_URL is set (read lazily)."""
+    """This process's limiter."""
     return LIMITS.get()
-
-
-def reset() -> None:
-    """Forget every count (tests that change settings)."""
-    LIMITS.set(None)
