@@ -1,9 +1,34 @@
-// 👍 / 👎 on an answer that has ended, with an optional comment (docs/conversations.md,
+// 👍 / 👎 (drawn thumbs) on an answer that has ended, with an optional comment (docs/conversations.md,
 // "Feedback"): two toggle buttons (aria-pressed), pressing the pressed one takes the rating back;
 // "Comment" opens a small inline form (Enter or Save sends it, Esc or Cancel closes it).
 
 import { errorText, t } from "./i18n.js";
 import { button } from "./message-tools.js";
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+// A thumb drawn, not the emoji: a system without an emoji font (Debian's Chromium) shows 👍 as
+// an empty box. Outlined; filled while its button is pressed (conversations.css).
+const THUMB = "M7 11v10H3V11h4Zm0 0 4-8c1.4 0 2.4 1.2 2.1 2.6L12.6 9H19a2 2 0 0 1 2 2.3l-1.2 7a2 2 0 0 1-2 1.7H7";
+
+/** The thumb's icon (`down`: turned over); the button's label names it. */
+function thumb({ down = false } = {}) {
+  const svg = document.createElementNS(SVG_NS, "svg");
+  for (const [name, value] of Object.entries({
+    class: "thumb",
+    viewBox: "0 0 24 24",
+    width: "18",
+    height: "18",
+    "aria-hidden": "true",
+    focusable: "false",
+  })) {
+    svg.setAttribute(name, value);
+  }
+  const path = document.createElementNS(SVG_NS, "path");
+  path.setAttribute("d", THUMB);
+  if (down) path.setAttribute("transform", "rotate(180 12 12)");
+  svg.append(path);
+  return svg;
+}
 
 export class FeedbackControl {
   /** `onSend(feedback)`: {rating, comment} or null (taken back); resolves with the server's
@@ -16,8 +41,10 @@ export class FeedbackControl {
     this.el.className = "feedback";
     this.el.setAttribute("role", "group");
     this.el.setAttribute("aria-label", t("feedback"));
-    this.up = button("text-button feedback-up", "👍", t("goodAnswer"));
-    this.down = button("text-button feedback-down", "👎", t("badAnswer"));
+    this.up = button("text-button feedback-up", "", t("goodAnswer"));
+    this.down = button("text-button feedback-down", "", t("badAnswer"));
+    this.up.append(thumb());
+    this.down.append(thumb({ down: true }));
     this.commentButton = button("text-button feedback-comment", t("feedbackComment"));
     this.commentButton.setAttribute("aria-expanded", "false");
     this.error = document.createElement("p");

@@ -36,6 +36,11 @@ def server_feedback(page: Any) -> dict | None:
     return shown_conversation(page)["items"][-1]["feedback"]
 
 
+def fill_of(button: Any) -> str:
+    """How a feedback button's thumb is filled now."""
+    return button.locator("svg.thumb").evaluate("icon => getComputedStyle(icon).fill")
+
+
 def press(page: Any, locator: Any, key: str = "Enter") -> None:
     """Reach `locator` as the keyboard does (focus), then press `key`."""
     locator.focus()
@@ -49,10 +54,19 @@ def test_feedback_by_keyboard_is_kept_across_reloads(open_page) -> None:
     expect(answer.locator(".feedback")).to_be_visible()
     expect(up).to_have_attribute("aria-pressed", "false")
     expect(up).to_have_attribute("aria-label", "良い応答")
+    expect(down).to_have_attribute("aria-label", "良くない応答")
     expect(answer.locator(".feedback-comment")).to_be_hidden()  # a comment goes with a rating
+    # Drawn, not emoji: without an emoji font (Debian's) 👍 and 👎 were empty boxes. Outlined,
+    # filled once pressed; the label names each in both states.
+    for thumb in (up, down):
+        assert (
+            thumb.inner_text() == "" and thumb.locator("svg.thumb[aria-hidden=true]").count() == 1
+        )
+    assert fill_of(up) == "none"
 
     press(page, up)
     expect(up).to_have_attribute("aria-pressed", "true")
+    assert fill_of(up) != "none" and fill_of(down) == "none"
     assert wait_until(lambda: server_feedback(page)) == {"rating": 1, "comment": ""}
     assert_accessible(page, "an answer rated 👍")
 
