@@ -263,6 +263,9 @@ CONVERSATIONS_CHECKPOINT_S = env_float("CONVERSATIONS_CHECKPOINT_S", 2.0, minimu
 # Several server processes: a shared, emptied-at-start directory where each process writes its
 # values and /metrics sums them. prometheus-client reads the variable itself; this is for us.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+# Where sign-in is required (STREAM_REQUIRE_AUTH), /metrics answers these networks (a scraper
+# on this host), or a request with an API key; it names every model, restricted ones too.
+METRICS_ALLOWED_ADDRESSES = env_str("METRICS_ALLOWED_ADDRESSES", "127.0.0.0/8,::1")
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = STREAM_MAX_BODY_BYTES
 

@@ -74,7 +74,9 @@ def shared_page(request: HttpRequest, token: str) -> HttpResponse:
         raise Http404("No such shared link.") from None
     signed_in = request.user.is_authenticated
     may_continue = signed_in or not auth_required(request)
-    turns = [{**turn, "note": ENDING_NOTES.get(turn["status"], "")} for turn in link.items]
+    turns = [
+        {**turn, "note": ENDING_NOTES.get(turn["status"], "")} for turn in sharing.shown(link.items)
+    ]
     response = render(
         request,
         "frontend/shared.html",

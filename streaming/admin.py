@@ -4,30 +4,22 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, OuterRef, Q, Subquery
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import path
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
-from django.utils.http import urlencode
+from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
-from streaming import admin_usage
-from streaming.conversations import search, sharing
+from streaming import admin_conversations, admin_usage  # noqa: F401 - they register their admins
 from streaming.generations import record
 from streaming.http.sign_in import AdminSignInForm
 from streaming.models import (
-    ANSWER_SETTINGS,
     ApiKey,
-    Conversation,
-    ConversationItem,
-    Feedback,
     GenerationLog,
-    SharedLink,
     StoredResponse,
 )
-from streaming.ops import dashboard, models_page
+from streaming.ops import dashboard, log_pages, models_page
 
 # The admin index gains a link to the latency dashboard: the index template is the only place
 # Django lets an app add to that page (the app list shows models only).
@@ -43,18 +35,39 @@ class GenerationLogAdmin(admin.ModelAdmin):
     narrow enough for a laptop's screen; each row's page shows every column."""
 
     list_display = ("when", "ending", "model", "ttft", "tpot", "gap_p99", "tokens", "owner")
-    list_filter = ("status", "engine", "api", ("created_at", admin.DateFieldListFilter))
-    search_fields = ("generation_id", "client", "owner", "model", "error_code")
-    date_hierarchy = "created_at"
+    # Nothing here reads the whole log: the filters' choices are fixed or the rollup's, the
+    # search matches whole ids (indexed), and the count is the rollup's or stops at a cap.
+    list_filter = (
+        "status",
+        log_pages.ModelFilter,
+        log_pages.ApiFilter,
+        ("created_at", admin.DateFieldListFilter),
+    )
+    search_fields = ("=generation_id", "=owner")
+    search_help_text = "A generation's id, or an owner (user:3, key:7, anon:…, ip:…), whole."
+    paginator = log_pages.LogPaginator
+    show_full_result_count = False
     ordering = ("-created_at",)
     fieldsets = (
-        (None, {"fields": ("generation_id", "created_at", "finished_at", "status", "error_code")}),
+        (
+            None,
+            {
+                "fields": (
+                    "generation_id",
+                    "created_at",
+                    "day",
+                    "finished_at",
+                    "status",
+                    "error_code",
+                )
+            },
+        ),
         ("Who asked", {"fields": ("owner", "client", "api")}),
         ("What made it", {"fields": ("engine", "model", "made_by")}),
         ("Counters and latencies", {"fields": (*record.FIGURES, *record.ENGINE_COUNTS)}),
         ("What was asked", {"fields": ("max_tokens", "prompt_chars", "message_count", "prompt")}),
     )
-    readonly_fields = ("made_by",)
+    readonly_fields = ("made_by", "day")
 
     def changelist_view(self, request, extra_context=None):
         """The list without the admin's side bar of models: the table needs the width."""
@@ -116,17 +129,17 @@ class GenerationLogAdmin(admin.ModelAdmin):
     @admin.display(description="TTFT (ms)", ordering="ttft_ms")
     def ttft(self, row):
         """Time to first token."""
-        return _ms(row.ttft_ms)
+        return log_pages.ms(row.ttft_ms)
 
     @admin.display(description="TPOT (ms)", ordering="tpot_ms")
     def tpot(self, row):
         """Time per output token after the first."""
-        return _ms(row.tpot_ms)
+        return log_pages.ms(row.tpot_ms)
 
     @admin.display(description="gap p99 (ms)", ordering="itl_p99_ms")
     def gap_p99(self, row):
         """The 99th percentile of the gaps between tokens: the stalls a reader sees."""
-        return _ms(row.itl_p99_ms)
+        return log_pages.ms(row.itl_p99_ms)
 
     @admin.display(description="tokens", ordering="tokens_generated")
     def tokens(self, row):
@@ -196,205 +209,3 @@ class ApiKeyAdmin(admin.ModelAdmin):
         """Refuse them from now on (the rows stay, for the record)."""
         count = queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
         self.message_user(request, f"{count} key(s) revoked.")
-
-
-class OwnerFilter(admin.SimpleListFilter):
-    """By kind of owner, or (`?owner=<owner>`, the link in each row) one owner."""
-
-    title = "owner"
-    parameter_name = "owner"
-    KINDS = (
-        ("user:", "signed-in users"),
-        ("key:", "API keys"),
-        ("anon:", "anonymous browsers"),
-        ("ip:", "anonymous addresses"),
-    )
-
-    def lookups(self, request, model_admin):
-        """The kinds, and the owner chosen if it is one."""
-        chosen = self.value()
-        kinds = list(self.KINDS)
-        return kinds if chosen is None or chosen in dict(kinds) else [*kinds, (chosen, chosen)]
-
-    def queryset(self, request, queryset):
-        """A kind's conversations, or one owner's."""
-        chosen = self.value()
-        if chosen is None:
-            return queryset
-        if chosen in dict(self.KINDS):
-            return queryset.filter(owner__startswith=chosen)
-        return queryset.filter(owner=chosen)
-
-
-class WhatWasSaid:
-    """A conversation and its items, read-only here: the APIs make them, and deleting is their
-    owner's, through the APIs (which also stop the answers)."""
-
-    def has_add_permission(self, request, obj=None):
-        """Made by the APIs only."""
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        """A record of what was said."""
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        """The owner's, through the APIs."""
-        return False
-
-
-class ConversationItemInline(WhatWasSaid, admin.TabularInline):
-    """A conversation's items, every branch, in order; an answer with its latencies from its
-    log row (one query for them all: annotated, not looked up per row)."""
-
-    model = ConversationItem
-    fk_name = "conversation"
-    fields = (
-        "item_id",
-        "depth",
-        "role",
-        "content",
-        "status",
-        "finish_reason",
-        "generation_id",
-        "ttft",
-        "tpot",
-    )
-    readonly_fields = fields
-    ordering = ("depth", "pk")
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-    def get_queryset(self, request):
-        """Each item with its generation's TTFT and TPOT, if it has a log row."""
-        logged = GenerationLog.objects.filter(generation_id=OuterRef("generation_id"))
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                ttft=Subquery(logged.values("ttft_ms")[:1]),
-                tpot=Subquery(logged.values("tpot_ms")[:1]),
-            )
-        )
-
-    @admin.display(description="TTFT (ms)")
-    def ttft(self, item):
-        """Its answer's time to first token."""
-        return _ms(getattr(item, "ttft", None))
-
-    @admin.display(description="TPOT (ms)")
-    def tpot(self, item):
-        """Its answer's time per output token."""
-        return _ms(getattr(item, "tpot", None))
-
-
-@admin.register(Conversation)
-class ConversationAdmin(WhatWasSaid, admin.ModelAdmin):
-    """People's conversations, read-only: by owner, searched by title and text (the search
-    index, as the page's `?q=`), each with its items and their answers' latencies."""
-
-    list_display = (
-        "conversation_id",
-        "title",
-        "owner_link",
-        "item_count",
-        "updated_at",
-        "created_at",
-    )
-    list_filter = (OwnerFilter, ("updated_at", admin.DateFieldListFilter))
-    search_fields = ("conversation_id", "owner")
-    search_help_text = "An id, an owner, or words of a title or of the text."
-    date_hierarchy = "updated_at"
-    ordering = ("-updated_at",)
-    fields = (
-        "conversation_id",
-        "owner",
-        "title",
-        "created_at",
-        "updated_at",
-        "metadata",
-        *ANSWER_SETTINGS,
-        "current",
-    )
-    readonly_fields = fields
-    inlines = (ConversationItemInline,)
-
-    def get_queryset(self, request):
-        """With each conversation's item count (one query for the page)."""
-        return super().get_queryset(request).annotate(items_counted=Count("items"))
-
-    def get_search_results(self, request, queryset, search_term):
-        """An exact id or owner, or the words in a title or the text (search.matching)."""
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        return queryset.filter(
-            Q(conversation_id=term) | Q(owner=term) | search.matching(term)
-        ), False
-
-    @admin.display(description="owner", ordering="owner")
-    def owner_link(self, conversation):
-        """The owner, linking to their conversations."""
-        query = urlencode({OwnerFilter.parameter_name: conversation.owner})
-        return format_html('<a href="?{}">{}</a>', query, conversation.owner)
-
-    @admin.display(description="items", ordering="items_counted")
-    def item_count(self, conversation):
-        """Items, every branch counted."""
-        return conversation.items_counted
-
-
-@admin.register(SharedLink)
-class SharedLinkAdmin(WhatWasSaid, admin.ModelAdmin):
-    """People's shared links (docs/conversations.md, "Sharing"): whose, to which conversation,
-    when made and revoked; revoking is an action (its page is a 404 from then on)."""
-
-    list_display = ("title", "owner", "conversation", "chars", "created_at", "revoked_at")
-    list_filter = (OwnerFilter, ("revoked_at", admin.EmptyFieldListFilter))
-    search_fields = ("owner", "title", "conversation__conversation_id")
-    list_select_related = ("conversation",)
-    ordering = ("-created_at",)
-    fields = ("title", "owner", "conversation", "chars", "created_at", "revoked_at")
-    readonly_fields = fields
-    actions = ("revoke",)
-
-    @admin.action(description="Revoke the selected links")
-    def revoke(self, request, queryset):
-        """End them: their pages are 404s, their snapshots emptied (the rows stay listed)."""
-        self.message_user(request, f"{sharing.revoke_all(queryset)} link(s) revoked.")
-
-
-@admin.register(Feedback)
-class FeedbackAdmin(WhatWasSaid, admin.ModelAdmin):
-    """People's 👍 and 👎 on answers, read-only: by rating and model, each with its comment and
-    the settings it was given with."""
-
-    list_display = ("updated_at", "rating", "model", "comment", "conversation_link", "owner")
-    list_filter = ("rating", "model", ("updated_at", admin.DateFieldListFilter))
-    search_fields = ("comment", "owner", "model")
-    date_hierarchy = "updated_at"
-    fields = (
-        "item",
-        "owner",
-        "rating",
-        "comment",
-        "model",
-        "settings",
-        "generation_id",
-        "created_at",
-        "updated_at",
-    )
-    readonly_fields = fields
-    list_select_related = ("item__conversation",)
-
-    @admin.display(description="conversation")
-    def conversation_link(self, feedback):
-        """The conversation of the answer rated, in the admin."""
-        conversation = feedback.item.conversation
-        change = reverse("admin:streaming_conversation_change", args=[conversation.pk])
-        return format_html('<a href="{}">{}</a>', change, conversation)
-
-
-def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f}"

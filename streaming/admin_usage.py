@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from streaming.core.exceptions import RedisUnreachable
+from streaming.core.text import is_number
 from streaming.models import Budget, GroupPriority
 from streaming.ops import usage_page
 from streaming.usage import budgets
@@ -38,7 +39,7 @@ def standing(person: str) -> list[dict[str, Any]] | None:
     """The budgets that apply to a user or a key of nobody now, with their tokens used and left
     (none for an anonymous browser); None when the counters cannot be read (Redis is down)."""
     kind, _, number = person.partition(":")
-    if kind not in ("user", "key") or not number.isdigit():
+    if kind not in ("user", "key") or not is_number(number):
         return []
     user_id, key_id = (int(number), None) if kind == "user" else (None, int(number))
     try:

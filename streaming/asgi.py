@@ -9,6 +9,7 @@ import logging
 from streaming import lifecycle
 from streaming.core import config
 from streaming.core.exceptions import RequestTimeout
+from streaming.core.text import is_number
 from streaming.http import arrivals, stalled_readers
 
 logger = logging.getLogger(__name__)
@@ -152,7 +153,7 @@ def _body_framing(scope) -> tuple[int | None, bool]:
         return None, chunked
     # RFC 9112 §6.3: a length that is not one plain number (or several that differ) is an
     # unrecoverable framing error; Django would fail on it with a 500 in `request.body`.
-    if len(set(lengths)) != 1 or not lengths[0].isdigit():
+    if len(set(lengths)) != 1 or not is_number(lengths[0]):
         raise _BadLength(lengths)
     return int(lengths[0]), chunked
 

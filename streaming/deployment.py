@@ -40,8 +40,9 @@ from streaming.http.stalled_readers import WATCHING, Watching
 from streaming.lifecycle import SERVING, Serving
 from streaming.ops.log_writer import WRITER, LogWriter
 from streaming.ops.metrics import METRICS, Metrics
-from streaming.usage.counters import COUNTS, SETTLING, DatabaseCounts, RedisCounts, Settling
+from streaming.usage.counters import COUNTS, SETTLING, DatabaseCounts, Settling
 from streaming.usage.limits import LIMITS, LocalLimits, RedisLimits
+from streaming.usage.redis_counters import RedisCounts
 from streaming.usage.redis_scripts import RedisScripts
 
 

@@ -12,6 +12,7 @@ from streaming.http import (
     shares_api,
     usage_api,
 )
+from streaming.http.auth import scrapers_only
 from streaming.ops import metrics
 
 
@@ -151,5 +152,5 @@ urlpatterns = [
     path("v1/models/<path:model>", openai_api.retrieve_model, name="openai-model"),
     path("healthz", native_api.healthz, name="healthz"),
     path("readyz", native_api.readyz, name="readyz"),
-    path("metrics", metrics.metrics_view, name="metrics"),
+    path("metrics", scrapers_only(metrics.metrics_view), name="metrics"),
 ]

@@ -17,8 +17,9 @@ from streaming.fleet.whereabouts import FleetWhereabouts
 from streaming.generations.registry import REGISTRY
 from streaming.generations.sharing import ALONE
 from streaming.generations.whereabouts import HERE, WHEREABOUTS
-from streaming.usage.counters import COUNTS, DatabaseCounts, RedisCounts
+from streaming.usage.counters import COUNTS, DatabaseCounts
 from streaming.usage.limits import LIMITS, LocalLimits, RedisLimits
+from streaming.usage.redis_counters import RedisCounts
 
 TWO = """
 [[models]]

@@ -147,7 +147,10 @@ def test_the_server_never_imports_the_tools_and_the_tools_only_core_wire_and_the
 
 
 def test_models_import_nothing_of_ours():
-    assert GRAPH[MODELS] == set()
+    """Django's tables, a module per concept (streaming/models/): they may import each other,
+    nothing else of ours."""
+    tables = {name for name in GRAPH if name == MODELS or name.startswith(MODELS + ".")}
+    assert {target for name in tables for target in GRAPH[name]} <= tables
 
 
 def test_no_import_cycle():

@@ -20,13 +20,16 @@ from streaming.core.exceptions import BadRequest, ConversationLimit, NotFound
 from streaming.models import Conversation, SharedLink
 
 LINKS_PER_OWNER = 100  # live links of one owner, at most (and revoked ones kept, at most)
+# What a link shows of a branch: the person's turns and the model's, never the instructions
+# (`system`, `developer`), which are the sharer's settings like the rest.
+SHOWN_ROLES = ("user", "assistant")
 TOKEN_BYTES = 24  # of randomness in a link's token: 32 URL-safe characters
 
 
 def share(conversation: Conversation) -> SharedLink:
     """A new link to the conversation's branch shown, as it is now (its owner's: the caller
     has checked); BadRequest when nothing on it is finished yet."""
-    turns = copies.turns_of(branches.branch(conversation).items)
+    turns = shown(copies.turns_of(branches.branch(conversation).items))
     if not turns:
         raise BadRequest("This conversation has no finished message to share yet.")
     owner = conversation.owner
@@ -49,6 +52,12 @@ def share(conversation: Conversation) -> SharedLink:
             items=turns,
             chars=sum(len(turn["content"]) for turn in turns),
         )
+
+
+def shown(turns: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The turns a link shows and a copy of it holds: the person's and the model's only (a
+    link made before this held instructions too)."""
+    return [turn for turn in turns if turn["role"] in SHOWN_ROLES]
 
 
 def live_link(token: str) -> SharedLink:
@@ -86,6 +95,7 @@ def revoke_all(links) -> int:
 def continue_from(owner: str, link: SharedLink) -> Conversation:
     """A new conversation of `owner` holding the link's snapshot, theirs to go on with; its
     settings are the engine's defaults (the sharer's are not part of what was shared)."""
-    if not link.items:
+    turns = shown(link.items)
+    if not turns:
         raise NotFound("No such shared link.")
-    return copies.create_from(owner, link.title, link.items)
+    return copies.create_from(owner, link.title, turns)

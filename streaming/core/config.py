@@ -12,6 +12,7 @@ them), read lazily so that core imports without Django configured, as Channels r
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_type_hints
@@ -188,6 +189,22 @@ class ObservabilitySettings:
     prompt_logging: Literal["none", "truncated", "full"] = setting("PROMPT_LOGGING")
     prompt_log_chars: int = setting("PROMPT_LOG_CHARS")
     prometheus_multiproc_dir: str = setting("PROMETHEUS_MULTIPROC_DIR")
+    metrics_allowed_addresses: str = setting("METRICS_ALLOWED_ADDRESSES")
+
+    @property
+    def metrics_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """METRICS_ALLOWED_ADDRESSES as networks (an address alone: itself)."""
+        return tuple(
+            ipaddress.ip_network(part.strip(), strict=False)
+            for part in self.metrics_allowed_addresses.split(",")
+            if part.strip()
+        )
+
+    def __post_init__(self) -> None:
+        try:
+            _ = self.metrics_networks  # each part a network or an address: refused at start
+        except ValueError as error:
+            raise ConfigError(f"METRICS_ALLOWED_ADDRESSES: {error}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,13 +187,13 @@ FIELDS: tuple[Field, ...] = (
         neutral=0.0,
         late=True,
     ),
-    # vLLM's extra parameter: > 0, 1 changes nothing.
+    # vLLM's extra parameter: > 0, 1 changes nothing. Bounded so that a score divided or
+    # multiplied by it stays a number float32 holds (1e-38 made the packaged model's batch fail).
     Field(
         "repetition_penalty",
         float,
-        0.0,
-        math.inf,
-        open_low=True,
+        0.01,
+        100.0,
         **_not_responses("repetition_penalty"),
         capability="penalties",
         neutral=1.0,

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Literal
 
 Role = Literal["system", "user", "assistant", "tool"]  # tool: only for an upstream
+
+# A prompt's tokens as counted before any tokenizer: a word, a CJK or Hangul character, or a
+# punctuation mark (a model's tokenizer splits finer; this is stable and grows with the prompt).
+_CJK = "\u3000-\u9fff\uac00-\ud7af"
+PROMPT_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +75,12 @@ class GenerationRequest:
     def prompt_chars(self) -> int:
         """Characters across all messages (the log's prompt size)."""
         return sum(len(m.content) for m in self.messages)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The prompt's tokens as PROMPT_TOKEN counts them, and one per message's role: the
+        deterministic engine's count, and the estimate a budget claims before any engine's."""
+        return sum(len(PROMPT_TOKEN.findall(m.content)) + 1 for m in self.messages)
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,3 +85,9 @@ def searchable(value: str) -> str:
     then case-folded in every script (É is é, ß is ss), then NFKC again, which folding can
     undo (Unicode's NFKC_Casefold)."""
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", value).casefold())
+
+
+def is_number(text: str) -> bool:
+    """A whole number written in ASCII digits: `str.isdigit` also takes `²`, `١٢` and `５`,
+    which `int` refuses or reads as another number."""
+    return text.isascii() and text.isdigit()

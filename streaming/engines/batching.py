@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streaming.core.exceptions import EngineUnavailable
@@ -64,10 +64,12 @@ def new_manager(
     cpu_kv_tokens: int,
     cpu_prefill_tokens: int,
     top_k: int | None = None,
+    failed: Callable[[str], None] | None = None,
 ) -> ContinuousBatchingManager:
     """A started manager: sampling per request, `max_batch` sequences a step, KV pages of
     `page_tokens`; on a CPU a cache of `cpu_kv_tokens` and prompts fed `cpu_prefill_tokens`
-    at a time; `top_k`, the model's own, for every request (None: no top-k step)."""
+    at a time; `top_k`, the model's own, for every request (None: no top-k step); `failed`:
+    told of a sequence whose numbers went wrong, ended alone (on a CPU: numeric_guard.py)."""
     from transformers import GenerationConfig
     from transformers.generation import ContinuousBatchingConfig
 
@@ -93,19 +95,14 @@ def new_manager(
         options["num_blocks"] = -(-cpu_kv_tokens // page_tokens)
         options["max_batch_tokens"] = cpu_prefill_tokens
 
-    from streaming.engines import penalties, prefix_hits, top_p  # torch, transformers: only here
+    from streaming.engines import prefix_hits  # torch, transformers: only here
 
     def made() -> ContinuousBatchingManager:
         manager = model.init_continuous_batching(
             generation_config=generation_config,
             continuous_batching_config=ContinuousBatchingConfig(**options),
         )
-        if model.device.type == "cpu":
-            # The same tokens, sooner; not on a GPU, where the step is a CUDA graph and the
-            # check for a nucleus wider than the candidates could not leave the device.
-            top_p.install(manager.logit_processor.logits_processor)
-        if penalties_apply(model.device.type):
-            penalties.install(manager.logit_processor)
+        _our_processors(manager, model.device.type, min(eos_ids, default=0), failed)
         manager.warmup()  # allocates the KV cache; captures CUDA graphs where there are any
         prefix_hits.install(manager)  # its cache now exists: `cached_tokens` per request
         return manager
@@ -115,6 +112,25 @@ def new_manager(
     manager = in_passing_thread(made, "transformers-manager-setup")
     manager.start()
     return manager
+
+
+def _our_processors(
+    manager: ContinuousBatchingManager,
+    device: str,
+    end_token: int,
+    failed: Callable[[str], None] | None,
+) -> None:
+    """Our steps among the manager's processors, before it makes its buffers."""
+    from streaming.engines import numeric_guard, penalties, top_p  # torch, transformers
+
+    if device == "cpu":
+        # The same tokens, sooner; not on a GPU, where the step is a CUDA graph and the
+        # check for a nucleus wider than the candidates could not leave the device.
+        top_p.install(manager.logit_processor.logits_processor)
+    if penalties_apply(device):
+        penalties.install(manager.logit_processor)
+    if device == "cpu" and failed is not None:  # last: it checks what every step made
+        numeric_guard.install(manager.logit_processor, end_token, failed)
 
 
 def warm_up(

@@ -3,7 +3,9 @@
 transformers' ContinuousBatchingManager decodes on a thread of its own. If that thread dies (a
 CUDA error, a bug), nothing would tell the streams, so a watchdog thread looks at it: it marks
 the loop failed (the engine answers 503 meanwhile), has the engine fail its streams with
-`engine_error`, and starts a new manager, at most MAX_RESTARTS times per process.
+`engine_error`, and starts a new manager, at most MAX_RESTARTS times per process. A sequence
+whose numbers alone went wrong fails alone (numeric_guard.py): the loop notes it here for the
+engine, and goes on.
 """
 
 from __future__ import annotations
@@ -37,6 +39,21 @@ class DecodeLoop:
         self.restarts = 0
         self._recovering = False
         self._stop = threading.Event()
+        self._failed_alone: set[str] = set()  # written on the decode thread, read on the loop
+        self._failed_lock = threading.Lock()
+
+    def failed_alone(self, request_id: str) -> None:
+        """One sequence failed and was ended, the batch went on (the decode thread says so)."""
+        with self._failed_lock:
+            self._failed_alone.add(request_id)
+
+    def took_failure(self, request_id: str) -> bool:
+        """Whether that request failed alone (once: forgotten after it is told)."""
+        with self._failed_lock:
+            if request_id not in self._failed_alone:
+                return False
+            self._failed_alone.discard(request_id)
+            return True
 
     def start(self, manager: ContinuousBatchingManager) -> None:
         """Serve with `manager` (started and warmed up), and watch it; or stop it at once if
@@ -60,7 +77,8 @@ class DecodeLoop:
     def check(self) -> None:
         """Raise EngineUnavailable after a failure, or without a running manager."""
         if self.failure is not None:
-            raise EngineUnavailable(f"The model failed: {self.failure}")
+            # Its words are the library's (the log has them): a client hears that it failed.
+            raise EngineUnavailable("The model failed; it is being restarted.")
         if self.manager is None or not self.manager.is_running():
             raise EngineUnavailable("The model's decode loop is not running.")
 

@@ -23,7 +23,7 @@ from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import TaskEngine
 from streaming.engines.scheduler import Scheduler, Ticket
-from streaming.engines.script import SAMPLING, prompt_tokens, tokens_for
+from streaming.engines.script import SAMPLING, tokens_for
 from streaming.engines.stop import StopGate
 
 
@@ -99,7 +99,7 @@ class DeterministicEngine(TaskEngine):
         """Start the producer task; refuse when both the batch and its queue are full."""
         ticket = self.scheduler.enter(request)  # EngineBusy when full
         stream = TokenStream(request, self.counters)
-        stream.stats.prompt_tokens = prompt_tokens(request)  # the lab's count (script.py)
+        stream.stats.prompt_tokens = request.prompt_tokens  # the lab's count (core/request.py)
         self._start(stream, self._produce(stream, ticket))
         # Its place is freed however the task ends, even cancelled before it began.
         self._tasks[stream.id].add_done_callback(lambda _: self.scheduler.leave(ticket.id))

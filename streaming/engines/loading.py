@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,8 +49,11 @@ class LoadedModel:
         """A chat's prompt ids, through the model's chat template."""
         return batching.encode_chat(self.tokenizer, messages)
 
-    def new_manager(self, max_batch: int, top_k: int | None) -> ContinuousBatchingManager:
-        """A started manager, sized for this machine (batching.new_manager)."""
+    def new_manager(
+        self, max_batch: int, top_k: int | None, failed: Callable[[str], None] | None = None
+    ) -> ContinuousBatchingManager:
+        """A started manager, sized for this machine (batching.new_manager); `failed`: told of
+        a sequence that failed alone."""
         kv_tokens = max(self.context_tokens, max_batch * KV_TOKENS_PER_SEQUENCE)
         return batching.new_manager(
             self.model,
@@ -60,6 +63,7 @@ class LoadedModel:
             cpu_kv_tokens=kv_tokens,
             cpu_prefill_tokens=PREFILL_CHUNK_TOKENS,
             top_k=top_k,
+            failed=failed,
         )
 
     def warm_up(
@@ -68,9 +72,11 @@ class LoadedModel:
         """Run `manager` once on a short prompt, so the first request is not the slow one."""
         batching.warm_up(manager, self.encode(batching.WARM_UP_PROMPT), max_batch, timeout_s)
 
-    def fresh_manager(self, max_batch: int, top_k: int | None) -> ContinuousBatchingManager:
+    def fresh_manager(
+        self, max_batch: int, top_k: int | None, failed: Callable[[str], None] | None = None
+    ) -> ContinuousBatchingManager:
         """A replacement for a dead decode loop's manager, warmed up."""
-        manager = self.new_manager(max_batch, top_k)
+        manager = self.new_manager(max_batch, top_k, failed)
         self.warm_up(manager, max_batch, timeout_s=60)
         return manager
 

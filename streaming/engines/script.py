@@ -196,14 +196,3 @@ def tokens_for(request: GenerationRequest, answer_tokens: int = 0) -> tuple[list
     else:
         tokens = [words[rng.randrange(len(words))] for _ in range(count)]
     return tokens, ("length" if count < natural else "stop")
-
-
-# The lab's prompt tokens: a word, a CJK or Hangul character, or a punctuation mark (a model's
-# tokenizer splits finer; this only has to be stable and grow with the prompt).
-_CJK = "\u3000-\u9fff\uac00-\ud7af"
-PROMPT_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
-
-
-def prompt_tokens(request: GenerationRequest) -> int:
-    """How many tokens the lab counts in a prompt: each message's, and one for its role."""
-    return sum(len(PROMPT_TOKEN.findall(message.content)) + 1 for message in request.messages)

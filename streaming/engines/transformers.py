@@ -137,7 +137,9 @@ class TransformersEngine(Engine):
             self.sampling_defaults = loaded.sampling_defaults
             self._decide_penalties(loaded.device)
             self.context_tokens = loaded.context_tokens
-            manager = loaded.new_manager(self.max_batch, self.sampling_defaults.top_k)
+            manager = loaded.new_manager(
+                self.max_batch, self.sampling_defaults.top_k, self.decode_loop.failed_alone
+            )
             self.load_seconds = time.perf_counter() - started
             logger.info(
                 "Model %s loaded in %.1f s; batch %d, queue %d, window %d tokens; unset "
@@ -168,7 +170,9 @@ class TransformersEngine(Engine):
     def _fresh_manager(self) -> ContinuousBatchingManager:
         """A replacement for a dead decode loop's manager, warmed up."""
         assert self.loaded is not None
-        return self.loaded.fresh_manager(self.max_batch, self.sampling_defaults.top_k)
+        return self.loaded.fresh_manager(
+            self.max_batch, self.sampling_defaults.top_k, self.decode_loop.failed_alone
+        )
 
     async def start(self) -> None:
         """Load and warm up in a thread, so the event loop keeps answering meanwhile (a daemon
@@ -310,6 +314,9 @@ class TransformersEngine(Engine):
             return
         if not finished:
             return
+        if self.decode_loop.took_failure(job.id):  # its numbers alone went wrong: ended there
+            self._end(job, error=GenerationError("engine_error"))
+            return
         if output.error is not None:
             logger.error("Generation %s failed in the model: %s", job.id, output.error)
             manager = self.decode_loop.manager
@@ -368,6 +375,7 @@ class TransformersEngine(Engine):
         """Forget a finished stream."""
         super().release(request_id)
         self._encoded.pop(request_id, None)
+        self.decode_loop.took_failure(request_id)  # one that failed alone, read by nobody
         prefix_hits.taken(self.decode_loop.manager, request_id)  # one ended before its prefill
 
     # --- health ------------------------------------------------------------------------------

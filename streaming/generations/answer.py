@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from streaming.core.exceptions import BadRequest, Gone
 from streaming.core.stream import Reader, TokenStream
+from streaming.core.text import is_number
 
 # EventSource waits `retry` ms before reconnecting: soon enough to feel like a hiccup, and never
 # more than a quarter of the grace period so that a second or third try still fits in it.
@@ -34,8 +35,7 @@ def event_id(last_event_id: str | None) -> int | None:
     if (
         last_event_id is not None
         and len(last_event_id) <= MAX_EVENT_ID_DIGITS
-        and last_event_id.isascii()
-        and last_event_id.isdigit()
+        and is_number(last_event_id)
     ):
         return int(last_event_id)
     return None

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.utils import timezone
+
 from streaming.core import config
 from streaming.core.latency import summarize
 from streaming.core.request import GenerationRequest
@@ -146,6 +148,7 @@ def log_row(generation: Generation) -> dict[str, Any]:
     return {
         "generation_id": generation.id,
         "created_at": generation.created_at,
+        "day": timezone.localdate(generation.created_at),  # where it counts in usage
         "finished_at": generation.created_at + timedelta(seconds=elapsed),
         "api": generation.api,
         "client": generation.client[:64],

@@ -26,7 +26,7 @@ from streaming.generations.whereabouts import whereabouts
 from streaming.http.auth import answer_owner, authenticate, client_address, principal
 from streaming.http.errors import error_response, public_error
 from streaming.http.model_choice import chosen_model
-from streaming.http.people import person_of, priority_of
+from streaming.http.people import in_turn, person_of, priority_of
 from streaming.usage import budgets
 from streaming.usage.limits import WRITES, limits
 
@@ -115,14 +115,14 @@ async def admit(
     asker = principal(request)
     owner = answer_owner(request, conversation_owner)
     payer = person_of(request)
-    await budgets.check(await budgets_of(request, payer))  # 429 with nothing left; start claims
+    # 429 with too few tokens left for its prompt; its start claims them.
+    await budgets.check(await budgets_of(request, payer), generation_request.prompt_tokens)
     # Its model, carried wherever it is claimed, resumed or handed over; whose turn it is in the
-    # engine's queue (engines/scheduler.py): the answer's owner, else the asker, so that an
-    # open server still tells its clients apart; and their groups' rank.
+    # engine's queue, and their groups' rank.
     generation_request = dataclasses.replace(
         generation_request,
         model=chosen.key,
-        person=owner or asker,
+        person=in_turn(request, owner),
         priority=await priority_of(payer[0]),
     )
     where = whereabouts()
@@ -181,7 +181,7 @@ async def start_admitted(
     # Its tokens on its creator's budgets (429 when none are left), then its stream slot; both
     # go back through the registry's `finish` or `discard`, or here if the start fails.
     found = await budgets_of(request, generation.payer)
-    generation.charge = await budgets.claim(found, generation.request.max_tokens)
+    generation.charge = await budgets.claim(found, generation.request)  # its prompt's too
     try:
         generation.lease = await limits().acquire(principal(request))
         generation.start(durable=durable)

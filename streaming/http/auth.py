@@ -8,16 +8,19 @@ docs/security.md for why "loopback" is decided as it is.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import secrets
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
 from streaming.core import config
 from streaming.core.exceptions import Forbidden, Unauthorized
+from streaming.http.errors import error_response
 from streaming.models import ApiKey, digest_of
 
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1", "testserver"}
@@ -31,9 +34,22 @@ def client_address(request: HttpRequest) -> str:
     return request.META.get("REMOTE_ADDR", "") or ""
 
 
+IP = "ip:"  # the principal of an anonymous peer: `ip:<address>`
+
+
+def address_network(address: str) -> str:
+    """An address as one person's: an IPv4 address, or an IPv6 address's /64 (one IPv6 host
+    usually holds a whole /64: counted per address, it would be 2**64 people)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    return str(ipaddress.ip_network(f"{ip}/64", strict=False)) if ip.version == 6 else str(ip)
+
+
 def principal(request: HttpRequest) -> str:
     """The name limits and ownership use: `key:<id>`, `user:<id>`, or `ip:<address>`."""
-    return getattr(request, "stream_principal", None) or f"ip:{client_address(request)}"
+    return getattr(request, "stream_principal", None) or f"{IP}{client_address(request)}"
 
 
 def _is_loopback(address: str) -> bool:
@@ -58,6 +74,33 @@ def auth_required(request: HttpRequest) -> bool:
     if not _is_loopback(client_address(request)):
         return True
     return any(request.META.get(name) for name in FORWARDING_HEADERS)
+
+
+def scrapers_only(view: Callable[[HttpRequest], Awaitable[HttpResponse]]):
+    """`/metrics`: open where sign-in is not required; else to METRICS_ALLOWED_ADDRESSES (a
+    scraper on this host, by default) and to a request with an API key, 401 to anyone else
+    (the metrics name every model, those kept for a group too)."""
+
+    @functools.wraps(view)
+    async def wrapper(request: HttpRequest) -> HttpResponse:
+        if auth_required(request) and not _scraper(request):
+            scheme, _, key = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+            if scheme.lower() != "bearer" or await _key_row(key.strip()) is None:
+                return error_response(Unauthorized("Send `Authorization: Bearer <API key>`."))
+        return await view(request)
+
+    return wrapper
+
+
+def _scraper(request: HttpRequest) -> bool:
+    """The peer is in METRICS_ALLOWED_ADDRESSES, and no proxy forwarded the request."""
+    try:
+        peer = ipaddress.ip_address(client_address(request))
+    except ValueError:
+        return False
+    if any(request.META.get(name) for name in FORWARDING_HEADERS):
+        return False
+    return any(peer in network for network in config.current().observability.metrics_networks)
 
 
 async def authenticate(request: HttpRequest) -> None:

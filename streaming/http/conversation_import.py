@@ -22,15 +22,22 @@ from streaming.conversations.transfer import ImportedConversation, ImportedItem
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, InvalidImport, UnsupportedParameter
 from streaming.http.admission import api_view
-from streaming.http.auth import conversation_owner
+from streaming.http.auth import conversation_owner, principal
 from streaming.http.conversation_export import VERSION
 from streaming.http.conversations_api import SETTINGS, settings_of, title_of
 from streaming.http.openai_dialect import check_metadata
 from streaming.http.openai_items import ITEM_KEYS, input_item
 from streaming.http.validation import decode_json_object
 from streaming.models import ItemStatus
+from streaming.usage.limits import WRITES, limits
 
 FILE_KEYS = {"version", "exported_at", "conversations"}
+# Conversations per file: one import is one transaction, which holds SQLite's write lock (9,000
+# empty ones held it 9.8 s); a larger export is imported in parts. Each counts as a write.
+MAX_PER_IMPORT = 100
+# What a conversation's or an item's time may be: every database and every time zone can show it.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 CONVERSATION_KEYS = {"id", "title", "created_at", "metadata", "settings", "current", "items"}
 EXTRA_ITEM_KEYS = {"parent", "created_at", "finish_reason", "chat_status"}
 MAX_KEY_CHARS = 100  # an item's id in the file: only a name for `parent` and `current`
@@ -52,6 +59,8 @@ async def import_conversations(request: HttpRequest) -> HttpResponse:
     except BadRequest as error:
         raise InvalidImport("", error.message) from None
     conversations = read_file(data)
+    # Each conversation is a write (api_view counted the request's first).
+    await limits().hit(principal(request), WRITES, len(conversations) - 1)
     made = await sync_to_async(transfer.import_all)(conversation_owner(request), conversations)
     return JsonResponse(
         {"imported": len(made), "ids": [c.conversation_id for c in made]}, status=201
@@ -66,6 +75,11 @@ def read_file(data: dict[str, Any]) -> list[ImportedConversation]:
     raw = data.get("conversations")
     if not isinstance(raw, list):
         raise InvalidImport("conversations", "must be a list.")
+    if len(raw) > MAX_PER_IMPORT:
+        raise InvalidImport(
+            "conversations",
+            f"holds {len(raw)}; a file may hold at most {MAX_PER_IMPORT} (import it in parts).",
+        )
     return [_conversation(one, f"conversations[{i}]") for i, one in enumerate(raw)]
 
 
@@ -197,7 +211,10 @@ def _moment(raw: Any, where: str) -> datetime | None:
         moment = None
     if moment is None:
         raise InvalidImport(where, "must be an ISO 8601 time.")
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if not EARLIEST <= moment < LATEST:  # beyond, converting it to UTC or a zone overflows
+        raise InvalidImport(where, "must be a time from 1970 to 9000 (UTC).")
+    return moment
 
 
 def _known(data: dict[str, Any], keys: set[str], where: str) -> None:

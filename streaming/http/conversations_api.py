@@ -25,6 +25,8 @@ from streaming.conversations.answers import settle
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, NotFound
 from streaming.core.models_file import NAME_MAX
+from streaming.core.text import is_number
+from streaming.engines.models import MODELS
 from streaming.http import turns
 from streaming.http.admission import api_view, publish
 from streaming.http.auth import conversation_owner
@@ -123,11 +125,37 @@ def settings_of(data: dict[str, Any]) -> dict[str, Any]:
     return chosen
 
 
+async def check_settings(
+    request: HttpRequest, chosen: dict[str, Any], conversation: Conversation | None = None
+) -> None:
+    """Settings are checked when they are set, not at every message: a model the asker may
+    not use is a 404; settings the conversation's model (as it will be) refuses, a 400. A
+    model that cannot say now (no worker of it live) is asked at each answer instead."""
+    await check_usable(request, chosen.get("model"))
+    settings = (
+        {name: getattr(conversation, name) for name in ANSWER_SETTINGS} if conversation else {}
+    )
+    settings.update(chosen)
+    model = MODELS.get().find(settings.get("model") or None)
+    if model is not None and model.engine.can_serve:
+        turns.check_settings(settings, model.engine)
+
+
 def title_of(data: dict[str, Any]) -> str | None:
     title = data.get("title")
     if title is not None and (not isinstance(title, str) or len(title) > 200):
         raise BadRequest("`title` must be a string of at most 200 characters.")
     return title
+
+
+def _limit(request: HttpRequest, default: int, most: int) -> int:
+    """`?limit=`: ASCII digits, clamped to 1..most."""
+    raw = request.GET.get("limit")
+    if raw is None:
+        return default
+    if not is_number(raw):
+        raise BadRequest("`limit` must be a whole number.")
+    return min(most, max(1, int(raw)))
 
 
 @api_view("GET", "POST", writes=("POST",))
@@ -140,13 +168,10 @@ async def conversations(request: HttpRequest) -> HttpResponse:
         data = decode_json_object(request.body or b"{}")
         refuse_unknown(data, {"title", *SETTINGS})
         chosen = settings_of(data)
-        await check_usable(request, chosen.get("model"))
+        await check_settings(request, chosen)
         created = await sync_to_async(records.create)(owner, title=title_of(data) or "", **chosen)
         return JsonResponse(conversation_json(created), status=201)
-    try:
-        limit = min(LIST_LIMIT, max(1, int(request.GET.get("limit", 50))))
-    except ValueError:
-        raise BadRequest("`limit` must be an integer.") from None
+    limit = _limit(request, 50, LIST_LIMIT)
     found = await sync_to_async(search.search)(
         owner, request.GET.get("q", ""), limit=limit + 1, before=request.GET.get("before")
     )
@@ -169,15 +194,12 @@ async def conversation(request: HttpRequest, conversation_id: str) -> HttpRespon
         data = decode_json_object(request.body)
         refuse_unknown(data, {"title", *SETTINGS})
         fields = settings_of(data)
-        await check_usable(request, fields.get("model"))
+        await check_settings(request, fields, found)
         if "title" in data:
             fields["title"] = title_of(data) or ""
         await sync_to_async(records.update)(found, **fields)
         return await _shown(found)
-    try:
-        limit = min(PAGE_ITEMS_MAX, max(1, int(request.GET.get("limit", PAGE_ITEMS))))
-    except ValueError:
-        raise BadRequest("`limit` must be an integer.") from None
+    limit = _limit(request, PAGE_ITEMS, PAGE_ITEMS_MAX)
     before = None
     if "before" in request.GET:
         try:

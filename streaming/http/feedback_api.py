@@ -40,7 +40,8 @@ async def answer_feedback(request: HttpRequest, conversation_id: str, item_id: s
     data = decode_json_object(request.body)
     refuse_unknown(data, {"rating", "comment"})
     rating, comment = data.get("rating"), data.get("comment") or ""
-    if isinstance(rating, bool) or rating not in feedback.RATINGS:
+    # An integer: 1.0 equals 1 (and True does too), and would be kept and echoed as given.
+    if type(rating) is not int or rating not in feedback.RATINGS:
         raise BadRequest("`rating` must be 1 (👍) or -1 (👎).")
     if not isinstance(comment, str):
         raise BadRequest("`comment` must be a string.")

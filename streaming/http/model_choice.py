@@ -23,6 +23,9 @@ from streaming.http.auth import principal
 from streaming.http.openai_dialect import ModelNotFound
 
 RETRY_AFTER_S = 5  # a model still loading or an upstream down: worth asking again this soon
+# An unknown name is judged as a model kept for a group nobody is in: the same query, so that
+# the time of the 404 does not tell a kept model's name from one nobody serves.
+NOBODYS_GROUPS = ("(a model nobody serves)",)
 
 
 def named_model(body: bytes) -> str | None:
@@ -48,7 +51,7 @@ async def chosen_model(request: HttpRequest, requested: str | None) -> Model:
         await serving(models.default.engine)
         return models.default
     model = models.find(requested)
-    if model is None or not await may_use(request, model):
+    if not await may_use(request, model) or model is None:
         raise not_found(requested)
     try:
         await serving(model.engine)
@@ -76,7 +79,7 @@ async def check_usable(request: HttpRequest, model: str | None) -> None:
     if not model:
         return
     found = MODELS.get().find(model)
-    if found is None or not await may_use(request, found):
+    if not await may_use(request, found) or found is None:
         raise not_found(model)
 
 
@@ -88,16 +91,18 @@ def not_found(requested: Any) -> ModelNotFound:
     )
 
 
-async def may_use(request: HttpRequest, model: Model) -> bool:
+async def may_use(request: HttpRequest, model: Model | None) -> bool:
     """Whether the asker may use `model`: anyone, where it names no groups; else a signed-in
-    user (or a user's API key) in one of them, or a superuser."""
-    if model.groups is None:
+    user (or a user's API key) in one of them, or a superuser. None (a name nobody serves) is
+    asked about as a kept model is, and nobody may use it."""
+    groups = NOBODYS_GROUPS if model is None else model.groups
+    if groups is None:
         return True
     kind, _, pk = principal(request).partition(":")
     if kind != "user":
         return False
-    allowed = Q(is_superuser=True) | Q(groups__name__in=model.groups)
-    return await get_user_model().objects.filter(allowed, pk=pk).aexists()
+    allowed = Q(is_superuser=True) | Q(groups__name__in=groups)
+    return await get_user_model().objects.filter(allowed, pk=pk).aexists() and model is not None
 
 
 async def usable(request: HttpRequest) -> list[Model]:

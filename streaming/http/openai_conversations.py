@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from streaming.conversations import records, shown
 from streaming.conversations.answers import settle
 from streaming.core.exceptions import BadRequest, NotFound, UnsupportedParameter
+from streaming.core.text import is_number
 from streaming.http import turns
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
@@ -158,10 +159,7 @@ def _query(request: HttpRequest, accepted: set[str]) -> dict[str, Any]:
 def _limit(raw: str | None) -> int:
     if raw is None:
         return LIST_LIMIT
-    try:
-        limit = int(raw)
-    except ValueError:
-        limit = 0
+    limit = int(raw) if is_number(raw) else 0
     if not 1 <= limit <= LIST_LIMIT_MAX:
         raise UnsupportedParameter(
             "limit", f"`limit` must be an integer from 1 to {LIST_LIMIT_MAX}."

@@ -6,8 +6,20 @@ from __future__ import annotations
 from django.db.models import Max
 from django.http import HttpRequest
 
-from streaming.http.auth import principal
+from streaming.http.auth import ANONYMOUS, IP, address_network, principal
 from streaming.models import GroupPriority
+
+
+def in_turn(request: HttpRequest, owner: str) -> str:
+    """Whose turn a request is in an engine's queue (engines/scheduler.py): the answer's owner,
+    else the asker, so that an open server still tells its clients apart; anonymous people by
+    their address (an IPv6 one by its /64), so that fresh cookies do not make one person many."""
+    if owner and not owner.startswith(ANONYMOUS):
+        return owner
+    asker = principal(request)
+    if asker.startswith(IP):
+        return IP + address_network(asker.removeprefix(IP))
+    return asker
 
 
 def person_of(request: HttpRequest) -> tuple[int | None, int | None]:

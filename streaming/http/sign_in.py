@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import ipaddress
 import math
 import time
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from streaming.core import config
-from streaming.http.auth import client_address
+from streaming.http.auth import address_network, client_address
 from streaming.models import SignInFailures
 
 View = Callable[..., HttpResponse]
@@ -44,7 +43,7 @@ class Attempt:
 
     def keys(self, window: int) -> tuple[str, str]:
         """Its counts' keys in `window`: the account from this address, then the address."""
-        network = _network(self.address)
+        network = address_network(self.address)
         account = _digest("account", network, self.username, window)
         return account, _digest("address", network, window)
 
@@ -147,15 +146,6 @@ def _window() -> tuple[int, float]:
     length = config.current().sign_in.window_s
     number = int(time.time() // length)
     return number, float((number + 1) * length)
-
-
-def _network(address: str) -> str:
-    # One IPv6 host usually holds a whole /64: counted per address, it could try 2**64 of them.
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return address
-    return str(ipaddress.ip_network(f"{ip}/64", strict=False)) if ip.version == 6 else str(ip)
 
 
 def _digest(*parts: object) -> str:

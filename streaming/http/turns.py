@@ -36,6 +36,17 @@ REQUEST_SETTINGS = (
 )
 
 
+def check_settings(settings: dict[str, Any], engine: Engine) -> None:
+    """BadRequest for a conversation's settings that `engine` would refuse in every answer (a
+    penalty it does not apply), before they are kept."""
+    asked = {
+        name: value
+        for name, value in settings.items()
+        if name in REQUEST_SETTINGS and value is not None
+    }
+    engine.check_request(build_request(messages=(Message("user", "."),), **asked))
+
+
 def request_for(
     turns: list[tuple[str, str]], engine: Engine, conversation: Conversation, **asked: Any
 ) -> GenerationRequest:

@@ -7,6 +7,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.core.exceptions import BadRequest
+from streaming.core.text import is_number
 from streaming.http import people
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
@@ -18,14 +19,14 @@ MAX_DAYS = 366
 
 def _days(request: HttpRequest) -> int:
     text = request.GET.get("days", str(DEFAULT_DAYS))
-    if not text.isdigit() or not 1 <= int(text) <= MAX_DAYS:
+    if not is_number(text) or not 1 <= int(text) <= MAX_DAYS:
         raise BadRequest(f"`days` is a whole number from 1 to {MAX_DAYS}; it was {text!r}.")
     return int(text)
 
 
 def _report(person: str, days: int) -> dict:
     since = report.days_since(days)
-    rows = report.rows_of(since, owners=[person])
+    rows = report.days_of(since, owners=[person])
     return {
         "person": person,
         "since": since.date().isoformat(),

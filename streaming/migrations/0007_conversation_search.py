@@ -9,6 +9,8 @@ triggers again. tests/conversations/test_search.py fails while they are missing.
 
 from django.db import migrations
 
+from streaming.migrations._vendor_sql import VendorSQL
+
 ITEMS, TITLES = "streaming_conversationitem_fts", "streaming_conversation_fts"
 
 
@@ -49,22 +51,6 @@ FORWARD_POSTGRESQL = [
 ]
 BACKWARD_POSTGRESQL = ["DROP INDEX IF EXISTS conversation_item_text",
                        "DROP INDEX IF EXISTS conversation_title_text"]
-
-
-class VendorSQL(migrations.RunSQL):
-    """RunSQL for one database vendor: the others skip it."""
-
-    def __init__(self, vendor: str, sql: list[str], reverse_sql: list[str]) -> None:
-        super().__init__(sql, reverse_sql)
-        self.vendor = vendor
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == self.vendor:
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == self.vendor:
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
 
 
 class Migration(migrations.Migration):

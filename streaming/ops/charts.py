@@ -78,7 +78,8 @@ def line_chart(
     steps = len(x_labels)
     values = [v for line in series.values() for v in line if v is not None]
     if top is None:
-        top = max(values) * 1.1 if values else 1.0
+        top = max(values, default=0) * 1.1
+    top = top or 1.0  # nothing to show (no tokens in the window): an empty axis, not a division
     plot_w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
     plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
     column = plot_w / max(steps, 1)

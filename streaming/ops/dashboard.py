@@ -16,8 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from streaming.models import GenerationLog
-from streaming.ops import charts, feedback_shares, reports
+from streaming.ops import charts, feedback_shares, reports, sampling
+from streaming.usage import report
 
 PERIODS = ("1h", "6h", "24h", "7d", "30d")  # offered in the form; any `parse_span` text works
 DEFAULT_PERIOD = "24h"
@@ -78,10 +78,11 @@ def _over_time_chart(slices: list[dict[str, Any]], window: Window, column: str, 
     return charts.line_chart(series, labels, hrefs, f"{name}: p50, p90 and p99 over time")
 
 
-def _histogram_chart(rows: list[dict[str, Any]], window: Window, column: str, name: str) -> str:
-    values = [row[column] for row in rows if row[column] is not None]
+def _histogram_chart(sample: sampling.Sample, window: Window, column: str, name: str) -> str:
+    values = [row[column] for row in sample.rows if row[column] is not None]
+    about = "about " if sample.stride > 1 else ""
     bars = []
-    for b in reports.histogram(values):
+    for b in sampling.histogram(values):
         lookups = {f"{column}__gte": b.low_ms}
         if b.high_ms is not None:
             lookups[f"{column}__lt"] = b.high_ms
@@ -91,8 +92,8 @@ def _histogram_chart(rows: list[dict[str, Any]], window: Window, column: str, na
         bars.append(
             charts.Bar(
                 label=charts.format_ms(b.low_ms).replace(" ", ""),
-                value=b.count,
-                title=f"{span}: {b.count} generations",
+                value=b.count * sample.stride,
+                title=f"{span}: {about}{b.count * sample.stride} generations",
                 href=window.link(**lookups),
             )
         )
@@ -145,12 +146,14 @@ def _feedback(window: Window) -> dict[str, Any]:
     return {"feedback_over_time": mark_safe(chart), "feedback_models": rows}
 
 
-def _group(window: Window, engine: str, model: str, rows: list[dict[str, Any]]) -> dict:
+def _group(
+    window: Window, engine: str, model: str, rows: list[dict[str, Any]], stride: int
+) -> dict:
     figures = reports.latency_figures(rows)
     return {
         "engine": engine,
         "model": model,
-        "count": len(rows),
+        "count": len(rows) * stride,  # a sample's: about the window's
         "ttft": figures["latency_ms"]["ttft_ms"],
         "tpot": figures["latency_ms"]["tpot_ms"],
         "link": window.link(engine__exact=engine, model__exact=model),
@@ -160,17 +163,19 @@ def _group(window: Window, engine: str, model: str, rows: list[dict[str, Any]]) 
 def context(request: HttpRequest, now: datetime | None = None) -> dict[str, Any]:
     """Everything the dashboard template shows."""
     window = Window(request, now)
-    rows, capped = reports.fetch_recent(window.log_filter)
-    figures = reports.latency_figures(rows)
-    slices = reports.over_time(rows, window.start, window.end, SLICES)
+    sample = sampling.fetch_sample(window.log_filter)
+    rows = sample.rows
+    figures = sampling.counted(reports.latency_figures(rows), sample.stride)
+    slices = sampling.over_time(rows, window.start, window.end, SLICES)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["engine"], row["model"]), []).append(row)
+    # The models to choose from: the rollup's of the window's days (a few rows, not the log's).
     choices = (
-        GenerationLog.objects.filter(created_at__gte=window.start, created_at__lt=window.end)
-        .values_list("engine", "model")
-        .distinct()
-        .order_by("engine", "model")[:100]
+        report.days_of(window.start, window.end)
+        .order_by("model")
+        .values_list("model", flat=True)
+        .distinct()[:100]
     )
     # mark_safe: charts.py escapes every text it writes into the SVG.
     charts_by_name = {}
@@ -178,14 +183,16 @@ def context(request: HttpRequest, now: datetime | None = None) -> dict[str, Any]
         charts_by_name[f"{key}_over_time"] = mark_safe(
             _over_time_chart(slices, window, column, name)
         )
-        charts_by_name[f"{key}_histogram"] = mark_safe(_histogram_chart(rows, window, column, name))
+        charts_by_name[f"{key}_histogram"] = mark_safe(
+            _histogram_chart(sample, window, column, name)
+        )
     return {
         "window": window,
         "figures": figures,
         "ttft": figures["latency_ms"]["ttft_ms"],
         "tpot": figures["latency_ms"]["tpot_ms"],
-        "capped": capped,
-        "max_rows": reports.MAX_ROWS,
+        "stride": sample.stride,
+        "sampled": len(rows),
         "periods": PERIODS,
         "choices": list(choices),
         "window_link": window.link(),
@@ -194,7 +201,7 @@ def context(request: HttpRequest, now: datetime | None = None) -> dict[str, Any]
         **_feedback(window),
         **charts_by_name,
         "groups": [
-            _group(window, engine, model, members)
+            _group(window, engine, model, members, sample.stride)
             for (engine, model), members in sorted(groups.items(), key=lambda kv: -len(kv[1]))
         ],
     }

@@ -10,7 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from streaming.engines.models import MODELS, Model
-from streaming.ops import reports
+from streaming.ops import reports, sampling
 
 WINDOW = timedelta(hours=1)
 
@@ -18,20 +18,19 @@ WINDOW = timedelta(hours=1)
 def context(now: datetime | None = None) -> dict[str, Any]:
     """Each model as the template shows it, in the file's order."""
     now = now or timezone.now()
-    rows, capped = reports.fetch_recent(reports.LogFilter(since=now - WINDOW, until=now))
+    sample = sampling.fetch_sample(reports.LogFilter(since=now - WINDOW, until=now))
     by_model: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
+    for row in sample.rows:
         by_model.setdefault(row["model"], []).append(row)
     return {
-        "models": [_model(model, by_model) for model in MODELS.get()],
+        "models": [_model(model, by_model, sample.stride) for model in MODELS.get()],
         "since": now - WINDOW,
-        "capped": capped,
-        "max_rows": reports.MAX_ROWS,
+        "stride": sample.stride,
     }
 
 
-def _model(model: Model, by_model: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    figures = reports.latency_figures(by_model.get(model.name, []))
+def _model(model: Model, by_model: dict[str, list[dict[str, Any]]], stride: int) -> dict[str, Any]:
+    figures = sampling.counted(reports.latency_figures(by_model.get(model.name, [])), stride)
     engine = model.engine
     totals = engine.totals()
     # A fleet's engine lists its model's workers; an engine in this process is its own place.

@@ -7,7 +7,6 @@ them, the gaps as "each generation's median (or p99) gap" — the pooled gaps ar
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -35,7 +34,7 @@ LATENCIES = (
     ("ITL p99 (per generation)", "itl_p99_ms"),
     ("E2E", "total_ms"),
 )
-_COLUMNS = (
+COLUMNS = (
     "created_at",
     "engine",
     "model",
@@ -150,7 +149,7 @@ def latency_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def fetch_rows(log_filter: LogFilter) -> list[dict[str, Any]]:
     """The columns a report needs, in one query."""
-    return list(log_filter.queryset().order_by("created_at").values(*_COLUMNS))
+    return list(log_filter.queryset().order_by("created_at").values(*COLUMNS))
 
 
 def report(log_filter: LogFilter, *, by_time: str | None = None) -> dict[str, Any]:
@@ -282,52 +281,6 @@ def _ms(value: float | None) -> str:
 
 def _share(value: float | None) -> str:
     return "–" if value is None else f"{value:.1%}"
-
-
-# --- the admin dashboard's figures: histograms, even time slices, a bounded fetch --------------
-
-# Histogram bin edges in ms, roughly 1-2-5 per decade from 1 ms to 30 s; the last bin is open.
-HISTOGRAM_EDGES_MS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 300, 500, 1000, 2000, 5000, 10_000, 30_000)
-MAX_ROWS = 50_000  # the most rows a dashboard reads: its percentiles are computed in Python
-
-
-@dataclass(frozen=True)
-class Bin:
-    """One histogram bar: values in [low_ms, high_ms); `high_ms` None for the open last bin."""
-
-    low_ms: float
-    high_ms: float | None
-    count: int
-
-
-def histogram(values: Iterable[float], edges: Sequence[float] = HISTOGRAM_EDGES_MS) -> list[Bin]:
-    """Counts per bin; values below the first edge fall in the first bin."""
-    counts = [0] * len(edges)
-    for value in values:
-        counts[max(bisect.bisect_right(edges, value) - 1, 0)] += 1
-    highs: list[float | None] = [*edges[1:], None]
-    return [Bin(low, high, n) for low, high, n in zip(edges, highs, counts, strict=True)]
-
-
-def over_time(
-    rows: Sequence[dict[str, Any]], start: datetime, end: datetime, slices: int
-) -> list[dict[str, Any]]:
-    """`latency_figures` of `slices` equal stretches of [start, end), empty ones included."""
-    step = (end - start) / slices
-    buckets: list[list[dict[str, Any]]] = [[] for _ in range(slices)]
-    for row in rows:
-        index = int((row["created_at"] - start) / step)
-        buckets[min(max(index, 0), slices - 1)].append(row)
-    return [
-        {"start": start + step * i, "end": start + step * (i + 1), **latency_figures(bucket)}
-        for i, bucket in enumerate(buckets)
-    ]
-
-
-def fetch_recent(log_filter: LogFilter, limit: int = MAX_ROWS) -> tuple[list[dict[str, Any]], bool]:
-    """The newest `limit` matching rows, and whether older ones were left out."""
-    rows = list(log_filter.queryset().order_by("-created_at").values(*_COLUMNS)[: limit + 1])
-    return rows[:limit], len(rows) > limit
 
 
 # --- retention ---------------------------------------------------------------------------------

@@ -16,13 +16,14 @@ from urllib.parse import urlencode
 
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet, Sum
-from django.db.models.functions import Coalesce, TruncHour
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from streaming.models import ApiKey, GenerationLog
+from streaming.core.text import is_number
+from streaming.models import ApiKey
 from streaming.ops import charts, feedback_shares, reports
 from streaming.usage import report
 
@@ -59,9 +60,12 @@ class Window:
         self.person = request.GET.get("person", "").strip()
         self.changelist = reverse("admin:streaming_generationlog_changelist")
 
-    def rows(self) -> QuerySet[GenerationLog]:
-        """The log's rows in the window, of the person chosen if any."""
-        return report.rows_of(self.start, self.end, [self.person] if self.person else None)
+    def rows(self) -> QuerySet[Any]:
+        """The window's usage, of the person chosen if any: the rollups' days, or hours."""
+        owners = [self.person] if self.person else None
+        if self.hourly:
+            return report.hours_of(self.start, self.end, owners)
+        return report.days_of(self.start, self.end, owners)
 
     def link(self, start: datetime | None = None, end: datetime | None = None, **extra) -> str:
         """The changelist filtered to this window (or a stretch of it) plus `extra` lookups."""
@@ -85,7 +89,7 @@ def names(owners: Iterable[str]) -> dict[str, str]:
     wanted: dict[str, set[int]] = {"user": set(), "key": set()}
     for owner in owners:
         kind, _, number = owner.partition(":")
-        if kind in wanted and number.isdigit():
+        if kind in wanted and is_number(number):
             wanted[kind].add(int(number))
     user_model = get_user_model()
     users = dict(
@@ -99,9 +103,9 @@ def names(owners: Iterable[str]) -> dict[str, str]:
 
 def _name(owner: str, users: dict[int, str], keys: dict[int, str]) -> str:
     kind, _, rest = owner.partition(":")
-    if kind == "user" and rest.isdigit():
+    if kind == "user" and is_number(rest):
         return users.get(int(rest), f"user {rest} (deleted)")
-    if kind == "key" and rest.isdigit():
+    if kind == "key" and is_number(rest):
         return f"API key {keys.get(int(rest), f'{rest} (deleted)')}"
     if kind == "anon":
         return f"anonymous browser {rest[:ANONYMOUS_SHOWN]}…"
@@ -140,25 +144,21 @@ def _slots(window: Window) -> list[tuple[datetime, datetime, str]]:
     return slots
 
 
-def _per_slot(window: Window, rows: QuerySet[GenerationLog]) -> dict[Any, dict[str, int]]:
+def _per_slot(window: Window, rows: QuerySet[Any]) -> dict[Any, dict[str, int]]:
     """Prompt and completion tokens per hour (UTC's hours, which are local ones in whole-hour
     zones) or per local day, keyed as `_slots` starts them."""
     if not window.hourly:
         return {
             date.fromisoformat(row["day"]): row for row in report.by_day(rows, per=()) if row["day"]
         }
-    grouped = (
-        rows.annotate(hour=TruncHour("created_at", tzinfo=UTC))
-        .values("hour")
-        .annotate(
-            prompt_tokens=Coalesce(Sum("prompt_tokens"), 0),
-            completion_tokens=Coalesce(Sum("tokens_generated"), 0),
-        )
+    grouped = rows.values("hour").annotate(
+        prompt_tokens=Coalesce(Sum("prompt_tokens"), 0),
+        completion_tokens=Coalesce(Sum("completion_tokens"), 0),
     )
-    return {row["hour"]: row for row in grouped}
+    return {row["hour"]: row for row in grouped.order_by()}
 
 
-def _chart(window: Window, rows: QuerySet[GenerationLog]) -> str:
+def _chart(window: Window, rows: QuerySet[Any]) -> str:
     found = _per_slot(window, rows)
     slots = _slots(window)
     series: dict[str, list[float | None]] = {"total": [], "prompt": [], "completion": []}
@@ -181,7 +181,7 @@ def _chart(window: Window, rows: QuerySet[GenerationLog]) -> str:
     )
 
 
-def _people(window: Window, rows: QuerySet[GenerationLog]) -> list[dict[str, Any]]:
+def _people(window: Window, rows: QuerySet[Any]) -> list[dict[str, Any]]:
     """Each person's figures over the window, the largest first, named and linked."""
     people = report.totals(rows, per=("owner",))
     named = names(row["owner"] for row in people)
@@ -203,7 +203,7 @@ def _groups(people: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_user = {
         int(row["owner"].removeprefix("user:")): row
         for row in people
-        if row["owner"].startswith("user:") and row["owner"].removeprefix("user:").isdigit()
+        if row["owner"].startswith("user:") and is_number(row["owner"].removeprefix("user:"))
     }
     memberships = (
         get_user_model()
@@ -228,21 +228,19 @@ def _groups(people: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [_with_figures(group) for group in ordered]
 
 
-def _models(window: Window, rows: QuerySet[GenerationLog]) -> list[dict[str, Any]]:
+def _models(window: Window, rows: QuerySet[Any]) -> list[dict[str, Any]]:
     return [
         _with_figures({**row, "link": window.link(model__exact=row["model"])})
         for row in report.totals(rows, per=("model",))
     ]
 
 
-def _person(
-    window: Window, rows: QuerySet[GenerationLog], standing: Standing | None
-) -> dict[str, Any]:
+def _person(window: Window, rows: QuerySet[Any], standing: Standing | None) -> dict[str, Any]:
     """One person's page: who, their days and models, their budgets, their newest generations."""
     person = window.person
     kind, _, number = person.partition(":")
     admin_page = None
-    if kind in ("user", "key") and number.isdigit():
+    if kind in ("user", "key") and is_number(number):
         name = "auth_user" if kind == "user" else "streaming_apikey"
         admin_page = reverse(f"admin:{name}_change", args=[int(number)])
     budgets = standing(person) if standing is not None else []
@@ -250,9 +248,10 @@ def _person(
         budget["resets_at"] = datetime.fromisoformat(budget["resets_at"])
         budget["change"] = reverse("admin:streaming_budget_change", args=[budget["id"]])
         budget.update({name: format_tokens(budget[name]) for name in ("tokens", "used", "left")})
+    newest = report.log_of(window.start, window.end, [person]).order_by("-created_at")
     recent = [
         {"row": row, "change": reverse("admin:streaming_generationlog_change", args=[row.pk])}
-        for row in rows.order_by("-created_at")[:RECENT]
+        for row in newest[:RECENT]
     ]
     return {
         "person_name": names([person])[person],

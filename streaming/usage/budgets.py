@@ -19,8 +19,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from streaming.core.exceptions import BudgetExceeded
+from streaming.core.request import GenerationRequest
 from streaming.models import Budget
-from streaming.usage.counters import COUNTS, SETTLING, Counter
+from streaming.usage.counters import COUNTS, SETTLING, Counter, Verdict
 
 PERIOD_NAMES = {"day": "daily", "month": "monthly"}
 
@@ -85,7 +86,8 @@ class BudgetClaim:
     """The tokens one generation holds on its counters until it ends (registry's `Charge`)."""
 
     counters: list[Counter]
-    claimed: int
+    claim: Verdict
+    generation_id: str
     settled: bool = field(default=False)
 
     def settle(self, used: int) -> None:
@@ -93,7 +95,7 @@ class BudgetClaim:
         if self.settled:
             return
         self.settled = True
-        SETTLING.get().add(self.counters, used - self.claimed)
+        SETTLING.get().add(self.counters, self.claim, used, self.generation_id)
 
 
 Payer = tuple[int | None, int | None]  # a user id and an API key id (Generation.payer)
@@ -123,38 +125,46 @@ async def look_up(payer: Payer) -> Found:
     return Found(payer, now, tightest)
 
 
-async def check(found: Found) -> None:
-    """Refuse, with BudgetExceeded, a request whose payer has a budget with nothing left; it
-    claims nothing (a created generation claims when its stream starts: `claim`)."""
+async def check(found: Found, prompt: int) -> None:
+    """Refuse, with BudgetExceeded, a request whose payer has a budget with fewer tokens left
+    than its `prompt` takes (at least one); it claims nothing (a created generation claims
+    when its stream starts: `claim`)."""
     if not found.tightest:
         return
     used = await COUNTS.get().used(found.counters)
     for one, count in zip(found.tightest.values(), used, strict=True):
-        if count >= one.counter.limit:
-            raise refusal(one, count, found.now)
+        if one.counter.limit - count < max(1, prompt):
+            raise refusal(one, count, found.now, prompt)
 
 
-async def claim(found: Found, max_tokens: int) -> BudgetClaim | None:
-    """Claim a request's tokens (up to `max_tokens`) on every budget of its payer (None: none
-    applies), or refuse it with BudgetExceeded naming the budget with nothing left (the
-    tightest, of those full)."""
+async def claim(found: Found, asked: GenerationRequest) -> BudgetClaim | None:
+    """Claim a request's tokens on every budget of its payer (None: none applies): its
+    prompt's, which must be left (the answer cannot make them fewer), and up to its
+    `max_tokens` more of what the tightest has left; else BudgetExceeded naming the budget
+    that has too few (the tightest, of those)."""
     if not found.tightest:
         return None
     counters = found.counters
-    verdict = await COUNTS.get().claim(counters, max(1, max_tokens))
+    need = max(1, asked.prompt_tokens)
+    verdict = await COUNTS.get().claim(counters, need + asked.max_tokens, need)
     if verdict.full is None:
-        return BudgetClaim(counters, verdict.claimed)
+        return BudgetClaim(counters, verdict, asked.id)
     full = found.tightest[verdict.full.subject, verdict.full.period]
-    raise refusal(full, verdict.used, found.now)
+    raise refusal(full, verdict.used, found.now, asked.prompt_tokens)
 
 
-def refusal(full: Applying, used: int, now: datetime) -> BudgetExceeded:
-    """The 429 for a budget with nothing left, with Retry-After at its reset."""
+def refusal(full: Applying, used: int, now: datetime, prompt: int = 0) -> BudgetExceeded:
+    """The 429 for a budget with too few tokens left, with Retry-After at its reset."""
     budget = full.budget
+    left = budget.tokens - used
+    why = (
+        f"has {left:,} tokens left, fewer than this request's prompt (about {prompt:,})"
+        if left > 0
+        else f"is used up: {used:,} tokens used or held by running answers"
+    )
     message = (
         f"The {PERIOD_NAMES[budget.period]} budget of {budget.scope} ({budget.tokens:,} tokens) "
-        f"is used up: {used:,} tokens used or held by running answers. It resets at "
-        f"{full.resets_at:%Y-%m-%d %H:%M} {full.resets_at.tzname()}."
+        f"{why}. It resets at {full.resets_at:%Y-%m-%d %H:%M} {full.resets_at.tzname()}."
     )
     return BudgetExceeded(
         message,

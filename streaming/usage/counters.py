@@ -8,7 +8,9 @@ the period began: a budget added at noon counts the morning's answers too.
 A counter holds what ended answers used plus the claims of the answers still running. A claim
 is taken in one atomic step over every counter a request is checked on: either all of them had
 tokens left and each took the same claim, or none changed. The claim is replaced by what the
-answer used when it ends (`settle`).
+answer used when it ends (`settle`). Redis's counters (usage/redis_counters.py) may vanish
+with a restart: one missing begins again from the log, and a claim taken before it began again
+is not taken back from it.
 """
 
 from __future__ import annotations
@@ -21,17 +23,13 @@ from typing import Protocol
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
-from django.db.models import F, Q, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q
 
 from streaming.core.runtime import Part
-from streaming.models import GenerationLog, UsageCount
-from streaming.usage.redis_scripts import RedisScripts
+from streaming.models import UsageCount
+from streaming.usage import report
 
 logger = logging.getLogger(__name__)
-
-PREFIX = "llm-streaming:usage:"
-KEEP_S = 40 * 24 * 3600  # a Redis counter outlives its period by this, for the usage page
 
 
 @dataclass(frozen=True)
@@ -43,28 +41,30 @@ class Counter:
     limit: int
     since: datetime | None = None  # the period's start (None: it begins at 0)
 
-    @property
-    def redis_key(self) -> str:
-        return f"{PREFIX}{self.subject}:{self.period}"
-
 
 @dataclass(frozen=True)
 class Verdict:
-    """A claim's outcome: the tokens claimed, or which counter had none left and its count."""
+    """A claim's outcome: the tokens claimed (and, in Redis, which beginning of each counter
+    they were claimed on), or which counter had too few left and its count."""
 
     claimed: int
     full: Counter | None = None
     used: int = 0
+    epochs: tuple[str, ...] = ()
 
 
 class Counts(Protocol):
     """Where the counters live (the database, or Redis)."""
 
-    async def claim(self, counters: list[Counter], want: int) -> Verdict:
-        """Claim up to `want` tokens on every counter at once (what the tightest has left)."""
+    async def claim(self, counters: list[Counter], want: int, need: int = 1) -> Verdict:
+        """Claim up to `want` tokens on every counter at once (what the tightest has left), or
+        none where one has fewer than `need` left."""
 
-    async def add(self, counters: list[Counter], tokens: int) -> None:
-        """Add `tokens` (negative: give some back) to every counter."""
+    async def settle(
+        self, counters: list[Counter], claim: Verdict, used: int, generation_id: str
+    ) -> None:
+        """Replace `claim` on every counter by the `used` tokens (0: it never started) of
+        `generation_id`'s answer."""
 
     async def used(self, counters: list[Counter]) -> list[int]:
         """Each counter's tokens now."""
@@ -74,10 +74,10 @@ class DatabaseCounts:
     """Counters as UsageCount rows; a claim holds the rows' locks (SQLite: the database's, as
     its transactions begin IMMEDIATE) between reading and writing them."""
 
-    async def claim(self, counters: list[Counter], want: int) -> Verdict:
-        return await sync_to_async(self._claim)(counters, want)
+    async def claim(self, counters: list[Counter], want: int, need: int = 1) -> Verdict:
+        return await sync_to_async(self._claim)(counters, want, need)
 
-    def _claim(self, counters: list[Counter], want: int) -> Verdict:
+    def _claim(self, counters: list[Counter], want: int, need: int) -> Verdict:
         with transaction.atomic():
             rows = self._locked(counters)
             if len(rows) < len(counters):  # a period's first claim: its rows, then their locks
@@ -93,7 +93,7 @@ class DatabaseCounts:
             claimed = want
             for counter in counters:
                 used = rows[counter.subject, counter.period]
-                if used >= counter.limit:
+                if counter.limit - used < need:
                     return Verdict(0, counter, used)
                 claimed = min(claimed, counter.limit - used)
             UsageCount.objects.filter(_matching(counters)).update(tokens=F("tokens") + claimed)
@@ -104,8 +104,11 @@ class DatabaseCounts:
         rows = UsageCount.objects.select_for_update().filter(_matching(counters))
         return {(row.subject, row.period): row.tokens for row in rows}
 
-    async def add(self, counters: list[Counter], tokens: int) -> None:
-        await UsageCount.objects.filter(_matching(counters)).aupdate(tokens=F("tokens") + tokens)
+    async def settle(
+        self, counters: list[Counter], claim: Verdict, used: int, generation_id: str
+    ) -> None:
+        change = used - claim.claimed
+        await UsageCount.objects.filter(_matching(counters)).aupdate(tokens=F("tokens") + change)
 
     async def used(self, counters: list[Counter]) -> list[int]:
         found = {
@@ -119,13 +122,12 @@ class DatabaseCounts:
         return [found[c.subject, c.period] for c in counters]
 
 
-def logged_tokens(counter: Counter) -> int:
-    """What the log has of the counter's subject since its period began (prompt and answer)."""
+def logged_tokens(counter: Counter, excluding: str = "") -> int:
+    """What the log has of the counter's subject since its period began (prompt and answer);
+    `excluding`: a generation whose row is not to count (it is counted apart)."""
     if counter.since is None:
         return 0
-    rows = GenerationLog.objects.filter(owner=counter.subject, created_at__gte=counter.since)
-    total = rows.aggregate(tokens=Sum(Coalesce("prompt_tokens", 0) + F("tokens_generated")))
-    return total["tokens"] or 0
+    return report.tokens_since(counter.subject, counter.since, excluding)
 
 
 def _matching(counters: list[Counter]) -> Q:
@@ -133,81 +135,6 @@ def _matching(counters: list[Counter]) -> Q:
     for counter in counters:
         query |= Q(subject=counter.subject, period=counter.period)
     return query
-
-
-# Every counter at once, on Redis's side: refused (1-based index of the full one and its count),
-# claimed everywhere, or nothing done while a counter has not begun (-1: seed it, then again).
-_CLAIM = """
-for i, key in ipairs(KEYS) do
-  if redis.call('EXISTS', key) == 0 then return {-1, i} end
-end
-local claimed = tonumber(ARGV[1])
-for i, key in ipairs(KEYS) do
-  local used = tonumber(redis.call('GET', key) or '0')
-  local limit = tonumber(ARGV[i + 2])
-  if used >= limit then return {i, used} end
-  claimed = math.min(claimed, limit - used)
-end
-for _, key in ipairs(KEYS) do
-  redis.call('INCRBY', key, claimed)
-  redis.call('EXPIRE', key, ARGV[2])
-end
-return {0, claimed}
-"""
-
-
-class RedisCounts:
-    """Counters as Redis integers, changed by one script (claims) or one pipeline (the rest)."""
-
-    def __init__(self, shared: RedisScripts) -> None:
-        self.shared = shared
-
-    async def claim(self, counters: list[Counter], want: int) -> Verdict:
-        keys = tuple(c.redis_key for c in counters)
-        args = (want, KEEP_S, *(c.limit for c in counters))
-        for _ in range(3):
-            full, count = await self.shared.run(_CLAIM, keys, *args)
-            if full != -1:
-                break
-            await self._begin(counters)  # a period's first claim: begin with the log's tokens
-        else:
-            raise RuntimeError(f"budget counters {keys} would not begin")
-        if full:
-            return Verdict(0, counters[full - 1], count)
-        return Verdict(count)
-
-    async def _begin(self, counters: list[Counter]) -> None:
-        """Counters that do not exist yet, set to what the log has (a racing process's first
-        claim may have set them already: NX keeps theirs)."""
-        seeds = await sync_to_async(lambda: [logged_tokens(c) for c in counters])()
-        async with self.shared.pipeline() as pipe:
-            for counter, seed in zip(counters, seeds, strict=True):
-                pipe.set(counter.redis_key, seed, nx=True, ex=KEEP_S)
-            await pipe.execute()
-
-    async def add(self, counters: list[Counter], tokens: int) -> None:
-        async with self.shared.pipeline() as pipe:
-            for counter in counters:
-                pipe.incrby(counter.redis_key, tokens)
-                pipe.expire(counter.redis_key, KEEP_S)
-            await pipe.execute()
-
-    async def used(self, counters: list[Counter]) -> list[int]:
-        async with self.shared.pipeline() as pipe:
-            for counter in counters:
-                pipe.get(counter.redis_key)
-            values = await pipe.execute()
-        if all(value is not None for value in values):
-            return [int(value) for value in values]
-
-        # Not claimed on yet this period: what each will begin with.
-        def begun() -> list[int]:
-            return [
-                int(value) if value is not None else logged_tokens(counter)
-                for counter, value in zip(counters, values, strict=True)
-            ]
-
-        return await sync_to_async(begun)()
 
 
 # Where this process's counters live (streaming/deployment.py picks).
@@ -222,20 +149,21 @@ class Settling:
         self.counts = counts
         self.tasks: set[asyncio.Task[None]] = set()
 
-    def add(self, counters: list[Counter], tokens: int) -> None:
-        """Add `tokens` to the counters, soon."""
-        if not tokens:
-            return
-        task = asyncio.get_running_loop().create_task(self._add(counters, tokens))
+    def add(self, counters: list[Counter], claim: Verdict, used: int, generation_id: str) -> None:
+        """Replace `claim` by `used` on the counters, soon."""
+        settling = self._settle(counters, claim, used, generation_id)
+        task = asyncio.get_running_loop().create_task(settling)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _add(self, counters: list[Counter], tokens: int) -> None:
+    async def _settle(
+        self, counters: list[Counter], claim: Verdict, used: int, generation_id: str
+    ) -> None:
         try:
-            await self.counts.add(counters, tokens)
+            await self.counts.settle(counters, claim, used, generation_id)
         except Exception:
             # The claim stays counted in its place: the budget errs on the side of its limit.
-            logger.exception("could not count %d tokens against %s", tokens, counters)
+            logger.exception("could not count %d tokens against %s", used, counters)
 
     async def flush(self) -> None:
         """Wait for every settlement under way."""

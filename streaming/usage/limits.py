@@ -95,8 +95,9 @@ BACKGROUND = Pool(
 class Limits(Protocol):
     """What both limiters do (this process's counts, or Redis's)."""
 
-    async def hit(self, client: str, rate: Rate = REQUESTS) -> None:
-        """Count one request against the client's `rate`; RateLimited past it."""
+    async def hit(self, client: str, rate: Rate = REQUESTS, count: int = 1) -> None:
+        """Count `count` requests (one, or the writes one request makes) against the client's
+        `rate`; RateLimited past it."""
 
     async def acquire(self, client: str, pool: Pool = STREAMS) -> Lease:
         """A slot of `pool`, or its error for this client (TooManyStreams) or everyone's
@@ -137,16 +138,16 @@ class LocalLimits:
         self._window = -1
         self._hits: Counter[tuple[str, str]] = Counter()  # (rate, client) → requests this minute
 
-    async def hit(self, client: str, rate: Rate = REQUESTS) -> None:
-        """Count one request against the client's `rate`; RateLimited past it."""
+    async def hit(self, client: str, rate: Rate = REQUESTS, count: int = 1) -> None:
+        """Count `count` requests against the client's `rate`; RateLimited past it."""
         limit = rate.per_min()
-        if limit <= 0:
+        if limit <= 0 or count <= 0:
             return
         now = time.time()
         window = int(now // RATE_WINDOW_S)
         if window != self._window:
             self._window, self._hits = window, Counter()  # the old minute's clients go at once
-        self._hits[rate.name, client] += 1
+        self._hits[rate.name, client] += count
         if self._hits[rate.name, client] > limit:
             raise RateLimited(
                 limit, retry_after_s=RATE_WINDOW_S * (window + 1) - now, what=rate.what
@@ -179,8 +180,8 @@ class LocalLimits:
 
 # Both scripts read the clock of Redis, not of the web host: the hosts' clocks may disagree.
 _HIT = """
-local count = redis.call('INCR', KEYS[1])
-if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+local count = redis.call('INCRBY', KEYS[1], ARGV[2])
+if count == tonumber(ARGV[2]) then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return {count, redis.call('PTTL', KEYS[1])}
 """
 _ACQUIRE = """
@@ -225,14 +226,15 @@ class RedisLimits:
         self._renewer: asyncio.Task[None] | None = None
         self._releases: set[asyncio.Task[None]] = set()
 
-    async def hit(self, client: str, rate: Rate = REQUESTS) -> None:
-        """Count one request against the client's `rate` (one counter per client and minute)."""
+    async def hit(self, client: str, rate: Rate = REQUESTS, count: int = 1) -> None:
+        """Count `count` requests against the client's `rate` (one counter per client and
+        minute)."""
         limit = rate.per_min()
-        if limit <= 0:
+        if limit <= 0 or count <= 0:
             return
         key = f"{PREFIX}{rate.name}:{client}"
-        count, ttl_ms = await self.counts.run(_HIT, (key,), RATE_WINDOW_S)
-        if count > limit:
+        counted, ttl_ms = await self.counts.run(_HIT, (key,), RATE_WINDOW_S, count)
+        if counted > limit:
             raise RateLimited(limit, retry_after_s=max(ttl_ms, 0) / 1000, what=rate.what)
 
     async def acquire(self, client: str, pool: Pool = STREAMS) -> Lease:

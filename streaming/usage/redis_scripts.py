@@ -36,6 +36,21 @@ class RedisScripts:
         self.outage.answered()
         return result
 
+    async def send(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Commands sent together, no transaction (`("hget", key, field)`), their replies in
+        order; RedisUnreachable (503) when Redis cannot be reached."""
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for name, *args in commands:
+                    getattr(pipe, name)(*args)
+                replies = await pipe.execute()
+        except Exception as error:
+            self.outage.failed(error)
+            raise RedisUnreachable() from None
+        self.outage.answered()
+        return replies
+
     def pipeline(self) -> Any:
-        """Commands sent together, with no transaction (the caller handles its failure)."""
+        """Commands sent together, with no transaction (the caller handles its failure: a
+        release or a renewal that fails is logged, and the lease lapses on its own)."""
         return self.client.pipeline(transaction=False)

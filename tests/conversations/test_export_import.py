@@ -254,6 +254,22 @@ MALFORMED = {
         "invalid_import",
         "conversations[0].items[0].created_at",
     ),
+    # Times that overflow in UTC or in a zone (a 500 on SQLite; on PostgreSQL every later read).
+    "a time past the last year": (
+        change("conversations[0].created_at", "9999-12-31T23:59:59-05:00"),
+        "invalid_import",
+        "conversations[0].created_at",
+    ),
+    "a time before the first year": (
+        change("conversations[0].items[1].created_at", "0001-01-01T00:00:00+05:00"),
+        "invalid_import",
+        "conversations[0].items[1].created_at",
+    ),
+    "too many conversations": (
+        lambda file: file["conversations"].extend([file["conversations"][0]] * 99),
+        "invalid_import",
+        "conversations",
+    ),
 }
 
 
@@ -295,6 +311,17 @@ def test_past_a_cap_nothing_is_imported(settings):
     assert (status, answer["error"]["code"]) == (409, "conversation_limit")
     assert answer["error"]["message"].startswith("conversations[1]")
     assert Conversation.objects.filter(owner=ME).count() == 0
+
+
+def test_each_conversation_imported_counts_as_a_write(fresh_limits):
+    fresh_limits.CONVERSATIONS_WRITES_PER_MIN = 5
+    client = Client()
+    file = valid_file()
+    file["conversations"] = [copy.deepcopy(file["conversations"][0]) for _ in range(4)]
+    assert post_import(client, file)[0] == 201  # 4 writes of 5
+    status, answer = post_import(client, file)  # 8 of 5: refused whole
+    assert (status, answer["error"]["code"]) == (429, "rate_limited")
+    assert Conversation.objects.filter(owner=ME).count() == 4
 
 
 def test_a_hand_made_file_needs_no_more_than_roles_and_text():

@@ -96,6 +96,8 @@ def test_only_an_answer_that_has_ended_is_rated():
     [
         {"rating": 2},
         {"rating": True},
+        {"rating": 1.0},
+        {"rating": -1.0},
         {"rating": "1"},
         {},
         {"rating": 1, "comment": 5},

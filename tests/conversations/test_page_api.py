@@ -148,6 +148,7 @@ async def test_stop_keeps_the_partial_text_marked_stopped(engine):
 
 
 async def test_settings_are_checked_and_kept(engine):
+    await engine.start()  # up, as a server's is: it can say what it does not honour
     me = browser("frank")
     status, error = await call("POST", "/api/conversations", {"temperature": 3}, me)
     assert status == 400 and "temperature" in error["error"]["message"]
@@ -160,10 +161,18 @@ async def test_settings_are_checked_and_kept(engine):
         "PATCH", f"/api/conversations/{conversation['id']}", {"presence_penalty": 2.5}, me
     )
     assert status == 400 and "presence_penalty" in error["error"]["message"]
+    # In range, but a penalty the conversation's engine (the deterministic one) does not
+    # apply: refused when set, not kept to fail every message after.
+    status, error = await call(
+        "PATCH", f"/api/conversations/{conversation['id']}", {"repetition_penalty": 1.2}, me
+    )
+    assert status == 400 and "repetition_penalty" in error["error"]["message"]
+    status, error = await call("POST", "/api/conversations", {"frequency_penalty": 0.5}, me)
+    assert status == 400 and "frequency_penalty" in error["error"]["message"]
     status, shown = await call(
         "PATCH",
         f"/api/conversations/{conversation['id']}",
-        {"title": "Mine", "top_p": None, "max_tokens": 9, "repetition_penalty": 1.2},
+        {"title": "Mine", "top_p": None, "max_tokens": 9, "repetition_penalty": None},
         me,
     )
     assert status == 200 and shown["title"] == "Mine"
@@ -172,7 +181,7 @@ async def test_settings_are_checked_and_kept(engine):
         "temperature": None,
         "top_p": None,
         "max_tokens": 9,
-        "repetition_penalty": 1.2,
+        "repetition_penalty": None,
         "frequency_penalty": None,
         "presence_penalty": None,
         "model": None,  # the default model (docs/models.md)

@@ -62,6 +62,8 @@ async def test_the_page_is_fifty_items_by_default_and_two_hundred_at_most():
     assert len((await get(path))[1]["items"]) == 50
     assert len((await get(f"{path}?limit=1000"))[1]["items"]) == 200
     assert len((await get(f"{path}?limit=0"))[1]["items"]) == 1
+    for other in ("%EF%BC%95", "%C2%B2", "-1", "x"):  # fullwidth 5, superscript 2: ASCII only
+        assert (await get(f"{path}?limit={other}"))[0] == 400
 
 
 async def test_a_cursor_that_is_not_an_item_of_this_conversation_is_a_400():

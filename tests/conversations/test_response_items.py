@@ -135,6 +135,7 @@ def test_a_long_branch_is_cut_and_taken_from_without_recursing():
         ("after=nope", "after"),
         ("order=up", "order"),
         ("limit=0", "limit"),
+        ("limit=%EF%BC%95", "limit"),  # a fullwidth 5: ASCII digits only
         ("include[]=message.input_image.image_url", "include"),
         ("colour=red", "colour"),
     ],

@@ -149,6 +149,31 @@ def test_continuing_a_link_makes_a_copy_of_ones_own():
     assert Client().post(f"/api/shares/{link['token']}/continue").status_code == 401
 
 
+def test_a_link_shows_the_persons_and_the_models_turns_never_instructions():
+    alice, owner = person("alice")
+    bob, _ = person("bob")
+    conversation = records.create(
+        owner,
+        title="Recipes",
+        items=[("system", "SYSTEM SECRET"), ("developer", "DEVELOPER SECRET"), ("user", "Q1")],
+    )
+    records.append(conversation, [("assistant", "A1")], after=records.last_shown(conversation))
+    link = share(alice, conversation)
+    assert SharedLink.objects.get(token=link["token"]).items == [
+        {"role": "user", "content": "Q1", "status": "completed", "finish_reason": ""},
+        {"role": "assistant", "content": "A1", "status": "completed", "finish_reason": ""},
+    ]
+    # A link made before held them: neither its page nor a copy of it shows them.
+    shared = SharedLink.objects.get(token=link["token"]).items
+    instructions = {"role": "system", "content": "SYSTEM SECRET", "status": "completed"}
+    SharedLink.objects.filter(token=link["token"]).update(items=[instructions, *shared])
+    page = Client().get(link["url"]).content.decode()
+    assert "Q1" in page and "A1" in page and "SECRET" not in page
+    copy = bob.post(f"/api/shares/{link['token']}/continue").json()["id"]
+    items = branches.branch(Conversation.objects.get(conversation_id=copy)).items
+    assert [i.role for i in items] == ["user", "assistant"]
+
+
 def test_a_new_chat_from_a_message_holds_the_branch_up_to_it_with_the_same_settings():
     alice, owner = person("alice")
     conversation = conversation_of(

@@ -84,6 +84,17 @@ def test_settings_that_cannot_go_together_are_refused_with_both_names(changes, m
         Config.from_settings(flat(**changes))
 
 
+def test_metrics_allowed_addresses_are_networks():
+    built = Config.from_settings(flat(METRICS_ALLOWED_ADDRESSES="10.0.0.0/8, 192.0.2.7,::1"))
+    assert [str(n) for n in built.observability.metrics_networks] == [
+        "10.0.0.0/8",
+        "192.0.2.7/32",
+        "::1/128",
+    ]
+    with pytest.raises(ConfigError, match="METRICS_ALLOWED_ADDRESSES: "):
+        Config.from_settings(flat(METRICS_ALLOWED_ADDRESSES="10.0.0.0/8,prometheus"))
+
+
 def test_a_changed_setting_is_seen_by_the_next_reader(settings):
     before = config.current()
     assert config.current() is before  # built once, not per read

@@ -38,7 +38,10 @@ def test_each_dialect_accepts_the_fields_the_table_gives_it(dialect, keys):
         ("seed", 1.5, "`seed` must be an integer."),
         ("frequency_penalty", 3, "`frequency_penalty` must be in [-2, 2]; got 3."),
         ("presence_penalty", -2.5, "`presence_penalty` must be in [-2, 2]; got -2.5."),
-        ("repetition_penalty", 0, "`repetition_penalty` must be in (0, ∞); got 0."),
+        ("repetition_penalty", 0, "`repetition_penalty` must be in [0.01, 100]; got 0."),
+        # Past what a float32 score survives: it failed the batch of every answer (issue 52).
+        ("repetition_penalty", 1e-300, "`repetition_penalty` must be in [0.01, 100]; got 1e-300."),
+        ("repetition_penalty", 1e300, "`repetition_penalty` must be in [0.01, 100]; got 1e+300."),
         ("max_tokens", 0, "`max_tokens` must be between 1 and 64; got 0."),
         ("max_tokens", 65, "`max_tokens` must be between 1 and 64; got 65."),
         ("max_tokens", 5.0, "`max_tokens` must be an integer."),

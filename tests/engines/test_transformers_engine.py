@@ -369,8 +369,11 @@ def test_an_engine_failure_ends_streams_with_engine_error_and_recovers(engine):
         try:
             _stream, _texts, error = await generate(engine, request(max_tokens=8))
             assert isinstance(error, GenerationError) and error.code == "engine_error"
-            with pytest.raises(EngineUnavailable):
+            with pytest.raises(EngineUnavailable) as unavailable:
                 await engine.check_health()
+            # The library's words stay in the log: a client hears that the model failed.
+            assert "simulated" not in unavailable.value.message
+            assert "simulated" not in error.message
             with pytest.raises(EngineUnavailable):
                 engine.generate(request())
         finally:
@@ -413,3 +416,30 @@ async def test_a_turn_that_repeats_a_prompt_reports_its_cached_prefix_tokens(eng
     # shared), never all of it.
     assert stream.stats.cached_tokens >= seen_before + 256
     assert stream.stats.cached_tokens < stream.stats.prompt_tokens
+
+
+def test_one_sequences_numbers_gone_wrong_fail_it_alone_and_the_batch_goes_on(engine):
+    """A repetition penalty of 1e-300 (zero in float32: scores divided by it are infinite) once
+    made sampling raise for the whole batch: every stream ended `engine_error` and the model
+    answered 503 until its loop restarted. The edge refuses such a value now (core/fields.py);
+    past it, the numeric guard ends that sequence alone."""
+
+    async def main():
+        beside = engine.generate(request(max_tokens=24))
+        broken = engine.generate(
+            request(
+                "Repeat the word apple apple apple apple.",
+                max_tokens=20,
+                temperature=1.0,  # sampled: greedy decoding would not notice
+                repetition_penalty=1e-300,
+            )
+        )
+        return await asyncio.gather(read(engine, broken), read(engine, beside))
+
+    restarts = engine.decode_loop.restarts
+    (_, failed), (texts, error) = asyncio.run(main())
+    assert isinstance(failed, GenerationError) and failed.code == "engine_error"
+    assert error is None and texts  # the other sequence of the batch went on to its end
+    assert engine.ready and engine.decode_loop.restarts == restarts
+    stream, _, error = asyncio.run(generate(engine, request(max_tokens=4)))
+    assert error is None and stream.stats.tokens_generated == 4

@@ -4,6 +4,8 @@ both start."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -12,8 +14,8 @@ import pytest
 import redis
 
 from streaming.tools.liveserver import manage
-from streaming.usage.counters import PREFIX
-from tests.support.live import iter_sse, running_fleet, wait_until
+from streaming.usage.redis_counters import PREFIX
+from tests.support.live import RawStream, iter_sse, running_fleet, wait_until
 
 pytestmark = pytest.mark.live
 
@@ -29,7 +31,7 @@ def budget_count(fleet) -> int:
     """The one budget counter in the fleet's Redis."""
     client = redis.Redis.from_url(fleet.redis.url)
     (name,) = client.keys(f"{PREFIX}key:*:day:*")
-    return int(client.get(name))
+    return int(client.hget(name, "tokens"))
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +77,60 @@ def test_two_web_processes_at_the_last_tokens_admit_one_request(fleet):
     fleet, key = fleet
     client = redis.Redis.from_url(fleet.redis.url)
     (name,) = client.keys(f"{PREFIX}key:*:day:{datetime.now(UTC).date().isoformat()}")
-    client.set(name, 195)
+    client.hset(name, "tokens", 195)
     with ThreadPoolExecutor(2) as pool:
         both = list(pool.map(lambda web: ask(web, key, 20)[0], fleet.webs))
     assert sorted(both) == [200, 429]
     assert {ask(web, key, 1)[0] for web in fleet.webs} == {429}
+
+
+def logged(fleet) -> tuple[int, int]:
+    """The rows of every key in the fleet's log, and their prompt and answer tokens."""
+    with sqlite3.connect(fleet.env["DATABASE_URL"].removeprefix("sqlite:///")) as db:
+        rows, total = db.execute(
+            "SELECT COUNT(*), SUM(COALESCE(prompt_tokens, 0) + tokens_generated) "
+            "FROM streaming_generationlog WHERE owner LIKE 'key:%'"
+        ).fetchone()
+    return rows, total or 0
+
+
+def test_a_redis_restart_begins_the_count_again_from_the_log(tmp_path):
+    """Redis lost the counter while two answers ran: when they end it begins again from the
+    log, with each answer whole, instead of taking their lost claims back from nothing (it
+    read -89 tokens, and the next requests were all admitted)."""
+    env = {"DETERMINISTIC_TPS": "40", "STREAM_RATE_PER_MIN": "0"}
+    with running_fleet(tmp_path, env, webs=1) as fleet:
+        (web,) = fleet.webs
+        key = with_a_budget(fleet, 100_000)
+        assert ask(web, key, 5)[0] == 200
+        headers = {"Authorization": f"Bearer {key}"}
+        readers = []
+        for max_tokens in (60, 120):  # ending 1.5 s apart
+            body = json.dumps({"prompt": "across a restart", "max_tokens": max_tokens}).encode()
+            reader = RawStream(web.port, "/api/stream", method="POST", body=body, headers=headers)
+            reader.next_event()
+            readers.append(reader)
+        fleet.redis.stop()  # it keeps nothing on disk: every counter is gone
+        wait_until(lambda: web.post("/api/generations", json={"prompt": "x"}).status_code == 503)
+        fleet.redis.start()
+        for reader in readers:
+            assert reader.read_all()[-1].data == "[DONE]"
+        wait_until(lambda: logged(fleet)[0] == 3)
+        wait_until(lambda: budget_count(fleet) == logged(fleet)[1])
+
+
+def test_redis_down_is_a_503_for_usage_and_new_answers_never_a_500(tmp_path):
+    env = {"STREAM_RATE_PER_MIN": "0"}  # no rate counted: budgets meet Redis first
+    with running_fleet(tmp_path, env, webs=1) as fleet:
+        (web,) = fleet.webs
+        key = with_a_budget(fleet, 1_000)
+        headers = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{web.url}/api/usage", headers=headers).status_code == 200
+        fleet.redis.stop()
+        for reply in (
+            httpx.get(f"{web.url}/api/usage", headers=headers),
+            httpx.post(f"{web.url}/api/generations", json={"prompt": "x"}, headers=headers),
+            httpx.post(f"{web.url}/api/generations", json={"prompt": "x"}),
+        ):
+            assert reply.status_code == 503, reply.text
+            assert str(fleet.redis.port) not in reply.text

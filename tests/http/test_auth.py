@@ -179,3 +179,17 @@ def test_create_api_key_prints_a_key_that_works_once_stored_hashed():
     call_command("create_api_key", "deploy", stdout=out, stderr=io.StringIO())
     key = out.getvalue().strip()
     assert ApiKey.objects.get(digest=digest_of(key)).name == "deploy"
+
+
+async def test_where_sign_in_is_required_metrics_want_an_allowed_address_or_a_key(required):
+    """They name every model, those kept for a group too (issue 52, item 3.7)."""
+    assert (await reply("GET", "/metrics")).status == 200  # a scraper on this host
+    assert (await reply("GET", "/metrics", peer="203.0.113.9")).status == 401
+    forwarded = [(b"x-forwarded-for", b"203.0.113.9")]  # through a proxy: from further away
+    assert (await reply("GET", "/metrics", headers=forwarded)).status == 401
+    _, key = await sync_to_async(ApiKey.issue)("prometheus")
+    allowed = await reply("GET", "/metrics", headers=bearer(key), peer="203.0.113.9")
+    assert allowed.status == 200 and b"streaming_generations" in allowed.payload
+    required.METRICS_ALLOWED_ADDRESSES = "203.0.113.0/24"
+    assert (await reply("GET", "/metrics", peer="203.0.113.9")).status == 200
+    assert (await reply("GET", "/metrics")).status == 401

@@ -24,16 +24,18 @@ pytestmark = [
 ]
 
 
-async def ask(key: str, max_tokens: int = 10, path: str = "/api/stream", **fields) -> Exchange:
+async def ask(
+    key: str, max_tokens: int = 10, path: str = "/api/stream", prompt="hello there", **fields
+) -> Exchange:
     headers = [(b"authorization", f"Bearer {key}".encode()), (b"content-type", b"application/json")]
     if path == "/api/stream":
-        payload = body(prompt="hello there", max_tokens=max_tokens, **fields)
+        payload = body(prompt=prompt, max_tokens=max_tokens, **fields)
     else:
         from streaming.engines.models import MODELS
 
         payload = body(
             model=MODELS.get().default.name,
-            messages=[{"role": "user", "content": "hello there"}],
+            messages=[{"role": "user", "content": prompt}],
             max_tokens=max_tokens,
             stream=True,
             **fields,
@@ -61,13 +63,13 @@ async def alice():
 
 async def test_a_day_budget_refuses_once_used_up_then_the_answer_that_crossed_it_finished(alice):
     user, key = alice
-    await Budget.objects.acreate(user=user, period="day", tokens=25)
+    await Budget.objects.acreate(user=user, period="day", tokens=27)
     first = await (await ask(key, max_tokens=20)).read_all()
     assert first.status == 200
     await settled()
     used = await counted(f"user:{user.pk}")
-    assert used >= 20  # prompt (where the engine counts it) and answer
-    second = await ask(key, max_tokens=20)  # 5 left: admitted, and crosses the limit
+    assert used == 23  # the prompt (3: two words and the role) and the answer
+    second = await ask(key, max_tokens=20)  # 4 left, enough for its prompt: it crosses the limit
     assert second.status == 200
     await second.read_all()
     assert second.events[-1].data == "[DONE]"  # it finished, past the limit
@@ -78,12 +80,47 @@ async def test_a_day_budget_refuses_once_used_up_then_the_answer_that_crossed_it
     await third.read_all()
     error = json.loads(third.payload)["error"]
     assert error["code"] == "budget_exceeded"
-    assert "daily budget of user alice (25 tokens)" in error["message"]
-    assert error["budget"]["tokens"] == 25 and error["budget"]["used"] >= 40
+    assert "daily budget of user alice (27 tokens)" in error["message"]
+    assert error["budget"]["tokens"] == 27 and error["budget"]["used"] >= 46
     resets_at = datetime.fromisoformat(error["budget"]["resets_at"])
     wait = (resets_at - datetime.now(UTC)).total_seconds()
     assert 0 < wait <= 86400
     assert abs(int(third.headers["retry-after"]) - wait) < 5
+
+
+async def test_a_prompt_larger_than_what_is_left_is_refused_and_claimed_with_the_answer(alice):
+    """A prompt's tokens are spent whatever the answer: one of 200 words against 50 left is
+    refused at once, not admitted to spend 200 (a prompt was once not claimed at all)."""
+    user, key = alice
+    await Budget.objects.acreate(user=user, period="day", tokens=50)
+    refused = await ask(key, max_tokens=5, prompt=" ".join(["word"] * 200))
+    assert refused.status == 429
+    await refused.read_all()
+    error = json.loads(refused.payload)["error"]
+    assert "has 50 tokens left, fewer than this request's prompt (about 201)" in error["message"]
+    assert await counted(f"user:{user.pk}") == 0
+    # Created when the prompt fitted, started once it no longer does: refused at its start.
+    headers = [(b"authorization", f"Bearer {key}".encode()), (b"content-type", b"application/json")]
+    created = await (
+        await Exchange(
+            "POST",
+            "/api/generations",
+            body(prompt=" ".join(["word"] * 40), max_tokens=5),
+            headers=headers,
+        ).start()
+    ).read_all()
+    assert created.status == 201
+    await (await ask(key, max_tokens=20)).read_all()  # 3 + 20 of the 50
+    await settled()
+    stream = await (
+        await Exchange("GET", json.loads(created.payload)["stream_url"], headers=headers).start()
+    ).read_all()
+    assert stream.status == 429  # 27 left, its prompt 41
+    # One that fits claims its prompt with its answer while it runs.
+    running = await ask(key, max_tokens=20, prompt="one two")
+    await running.next_body()
+    assert await counted(f"user:{user.pk}") == 23 + 3 + 20
+    await running.read_all()
 
 
 async def test_the_tightest_budget_names_itself_and_a_group_budget_caps_each_member(alice):
@@ -218,8 +255,12 @@ async def test_usage_api_reports_the_callers_days_models_and_budgets(alice, engi
     (budget,) = report["budgets"]
     assert budget["tokens"] == 1000 and budget["used"] == report["totals"]["total_tokens"]
     assert budget["left"] == 1000 - budget["used"]
-    bad = await (await Exchange("GET", "/api/usage?days=0", headers=headers).start()).read_all()
-    assert bad.status == 400
+    # Past the bounds, or digits that are not ASCII's (`²` failed in `int()`, `١٢` read as 12).
+    for days in ("0", "%C2%B2", "%D9%A1%D9%A2", "%EF%BC%95"):
+        bad = await (
+            await Exchange("GET", f"/api/usage?days={days}", headers=headers).start()
+        ).read_all()
+        assert bad.status == 400, days
     # Someone else sees their own usage, not alice's.
     _, bob = await sync_to_async(ApiKey.issue)("bob's")
     headers = [(b"authorization", f"Bearer {bob}".encode())]

@@ -55,7 +55,7 @@ async def test_a_penalty_out_of_range_is_a_400_naming_it(engine):
     assert answer["error"]["message"] == "`presence_penalty` must be in [-2, 2]; got 3."
     status, answer = await post("/v1/chat/completions", chat(engine.model, repetition_penalty=-1))
     assert status == 400
-    assert answer["error"]["message"] == "`repetition_penalty` must be in (0, ∞); got -1."
+    assert answer["error"]["message"] == "`repetition_penalty` must be in [0.01, 100]; got -1."
 
 
 async def test_penalties_at_the_value_that_changes_nothing_are_accepted_by_any_engine(engine):

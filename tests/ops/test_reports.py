@@ -1,4 +1,5 @@
-"""The dashboard's additions to the reports: histograms, even time slices, a bounded fetch."""
+"""What the admin's pages read of a window of the log (ops/sampling.py): histograms, even time
+slices, and every row or a sample spread over the window."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from streaming.models import GenerationLog
-from streaming.ops.reports import Bin, LogFilter, fetch_recent, histogram, over_time
+from streaming.ops import reports, sampling
+from streaming.ops.reports import LogFilter
+from streaming.ops.sampling import Bin, counted, fetch_sample, histogram, over_time
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 END = START + timedelta(hours=4)
@@ -46,9 +49,9 @@ def test_over_time_slices_split_the_window_evenly():
 
 
 @pytest.mark.django_db
-def test_fetch_recent_is_bounded_and_says_so():
+def test_a_window_past_the_sample_size_is_a_sample_spread_over_it_counted_whole(monkeypatch):
     now = datetime.now(UTC)
-    for minutes in range(5):
+    for minutes in range(40):
         created = now - timedelta(minutes=minutes)
         GenerationLog.objects.create(
             generation_id=f"g{minutes}",
@@ -58,11 +61,25 @@ def test_fetch_recent_is_bounded_and_says_so():
             max_tokens=1,
             engine="deterministic",
             model="m",
-            status="completed",
+            status="completed" if minutes % 4 else "error",
+            tokens_generated=10,
         )
-    window = LogFilter(since=now - timedelta(hours=1))
-    rows, capped = fetch_recent(window, limit=3)
-    assert capped and len(rows) == 3
-    assert rows[0]["created_at"] > rows[-1]["created_at"]  # the newest are kept
-    rows, capped = fetch_recent(window, limit=5)
-    assert not capped and len(rows) == 5
+    window = LogFilter(since=now - timedelta(minutes=29, seconds=30))  # 30 of the 40 rows
+    whole = fetch_sample(window, size=100)
+    assert (len(whole.rows), whole.stride) == (30, 1)
+    sample = fetch_sample(window, size=10)
+    assert sample.stride == 3 and len(sample.rows) == 10
+    assert [row["created_at"] for row in sample.rows] == sorted(
+        (row["created_at"] for row in sample.rows), reverse=True
+    )
+    spread = [row["created_at"] for row in sample.rows]
+    assert spread[0] - spread[-1] > timedelta(minutes=25)  # over the window, not its newest
+    figures = counted(reports.latency_figures(sample.rows), sample.stride)
+    assert figures["generations"] == 30 and figures["tokens_generated"] == 300
+    assert sum(figures["statuses"].values()) == 30
+    monkeypatch.setattr(sampling, "RUNS", 2)  # two runs of 5 rows, 15 rows apart
+    runs = fetch_sample(window, size=10)
+    assert runs.stride == 3 and len(runs.rows) == 10
+    times = [row["created_at"] for row in runs.rows]
+    assert times[0] - times[4] == timedelta(minutes=4)  # five rows one after another
+    assert times[4] - times[5] > timedelta(minutes=10)  # then a gap, the next run

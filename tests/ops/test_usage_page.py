@@ -116,6 +116,14 @@ def test_the_last_24_hours_per_hour(admin_client, people):
     assert "a-small" in shown and "a-old" not in shown
 
 
+@pytest.mark.parametrize("query", ["?period=24h", "?period=7d", "?person=user:1"])
+def test_a_window_without_tokens_is_an_empty_chart(admin_client, query):
+    """A fresh deployment, or anyone's page without usage (each user's admin page links to
+    it): a page with an empty chart, not a 500."""
+    page = admin_client.get(PAGE + query)
+    assert page.status_code == 200 and "Tokens per" in page.content.decode()
+
+
 def test_one_persons_page_with_budgets_and_generations(admin_client, people):
     alice = people["alice"]
     owner = f"user:{alice.pk}"
