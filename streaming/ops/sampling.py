@@ -88,7 +88,7 @@ def fetch_sample(log_filter: LogFilter, size: int = SAMPLE_ROWS) -> Sample:
     # By key alone (a database would walk the window's time index past the sample), the
     # window's bounds then applied here.
     keyed = dataclasses.replace(log_filter, since=None, until=None).queryset()
-    picked = keyed.filter(runs).values(*COLUMNS)
+    picked = keyed.filter(runs).order_by().values(*COLUMNS)  # unordered: sorted below
     since, until = log_filter.since, log_filter.until
     return Sample(
         sorted(
