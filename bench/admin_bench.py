@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from streaming.tools.liveserver import ROOT, manage, scratch_database
+from streaming.programs.liveserver import ROOT, manage, scratch_database
 
 RESULTS = Path(__file__).parent / "results"
 POSTGRES_URL = os.environ.get("POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from streaming.tools.liveserver import (
+from streaming.programs.liveserver import (
     UNLIMITED,
     start_redis,
     start_server,

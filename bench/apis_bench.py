@@ -24,7 +24,7 @@ import httpx
 
 from bench.remote_bench import cpu_seconds
 from bench.workers_bench import RESULTS
-from streaming.tools.liveserver import start_server
+from streaming.programs.liveserver import start_server
 
 PROMPT = "Why does streaming change how an answer feels?"
 UNPACED = {

@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 from bench.fleet_step_bench import cpu_s
-from streaming.tools.liveserver import (
+from streaming.programs.liveserver import (
     UNLIMITED,
     manage,
     start_redis,

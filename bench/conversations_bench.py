@@ -155,7 +155,7 @@ def one_database(database: str, requests: int, others: int) -> dict[str, Any]:
 
     from streaming.conversations import records, search
     from streaming.models import Conversation
-    from streaming.tools.liveserver import start_server
+    from streaming.programs.liveserver import start_server
 
     call_command("migrate", verbosity=0)
     rng = random.Random(25)
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(json.dumps(one_database(args.one, args.requests, args.others)))
         return {}
     sys.path.insert(0, str(ROOT))
-    from streaming.tools.liveserver import scratch_database
+    from streaming.programs.liveserver import scratch_database
 
     results = {}
     likes = {"sqlite": "", **({} if args.no_postgres else {"postgresql": args.postgres})}

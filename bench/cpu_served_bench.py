@@ -54,7 +54,7 @@ import httpx
 
 from bench.servers import rss_bytes
 from streaming.engines import model_source
-from streaming.tools.liveserver import (
+from streaming.programs.liveserver import (
     UNLIMITED,
     free_port,
     start_server,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from streaming.tools.liveserver import (
+from streaming.programs.liveserver import (
     UNLIMITED,
     manage,
     start_redis,

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from bench.workers_bench import RESULTS, Topology, load
-from streaming.tools.liveserver import UNLIMITED
+from streaming.programs.liveserver import UNLIMITED
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -182,10 +182,10 @@ async def abort_within_a_step(
 
 def served(shape: str, device: str, cache: Path, streams: int, tokens: int) -> dict[str, Any]:
     """uvicorn serving the engine, and the load test's client at `streams` streams."""
-    from streaming.tools.liveserver import start_server
-    from streaming.tools.loadtest import LoadTest
-    from streaming.tools.loadtest_config import LoadTestConfig
-    from streaming.tools.loadtest_report import summarize_run
+    from streaming.programs.liveserver import start_server
+    from streaming.programs.loadtest import LoadTest
+    from streaming.programs.loadtest_config import LoadTestConfig
+    from streaming.programs.loadtest_report import summarize_run
 
     env = {
         "STREAMING_ENGINE": "transformers",

@@ -30,7 +30,7 @@ from bench.workers_bench import RESULTS
 from streaming.core.latency import percentile
 from streaming.core.request import GenerationRequest, Message
 from streaming.engines.script import tokens_for
-from streaming.tools.liveserver import (
+from streaming.programs.liveserver import (
     UNLIMITED,
     start_redis,
     start_server,

@@ -89,7 +89,7 @@ async def engine_run(engine: TransformersEngine, streams: int, tokens: int) -> f
 
 def served_run(model: str, streams: int, tokens: int) -> float:
     """Tokens/s through uvicorn: the same prompt, `POST /api/stream`, read whole."""
-    from streaming.tools.liveserver import start_server
+    from streaming.programs.liveserver import start_server
 
     env = {
         "STREAMING_ENGINE": "transformers",

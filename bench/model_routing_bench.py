@@ -21,16 +21,16 @@ import tempfile
 from pathlib import Path
 
 from bench.fleet_step_bench import cpu_s
-from streaming.tools.liveserver import (
+from streaming.programs.liveserver import (
     UNLIMITED,
     start_redis,
     start_server,
     start_worker,
     wait_until,
 )
-from streaming.tools.loadtest import LoadTest
-from streaming.tools.loadtest_config import LoadTestConfig
-from streaming.tools.loadtest_report import summarize_run
+from streaming.programs.loadtest import LoadTest
+from streaming.programs.loadtest_config import LoadTestConfig
+from streaming.programs.loadtest_report import summarize_run
 
 RESULTS = Path(__file__).parent / "results"
 UNPACED = {**UNLIMITED, "DETERMINISTIC_TTFT_MS": "0", "DETERMINISTIC_TPS": "0"}

@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.page_history import measure_history
-from streaming.tools.chromium import launch_chromium
-from streaming.tools.liveserver import ROOT, UNLIMITED, LiveServer, start_server
+from streaming.programs.chromium import launch_chromium
+from streaming.programs.liveserver import ROOT, UNLIMITED, LiveServer, start_server
 
 RESULTS = ROOT / "bench" / "results"
 VIEWPORT = {"width": 1100, "height": 760}

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from typing import Any
 
-from streaming.tools.liveserver import ROOT, LiveServer
+from streaming.programs.liveserver import ROOT, LiveServer
 
 # Run in the server's environment (its database): the conversation, for the owner the spec
 # names or the browser whose `llm_owner` cookie it gives; one answer at `alternative_at` gets

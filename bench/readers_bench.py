@@ -44,7 +44,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatsite.settings")
 
 from bench.client import StreamProtocol, fetch_json, http_request, open_stream, run  # noqa: E402
 from bench.remote_bench import cpu_seconds  # noqa: E402
-from streaming.tools.liveserver import UNLIMITED  # noqa: E402
+from streaming.programs.liveserver import UNLIMITED  # noqa: E402
 from tests.support.live import start_server  # noqa: E402
 from tests.support.resume import PROMPT  # noqa: E402
 

@@ -28,10 +28,10 @@ import redis
 
 from bench.remote_bench import cpu_seconds
 from bench.workers_bench import PACED, RESULTS
-from streaming.tools.liveserver import start_redis, start_server, start_worker, wait_until
-from streaming.tools.loadtest import LoadTest
-from streaming.tools.loadtest_config import LoadTestConfig
-from streaming.tools.loadtest_report import summarize_run
+from streaming.programs.liveserver import start_redis, start_server, start_worker, wait_until
+from streaming.programs.loadtest import LoadTest
+from streaming.programs.loadtest_config import LoadTestConfig
+from streaming.programs.loadtest_report import summarize_run
 
 FLOWS = {"read once (POST /api/stream)": False, "durable (log in Redis)": True}
 

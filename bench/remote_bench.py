@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streaming.core.latency import percentile  # noqa: E402
-from streaming.tools.liveserver import UNLIMITED  # noqa: E402
+from streaming.programs.liveserver import UNLIMITED  # noqa: E402
 from tests.support.live import LiveServer, start_server  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "Why does streaming change how an answer feels?"}]

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from streaming.tools.liveserver import UNLIMITED, LiveServer, start_server
+from streaming.programs.liveserver import UNLIMITED, LiveServer, start_server
 
 OURS = "bench.apps:instrumented"  # chatsite's application plus the bench-only routes
 BARE = "bench.apps:bare"

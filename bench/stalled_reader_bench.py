@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.http.stalled_readers import StalledReaderWatch
-from streaming.tools.liveserver import ROOT, UNLIMITED, LiveServer, start_server
+from streaming.programs.liveserver import ROOT, UNLIMITED, LiveServer, start_server
 
 from .client import http_request, open_stream
 from .client import run as run_async

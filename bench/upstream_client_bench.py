@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streaming.engines.upstream import UpstreamPool  # noqa: E402
-from streaming.tools.liveserver import UNLIMITED  # noqa: E402
+from streaming.programs.liveserver import UNLIMITED  # noqa: E402
 from streaming.wire.origin import Origin  # noqa: E402
 from streaming.wire.sse import EventParser  # noqa: E402
 from tests.support.live import start_server  # noqa: E402

@@ -1,8 +1,9 @@
 """One deployment: what a process is made of, built once at start-up, in order.
 
 `build` reads as the list. The settings; with REDIS_URL, the one Redis client and the notice of
-its outages. The models, name → engine, the default one an entry like the others: engines in
-this process, or, for a web process of a fleet, engines over one client of the model workers.
+its outages. The MCP servers its models may call. The models, name → engine, the default one an
+entry like the others: engines in this process, or, for a web process of a fleet, engines over
+one client of the model workers.
 Where answers live: this process alone (`HERE`), or the fleet (`FleetWhereabouts`, over that
 client). Where shared counts live: the database, or Redis; and usage's parts that count on them
 (budget counters and their settling, the limits). Then what a server process keeps while it
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from streaming.conversations.answers import LINKED, LinkedAnswers
 from streaming.core import config
 from streaming.core.config import CONFIG, Config
+from streaming.core.models_file import ModelSpec, mcp_servers
 from streaming.core.runtime import Runtime
 from streaming.engines import build_engine
 from streaming.engines.base import Engine
@@ -40,6 +42,8 @@ from streaming.http.stalled_readers import WATCHING, Watching
 from streaming.lifecycle import SERVING, Serving
 from streaming.ops.log_writer import WRITER, LogWriter
 from streaming.ops.metrics import METRICS, Metrics
+from streaming.runs.loop import RunEngine
+from streaming.runs.servers import MCP_SERVERS, McpServers
 from streaming.usage.counters import COUNTS, SETTLING, DatabaseCounts, Settling
 from streaming.usage.limits import LIMITS, LocalLimits, RedisLimits
 from streaming.usage.redis_counters import RedisCounts
@@ -61,11 +65,17 @@ def build(
     redis = parts.put(store.CLIENT, store.connect(url)) if url else None
     outage = parts.put(OUTAGE, RedisOutage())
 
+    # The MCP servers of the models file, which its models with `tools = true` may call.
+    path = settings.engine.models_file
+    servers = parts.put(MCP_SERVERS, McpServers(mcp_servers(path) if path else ()))
+
     # The models: each with its engine, in this process or, for a web process of a fleet,
-    # over this process's one client of the model workers.
+    # over this process's one client of the model workers (whose engines run the tools).
     in_fleet = redis is not None and not worker and not engines
     fleet = FleetClient.from_config(settings) if in_fleet else None
-    models = parts.put(MODELS, _models(settings, worker=worker, fleet=fleet, engines=engines))
+    models = parts.put(
+        MODELS, _models(settings, worker=worker, fleet=fleet, engines=engines, servers=servers)
+    )
     parts.put(STARTS, EngineStarts())
     if worker:
         return parts
@@ -94,9 +104,15 @@ def build(
 
 
 def _models(
-    settings: Config, *, worker: bool, fleet: FleetClient | None, engines: Sequence[Engine]
+    settings: Config,
+    *,
+    worker: bool,
+    fleet: FleetClient | None,
+    engines: Sequence[Engine],
+    servers: McpServers,
 ) -> Models:
-    """The settings' models (a worker's: those WORKER_MODELS names), or a test's engines."""
+    """The settings' models (a worker's: those WORKER_MODELS names), or a test's engines; a
+    model in this process with `tools = true` runs its tools here."""
     if engines:
         return Models(
             [
@@ -109,4 +125,9 @@ def _models(
             settings, lambda spec: ChannelLayerEngine(fleet, spec.name if spec else None)
         )
     names = settings.fleet.worker_model_names if worker else None
-    return models_of(settings, lambda spec: build_engine(settings, spec), names)
+
+    def engine_for(spec: ModelSpec | None) -> Engine:
+        engine = build_engine(settings, spec)
+        return RunEngine(engine, servers) if spec is not None and spec.tools else engine
+
+    return models_of(settings, engine_for, names)

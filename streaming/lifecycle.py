@@ -20,6 +20,7 @@ from streaming.engines.models import MODELS
 from streaming.generations.registry import REGISTRY
 from streaming.http import admission, event_stream, stalled_readers
 from streaming.ops import log_writer, metrics
+from streaming.runs.servers import MCP_SERVERS
 from streaming.usage.counters import SETTLING
 from streaming.usage.limits import limits
 
@@ -93,6 +94,9 @@ async def shutdown() -> None:
     await log_writer.flush()
     metrics.process_exiting()
     await close_engine()
+    servers = MCP_SERVERS.built()
+    if servers is not None:
+        await servers.close()  # a stdio server's process with its session
 
 
 async def close_engine() -> None:

@@ -10,6 +10,7 @@ from streaming.http import (
     openai_conversations,
     responses_api,
     shares_api,
+    tools_api,
     usage_api,
 )
 from streaming.http.auth import scrapers_only
@@ -124,6 +125,7 @@ urlpatterns = [
         name="shared-link-continue",
     ),
     path("api/engine", native_api.engine_defaults, name="engine"),
+    path("api/mcp_servers", tools_api.list_servers, name="mcp-servers"),
     path("v1/chat/completions", openai_api.chat_completions, name="openai-chat-completions"),
     path("v1/responses", responses_api.create_response, name="openai-responses"),
     path("v1/responses/<str:response_id>", responses_api.response_detail, name="openai-response"),

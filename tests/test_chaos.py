@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.tools.liveserver import UNLIMITED
-from streaming.tools.streamclient import ClientConnection, fetch_json
+from streaming.programs.liveserver import UNLIMITED
+from streaming.programs.streamclient import ClientConnection, fetch_json
 from streaming.wire.origin import Origin
 from streaming.wire.sse import EventParser
 from tests.support.live import wait_until

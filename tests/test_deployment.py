@@ -46,6 +46,7 @@ def test_one_process_keeps_its_answers_and_counts_here():
     assert parts.names() == [
         "settings",
         "redis outage",
+        "mcp servers",
         "models",
         "engine starts",
         "whereabouts",

@@ -1,6 +1,6 @@
 """streaming/ in layers a newcomer can read (README, "How a token travels"): what may import what.
 
-core ← wire ← engines ← generations ← {fleet, ops, usage, conversations} ← http ← the app root
+core ← wire ← engines ← generations ← {fleet, ops, usage, runs, conversations} ← http ← the app root
 (asgi, lifecycle, deployment, urls, admin). Every import counts, inside functions and under
 TYPE_CHECKING too: a hidden import is still a dependency.
 """
@@ -24,6 +24,7 @@ RANK = {
     "ops": 4,
     "usage": 4,
     "conversations": 4,
+    "runs": 4,
     "http": 5,
 }
 ROOT_RANK = 6  # asgi, lifecycle, deployment, urls, admin, apps, management: they tie the layers
@@ -66,7 +67,7 @@ def imports(name: str, path: Path, *, ours: bool = True) -> set[str]:
 
 def layer(name: str) -> str:
     parts = name.split(".")
-    return parts[1] if len(parts) >= 2 and parts[1] in {*RANK, "tools"} else "root"
+    return parts[1] if len(parts) >= 2 and parts[1] in {*RANK, "programs"} else "root"
 
 
 def rank(name: str) -> int:
@@ -80,9 +81,9 @@ def test_no_module_imports_a_higher_layer():
     upward = sorted(
         f"{name} → {target}"
         for name, targets in GRAPH.items()
-        if layer(name) not in ("tools", "root")
+        if layer(name) not in ("programs", "root")
         for target in targets
-        if target != MODELS and layer(target) != "tools" and rank(target) > rank(name)
+        if target != MODELS and layer(target) != "programs" and rank(target) > rank(name)
     )
     assert upward == []
 
@@ -126,19 +127,19 @@ def test_only_fleet_and_usage_know_redis():
     assert knowing == []
 
 
-def test_the_server_never_imports_the_tools_and_the_tools_only_core_wire_and_the_script():
-    allowed = {"core", "wire", "tools"}
+def test_the_server_never_imports_the_programs_and_the_programs_only_core_wire_and_the_script():
+    allowed = {"core", "wire", "programs"}
     wrong = sorted(
         f"{name} → {target}"
         for name, targets in GRAPH.items()
         for target in targets
         if (
-            layer(target) == "tools"
-            and layer(name) != "tools"
+            layer(target) == "programs"
+            and layer(name) != "programs"
             and not name.startswith("streaming.management")
         )
         or (
-            layer(name) == "tools"
+            layer(name) == "programs"
             and layer(target) not in allowed
             and target not in ("streaming.engines.script", "streaming.engines")
         )
@@ -187,7 +188,7 @@ def test_a_process_keeps_its_state_in_its_runtime():
     found = [
         name
         for name, path in modules().items()
-        if not name.startswith("streaming.tools")
+        if not name.startswith("streaming.programs")
         for line in path.read_text().splitlines()
         if line.strip().startswith("global ")
     ]
@@ -198,11 +199,11 @@ MAX_FUNCTION_LINES = 60
 
 
 def test_no_function_outgrows_a_screen():
-    """A function longer than a screen does several things: split it (the tools aside)."""
+    """A function longer than a screen does several things: split it (the programs aside)."""
     long = [
         f"{name}.{node.name}"
         for name, path in modules().items()
-        if not name.startswith(("streaming.tools", "streaming.migrations"))
+        if not name.startswith(("streaming.programs", "streaming.migrations"))
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES

@@ -22,7 +22,8 @@ CHUNK_OVERHEAD_BYTES = 8
 
 
 class ChunkKind(IntEnum):
-    """What a chunk's text is; a plain int on the wire. Only an `openai` upstream sends not TEXT."""
+    """What a chunk's text is; a plain int on the wire. Only an `openai` upstream and a run send
+    not TEXT."""
 
     # A member read as `ChunkKind.X` costs a descriptor call (~0.2 µs on 3.11): hot loops bind
     # it once; a kind read back from the wire or the compact part is a plain int, equal to it.
@@ -30,6 +31,7 @@ class ChunkKind(IntEnum):
     REASONING = 1  # the model's thinking before (or between) the answer's text
     TOOL_CALLS = 2  # the JSON of an upstream delta's `tool_calls` list
     LOGPROBS = 3  # answer text with the upstream's log probabilities: the JSON `[text, logprobs]`
+    STEP = 4  # a run's tool call, started or ended: the JSON of runs/steps.py's Step
 
 
 @dataclass(slots=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.core.config import Config, ConfigError
+from streaming.core.mcp_servers_file import McpServerSpec, check_variables, read_mcp_servers
 
 NAME_MAX = 200  # characters of a model's name, as the log row keeps it
 # Each engine's own options and their types; anything else in its table is a mistake.
@@ -42,7 +43,10 @@ ENGINE_OPTIONS: dict[str, dict[str, type | tuple[type, ...]]] = {
 }
 REQUIRED = {"openai": ("url",)}  # an upstream has no default address
 DTYPES = ("auto", "float32", "bfloat16")  # as STREAMING_DTYPE
-COMMON = {"name", "engine", "groups", "default"}
+COMMON = {"name", "engine", "groups", "default", "tools"}
+# The engines that can call the file's MCP servers (`tools = true`): an upstream by its function
+# tools, the lab's by a scripted prompt; the packaged SmolLM2 is not trained to call tools.
+TOOL_ENGINES = ("openai", "deterministic")
 KIND_NAMES = {
     (str,): "a string",
     (int,): "a whole number",
@@ -61,6 +65,7 @@ class ModelSpec:
     options: Mapping[str, Any]  # the engine's own, as written
     groups: tuple[str, ...] | None  # Django group names allowed; None: everyone
     default: bool
+    tools: bool = False  # may call the file's MCP servers
 
 
 def check_models(config: Config) -> None:
@@ -79,6 +84,8 @@ def check_models(config: Config) -> None:
         where = f"STREAMING_MODELS file {config.engine.models_file}: models[{index}]"
         spec_config(config, spec, where=where)
     worker_specs(specs, names, config.engine.models_file)
+    where = f"STREAMING_MODELS file {config.engine.models_file}"
+    check_variables(where, mcp_servers(config.engine.models_file))
 
 
 def worker_specs(
@@ -138,16 +145,8 @@ def default_model(specs: tuple[ModelSpec, ...]) -> ModelSpec:
 
 def read_models(path: str | Path) -> tuple[ModelSpec, ...]:
     """The models `path` lists, the default first-marked or else the first; ConfigError if not."""
-    where = f"STREAMING_MODELS file {path}"
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ConfigError(f"{where}: cannot be read ({error.strerror or error})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{where}: is not valid TOML ({error})") from None
-    extra = sorted(set(data) - {"models"})
-    if extra:
-        raise ConfigError(f"{where}: unknown top-level key {extra[0]!r} (only [[models]] tables)")
+    where, data = _read(path)
+    read_mcp_servers(where, data.get("mcp_servers"))  # a file is checked whole
     tables = data.get("models")
     if not isinstance(tables, list) or not tables:
         raise ConfigError(f"{where}: lists no model (add a [[models]] table)")
@@ -156,6 +155,29 @@ def read_models(path: str | Path) -> tuple[ModelSpec, ...]:
     if not any(spec.default for spec in specs):
         specs[0] = ModelSpec(**{**specs[0].__dict__, "default": True})
     return tuple(specs)
+
+
+def mcp_servers(path: str | Path) -> tuple[McpServerSpec, ...]:
+    """The MCP servers `path` lists (core/mcp_servers_file.py); ConfigError if wrong."""
+    where, data = _read(path)
+    return read_mcp_servers(where, data.get("mcp_servers"))
+
+
+def _read(path: str | Path) -> tuple[str, dict[str, Any]]:
+    """The file's name for errors, and its tables."""
+    where = f"STREAMING_MODELS file {path}"
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"{where}: cannot be read ({error.strerror or error})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{where}: is not valid TOML ({error})") from None
+    extra = sorted(set(data) - {"models", "mcp_servers"})
+    if extra:
+        raise ConfigError(
+            f"{where}: unknown top-level key {extra[0]!r} (only [[models]] and [[mcp_servers]])"
+        )
+    return where, data
 
 
 def _spec(where: str, table: Any) -> ModelSpec:
@@ -183,12 +205,19 @@ def _spec(where: str, table: Any) -> ModelSpec:
     groups = _field(where, table, "groups", list)
     if groups is not None and not all(isinstance(g, str) and g.strip() for g in groups):
         raise ConfigError(f"{where}.groups: must be a list of Django group names")
+    tools = bool(_field(where, table, "tools", bool))
+    if tools and engine not in TOOL_ENGINES:
+        raise ConfigError(
+            f"{where}.tools: the {engine} engine does not call tools "
+            f"(only {', '.join(TOOL_ENGINES)})"
+        )
     return ModelSpec(
         name=name,
         engine=engine,
         options=options,
         groups=None if groups is None else tuple(groups),
         default=bool(_field(where, table, "default", bool)),
+        tools=tools,
     )
 
 

@@ -70,6 +70,8 @@ class GenerationRequest:
     # The model that makes it: its name in STREAMING_MODELS' file (engines/models.py's
     # `Model.key`), set at admission; "": the one model of a deployment without the file.
     model: str = ""
+    # The MCP servers (their names in the file) it may call: a run (runs/loop.py); (): none.
+    mcp_servers: tuple[str, ...] = ()
 
     @property
     def prompt_chars(self) -> int:

@@ -131,6 +131,12 @@ class TokenStream:
             self.stats.tokens_generated = tokens
             self.counters.tokens_generated_total += extra
 
+    def uncount(self, tokens: int) -> None:
+        """Take back `tokens` counted for chunks no model made (a run's steps, each of which
+        took one id), once nothing more is logged: its usage is its model calls' tokens."""
+        self.stats.tokens_generated -= tokens
+        self.counters.tokens_generated_total -= tokens
+
     def finish(
         self, finish_reason: FinishReason | None = None, error: BaseException | None = None
     ) -> None:

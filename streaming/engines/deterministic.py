@@ -17,13 +17,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
 from streaming.core.capabilities import Capabilities
+from streaming.core.chunk_log import ChunkKind
 from streaming.core.config import Config, Scheduling
 from streaming.core.exceptions import GenerationError, StreamCut
 from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.base import TaskEngine
 from streaming.engines.scheduler import Scheduler, Ticket
-from streaming.engines.script import SAMPLING, tokens_for
+from streaming.engines.script import SAMPLING, scripted_call, tokens_for
 from streaming.engines.stop import StopGate
 
 
@@ -109,6 +110,12 @@ class DeterministicEngine(TaskEngine):
         if not ticket.running:
             await self.scheduler.turn(ticket)
         request = stream.request
+        call = scripted_call(request)
+        if call is not None:  # a run's model call that calls a tool (script.py)
+            await asyncio.sleep(self.ttft_s)
+            stream.push(call, kind=ChunkKind.TOOL_CALLS)
+            stream.finish("tool_calls")
+            return
         tokens, finish_reason = tokens_for(request, self.answer_tokens)
         if request.continuation is not None:  # a handover: the same script, from where it was
             tokens = tokens[request.continuation.tokens :]

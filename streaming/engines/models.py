@@ -32,6 +32,7 @@ class Model:
     key: str = ""
     groups: tuple[str, ...] | None = None  # Django group names allowed; None: everyone
     default: bool = True
+    tools: bool = False  # may call the file's MCP servers (a run: runs/loop.py)
 
     @property
     def name(self) -> str:
@@ -103,4 +104,9 @@ def models_of(
     specs = read_models(path)
     if names is not None:
         specs = tuple(worker_specs(specs, names, path))
-    return Models([Model(engine_for(spec), spec.name, spec.groups, spec.default) for spec in specs])
+    return Models(
+        [
+            Model(engine_for(spec), spec.name, spec.groups, spec.default, spec.tools)
+            for spec in specs
+        ]
+    )

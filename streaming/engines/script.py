@@ -1,7 +1,7 @@
 """The lab's seeded script: the deterministic engine's answer to a request, as pure data.
 
 Same prompt, seed and settings give the same tokens in any process (seeded from a SHA-256 of the
-request, not Python's randomized `hash`). The lab (streaming/tools/lab.py) computes what a
+request, not Python's randomized `hash`). The lab (streaming/programs/lab.py) computes what a
 server must send with it; the engine (deterministic.py) paces it out.
 """
 
@@ -117,6 +117,8 @@ DISPLAY_FORMULAS = [
     "$$\n\\text{TPS} = \\frac{\\text{tokens}}{t_{\\text{last}} - t_{\\text{first}}}\n$$",
 ]
 PRICES = " $5 and $10,"
+# A run's scripted tool call: `/call <server>.<tool>` and, on the same line, its JSON arguments.
+CALL_LINE = re.compile(r"^/call ([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)[ \t]*(\{.*\})?[ \t]*$", re.M)
 MIN_NATURAL_TOKENS = 48  # so a test asking for <= 48 tokens always gets exactly that many
 MAX_NATURAL_TOKENS = 400
 # What unset temperature and top_p mean here: the 1.0 the seed was always drawn with, so the
@@ -178,6 +180,32 @@ def _rng(request: GenerationRequest) -> random.Random:
     return random.Random(hashlib.sha256(key.encode()).digest())
 
 
+def scripted_call(request: GenerationRequest) -> str | None:
+    """The tool call a run's prompt scripts next, as the JSON of a `tool_calls` delta, or None.
+
+    Where the request offers tools (a run's model call), each line `/call <server>.<tool> {json
+    arguments}` of the last question is one call, made one model call after another: the n-th
+    call once n-1 tool results follow the question (docs/tools.md, "Without a tool-calling
+    model").
+    """
+    options = json.loads(request.upstream_options) if request.upstream_options else {}
+    if not options.get("tools"):
+        return None
+    asked = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=-1)
+    if asked < 0:
+        return None
+    calls = CALL_LINE.findall(request.messages[asked].content)
+    done = sum(1 for m in request.messages[asked + 1 :] if m.role == "tool")
+    if done >= len(calls):
+        return None
+    server, tool, arguments = calls[done]
+    function = {"name": f"{server}__{tool}", "arguments": arguments or "{}"}
+    return json.dumps(
+        [{"index": 0, "id": f"call_{done + 1}", "type": "function", "function": function}],
+        ensure_ascii=False,
+    )
+
+
 def tokens_for(request: GenerationRequest, answer_tokens: int = 0) -> tuple[list[str], str]:
     """The whole answer for `request` and its finish reason (`stop` or `length`).
 
@@ -195,4 +223,14 @@ def tokens_for(request: GenerationRequest, answer_tokens: int = 0) -> tuple[list
         tokens = _markdown(rng, words, count)
     else:
         tokens = [words[rng.randrange(len(words))] for _ in range(count)]
+    results = _tool_results(request)
+    if results:  # a run's last call: it says what its tools gave, so a test sees it read them
+        tokens = (_pieces(results) + tokens)[:count]
     return tokens, ("length" if count < natural else "stop")
+
+
+def _tool_results(request: GenerationRequest) -> str:
+    """The tool results after the last question, quoted, each line cut at 200 characters."""
+    asked = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=-1)
+    said = [m.content[:200] for m in request.messages[asked + 1 :] if m.role == "tool"]
+    return "".join(f"> {text}\n" for text in said) + "\n" if said else ""

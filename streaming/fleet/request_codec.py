@@ -16,8 +16,9 @@ REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequ
 # (and the Redis answer log's JSON) of a request without them reads as before.
 OPTIONAL = frozenset(field.name for field in FIELDS if field.late)
 # Fields that are never None, sent only when not at their default, for the same reason: whose
-# turn it is in the worker's queue (engines/scheduler.py), and the model that makes it.
-UNLESS_DEFAULT = {"person": "", "priority": 0, "model": ""}
+# turn it is in the worker's queue (engines/scheduler.py), the model that makes it, and the MCP
+# servers a run may call.
+UNLESS_DEFAULT = {"person": "", "priority": 0, "model": "", "mcp_servers": ()}
 
 
 # A field whose value is no plain scalar: (to the message, from it), for a value not None.
@@ -30,6 +31,7 @@ CARRIED: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     ),
     "fault": (lambda fault: [fault.at, fault.code, fault.kind], lambda at: Fault(*at)),
     "stop": (list, tuple),
+    "mcp_servers": (list, tuple),
     "continuation": (
         lambda went_on: [went_on.tokens, went_on.text],
         lambda went_on: Continuation(*went_on),

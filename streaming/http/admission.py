@@ -27,6 +27,7 @@ from streaming.http.auth import answer_owner, authenticate, client_address, prin
 from streaming.http.errors import error_response, public_error
 from streaming.http.model_choice import chosen_model
 from streaming.http.people import in_turn, person_of, priority_of
+from streaming.http.tool_choice import allowed_servers
 from streaming.usage import budgets
 from streaming.usage.limits import WRITES, limits
 
@@ -112,6 +113,7 @@ async def admit(
     engine = chosen.engine
     generation_request, options = parse(request.body, engine)
     engine.check_request(generation_request)
+    await allowed_servers(request, chosen, generation_request.mcp_servers)
     asker = principal(request)
     owner = answer_owner(request, conversation_owner)
     payer = person_of(request)

@@ -96,12 +96,14 @@ class NativeFramer:
 
 NATIVE = NativeFramer()
 
-# The native frame of each kind of chunk but TEXT (inline in `tokens`): reasoning and tool calls
-# as named events, text with log probabilities as a plain token (the native stream has none).
+# The native frame of each kind of chunk but TEXT (inline in `tokens`): reasoning, tool calls and
+# a run's steps as named events, text with log probabilities as a plain token (the native stream
+# has none).
 NATIVE_EVENTS: dict[int, Callable[[Chunk], bytes]] = {
     ChunkKind.REASONING: lambda c: sse.reasoning_event(c.index, c.text, c.tokens),
     ChunkKind.TOOL_CALLS: lambda c: sse.tool_calls_event(c.index, c.text),
     ChunkKind.LOGPROBS: lambda c: sse.token_event(c.index, answer_text(c), c.tokens),
+    ChunkKind.STEP: lambda c: sse.tool_call_event(c.index, c.text),
 }
 
 

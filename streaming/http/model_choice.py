@@ -96,13 +96,19 @@ async def may_use(request: HttpRequest, model: Model | None) -> bool:
     user (or a user's API key) in one of them, or a superuser. None (a name nobody serves) is
     asked about as a kept model is, and nobody may use it."""
     groups = NOBODYS_GROUPS if model is None else model.groups
+    return await in_groups(request, groups) and model is not None
+
+
+async def in_groups(request: HttpRequest, groups: tuple[str, ...] | None) -> bool:
+    """Whether the asker is in one of `groups` (None: anyone): a signed-in user (or a user's API
+    key) in one of them, or a superuser."""
     if groups is None:
         return True
     kind, _, pk = principal(request).partition(":")
     if kind != "user":
         return False
     allowed = Q(is_superuser=True) | Q(groups__name__in=groups)
-    return await get_user_model().objects.filter(allowed, pk=pk).aexists() and model is not None
+    return await get_user_model().objects.filter(allowed, pk=pk).aexists()
 
 
 async def usable(request: HttpRequest) -> list[Model]:

@@ -6,6 +6,7 @@ the answer silently.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from collections.abc import Iterable
@@ -21,7 +22,8 @@ from streaming.http.openai_dialect import check_model, check_model_named
 from streaming.http.upstream_options import UPSTREAM_FIELDS, take_upstream_options
 
 ROLES = ("system", "user", "assistant")
-BODY_KEYS = {"prompt", "messages", "model", *accepted("native")}  # the rest: core/fields.py
+BODY_KEYS = {"prompt", "messages", "model", "mcp_servers", *accepted("native")}  # core/fields.py
+MAX_MCP_SERVERS = 16  # servers one run may name
 
 
 def new_generation_id() -> str:
@@ -90,9 +92,26 @@ def parse_generation_body(
             "it; only the openai engine passes it to its upstream."
         )
     refuse_unknown(data, BODY_KEYS)
-    return build_request(
+    built = build_request(
         messages=parse_messages(data), **asked(data, "native"), upstream_options=options
     )
+    servers = parse_mcp_servers(data.get("mcp_servers"))
+    return dataclasses.replace(built, mcp_servers=servers) if servers else built
+
+
+def parse_mcp_servers(value: Any) -> tuple[str, ...]:
+    """`mcp_servers`: a list of server names, each once (http/tool_choice.py judges them)."""
+    if value is None:
+        return ()
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_MCP_SERVERS
+        or not all(isinstance(name, str) and 0 < len(name) <= 64 for name in value)
+    ):
+        raise BadRequest(
+            f"`mcp_servers` must be a list of at most {MAX_MCP_SERVERS} MCP server names."
+        )
+    return tuple(dict.fromkeys(value))
 
 
 def build_request(

@@ -81,6 +81,12 @@ def tool_calls_event(index: int, tool_calls: str) -> bytes:
     return f'id: {index}\nevent: tool_calls\ndata: {{"tool_calls": {tool_calls}}}\n\n'.encode()
 
 
+def tool_call_event(index: int, step: str) -> bytes:
+    """Frame one step of a run: a tool call started or ended (`step`: its JSON object, one
+    line, as runs/steps.py writes it)."""
+    return f"id: {index}\nevent: tool_call\ndata: {step}\n\n".encode()
+
+
 def json_event(payload: object, *, event: str | None = None, id: int | None = None) -> bytes:
     """Frame a JSON payload as one event."""
     return encode_event(_dumps(payload), event=event, id=id)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streaming.tools.chromium import CHROMIUM, launch_chromium
+from streaming.programs.chromium import CHROMIUM, launch_chromium
 from tests.support.live import LiveServer, start_server
 
 # Slow enough that a person (and a test) sees the answer grow; fast enough to keep tests short.

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from streaming.tools.liveserver import UNLIMITED, LiveServer
+from streaming.programs.liveserver import UNLIMITED, LiveServer
 from tests.support.live import server_on_suite_database, start_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from streaming.tools.liveserver import UNLIMITED, LiveServer
+from streaming.programs.liveserver import UNLIMITED, LiveServer
 from tests.support.live import server_on_suite_database
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]

@@ -18,7 +18,7 @@ import openai
 import pytest
 from openai.types.conversations import Conversation, Message
 
-from streaming.tools.liveserver import ROOT, scratch_database, wait_until
+from streaming.programs.liveserver import ROOT, scratch_database, wait_until
 from tests.support.live import RawStream, running_fleet, start_server, tokens_of
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db]

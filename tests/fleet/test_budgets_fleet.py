@@ -13,7 +13,7 @@ import httpx
 import pytest
 import redis
 
-from streaming.tools.liveserver import manage
+from streaming.programs.liveserver import manage
 from streaming.usage.redis_counters import PREFIX
 from tests.support.live import RawStream, iter_sse, running_fleet, wait_until
 

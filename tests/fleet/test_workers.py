@@ -225,7 +225,7 @@ def test_more_streams_at_once_than_a_redis_pool_holds_are_all_served(tmp_path):
 
     import httpx
 
-    from streaming.tools.liveserver import UNLIMITED
+    from streaming.programs.liveserver import UNLIMITED
 
     async def one(client: httpx.AsyncClient, url: str, index: int) -> object:
         created = await client.post(

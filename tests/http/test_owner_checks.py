@@ -19,7 +19,7 @@ import pytest
 from django.urls import resolve
 
 from bench.page_history import django_shell
-from streaming.tools.liveserver import UNLIMITED
+from streaming.programs.liveserver import UNLIMITED
 from tests.support.live import LiveServer, running_fleet, start_server, wait_until
 from tests.support.routes import every_route
 

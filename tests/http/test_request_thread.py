@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from streaming.tools.liveserver import ROOT
+from streaming.programs.liveserver import ROOT
 from tests.support.live import RawStream, tokens_of
 
 pytestmark = pytest.mark.live

@@ -10,7 +10,7 @@ import openai
 import pytest
 from openai.types import responses as types
 
-from streaming.tools.liveserver import wait_until
+from streaming.programs.liveserver import wait_until
 from tests.support.live import RawStream, iter_sse, tokens_of
 from tests.support.metrics import scrape, value
 

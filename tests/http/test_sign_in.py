@@ -17,7 +17,7 @@ import pytest
 from django.contrib.auth import forms, get_user_model
 from django.test import Client
 
-from streaming.tools.liveserver import scratch_database
+from streaming.programs.liveserver import scratch_database
 from tests.browser.helpers import create_user
 from tests.support.live import LiveServer, start_server
 

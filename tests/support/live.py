@@ -1,6 +1,6 @@
 """Real servers for live tests: a uvicorn or daphne process on a free port, and clients for it.
 
-The process handling lives in streaming/tools/liveserver.py (the lab and benchmarks start servers
+The process handling lives in streaming/programs/liveserver.py (the lab and benchmarks start servers
 too); this module adds the tests' fast pace and a raw-socket client.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from streaming.tools import liveserver
-from streaming.tools.liveserver import (
+from streaming.programs import liveserver
+from streaming.programs.liveserver import (
     BIN,
     ROOT,
     LiveServer,
@@ -29,7 +29,7 @@ from streaming.tools.liveserver import (
     start_redis,
     wait_until,
 )
-from streaming.tools.stream_measure import ContentDecoder
+from streaming.programs.stream_measure import ContentDecoder
 from streaming.wire.sse import Event, EventParser
 
 __all__ = [
@@ -62,7 +62,7 @@ DEFAULT_ENV = {
 
 
 def start_server(tmp_dir: Path, *, env: dict[str, str] | None = None, **kwargs: Any) -> LiveServer:
-    """streaming.tools.liveserver.start_server with the tests' defaults under `env`."""
+    """streaming.programs.liveserver.start_server with the tests' defaults under `env`."""
     return liveserver.start_server(tmp_dir, env={**DEFAULT_ENV, **(env or {})}, **kwargs)
 
 
@@ -79,7 +79,7 @@ def server_on_suite_database(directory: Path, env: dict[str, str]) -> Iterator[L
 
 
 def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
-    """streaming.tools.liveserver.start_worker with the tests' defaults under `env`."""
+    """streaming.programs.liveserver.start_worker with the tests' defaults under `env`."""
     return liveserver.start_worker(tmp_dir, {**DEFAULT_ENV, **env})
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from streaming.tools.liveserver import stop_process
+from streaming.programs.liveserver import stop_process
 from tests.support.live import free_port, wait_until
 
 TEMP_PATHS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")

@@ -7,9 +7,9 @@ import json
 import httpx
 from django.core.management.base import BaseCommand, CommandError
 
-from streaming.tools.diagnosis import diagnose
-from streaming.tools.diagnosis_report import render
-from streaming.tools.stream_measure import DEFAULT_PROMPT, measure, plan_request
+from streaming.programs.diagnosis import diagnose
+from streaming.programs.diagnosis_report import render
+from streaming.programs.stream_measure import DEFAULT_PROMPT, measure, plan_request
 
 
 class Command(BaseCommand):

@@ -6,9 +6,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from streaming.management.flags import Flag, add_flags, fields
 from streaming.management.output import RawOutput
-from streaming.tools.lab import run_lab
-from streaming.tools.lab_config import LabConfig
-from streaming.tools.streamclient import ClientError
+from streaming.programs.lab import run_lab
+from streaming.programs.lab_config import LabConfig
+from streaming.programs.streamclient import ClientError
 
 FLAGS = (
     Flag("--url", "url", help="a running server (default: start one for the lab)"),

@@ -8,8 +8,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from streaming.management.flags import Flag, add_flags, fields
 from streaming.management.output import RawOutput
-from streaming.tools import loadtest, loadtest_report
-from streaming.tools.loadtest_config import LoadTestConfig, LoadTestError
+from streaming.programs import loadtest, loadtest_report
+from streaming.programs.loadtest_config import LoadTestConfig, LoadTestError
 
 DEFAULTS = LoadTestConfig(url="http://127.0.0.1:8000")
 # Closed loop or open loop: one or the other.
@@ -64,7 +64,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        """The flags docs/tools.md describes."""
+        """The flags docs/programs.md describes."""
         load = parser.add_mutually_exclusive_group()
         add_flags(load, LOAD, DEFAULTS)
         add_flags(parser, FLAGS, DEFAULTS)

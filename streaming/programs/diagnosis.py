@@ -13,7 +13,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from streaming.tools.stream_measure import Measurement, Piece
+from streaming.programs.stream_measure import Measurement, Piece
 
 # httpx hands over a chunked body one chunk at a time, so one network read can come out as many
 # pieces a few microseconds apart: pieces closer than this are one arrival.

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from streaming.core.latency import percentile
-from streaming.tools.loadtest_config import LoadTestConfig, LoadTestError
-from streaming.tools.loadtest_records import RequestRecord, StreamReader
+from streaming.programs.loadtest_config import LoadTestConfig, LoadTestError
+from streaming.programs.loadtest_records import RequestRecord, StreamReader
 from tests.support.live import free_port
 
 

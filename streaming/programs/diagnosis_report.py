@@ -3,8 +3,8 @@ with its fix (the verdict itself is tools/diagnosis.py's)."""
 
 from __future__ import annotations
 
-from streaming.tools.diagnosis import CULPRITS, SAME_READ_S, Diagnosis, arrivals, ms
-from streaming.tools.stream_measure import Measurement
+from streaming.programs.diagnosis import CULPRITS, SAME_READ_S, Diagnosis, arrivals, ms
+from streaming.programs.stream_measure import Measurement
 
 
 def render(record: Measurement, diagnosis: Diagnosis, *, all_reads: bool = False) -> str:

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from streaming.tools.lab_config import LabConfig
+from streaming.programs.lab_config import LabConfig
 
 
 @contextlib.contextmanager
 def own_server(config: LabConfig, out: TextIO) -> Iterator[str]:
     """A server of its own for the lab, started and stopped around it: its URL."""
-    from streaming.tools.liveserver import start_server
+    from streaming.programs.liveserver import start_server
 
     out.write("Starting a server for the lab (uvicorn, deterministic engine)… ")
     out.flush()

@@ -1,4 +1,5 @@
-"""A load test's figures from its raw timestamps (docs/tools.md defines them), as text and JSON."""
+"""A load test's figures from its raw timestamps (docs/programs.md defines them), as text and
+JSON."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from streaming.core.latency import describe
-from streaming.tools.loadtest_config import FINAL_STATES_WAIT_S, LoadTestConfig
-from streaming.tools.loadtest_records import RequestRecord, RunResult
+from streaming.programs.loadtest_config import FINAL_STATES_WAIT_S, LoadTestConfig
+from streaming.programs.loadtest_records import RequestRecord, RunResult
 
 
 class Progress:

@@ -7,8 +7,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.tools.loadtest_config import Api, LoadTestConfig, Outcome
-from streaming.tools.streamclient import ClientConnection, error_code
+from streaming.programs.loadtest_config import Api, LoadTestConfig, Outcome
+from streaming.programs.streamclient import ClientConnection, error_code
 from streaming.wire.sse import EventParser
 
 
@@ -40,7 +40,7 @@ class RequestRecord:
         return self.reported_tokens if self.reported_tokens is not None else self.tokens
 
     def figures(self) -> dict[str, float | None]:
-        """TTFB, TTFT, E2E, TPOT in seconds (vLLM's definitions; docs/tools.md)."""
+        """TTFB, TTFT, E2E, TPOT in seconds (vLLM's definitions; docs/programs.md)."""
         times, start = self.event_times, self.started_at
         ttft = times[0] - start if times else None
         e2e = times[-1] - start if times else None

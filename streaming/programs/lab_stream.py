@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.tools.streamclient import ClientConnection, error_code
+from streaming.programs.streamclient import ClientConnection, error_code
 from streaming.wire.origin import Origin
 from streaming.wire.sse import EventParser
 

@@ -9,7 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from streaming.tools.lab_output import histogram
+from streaming.programs.lab_output import histogram
 from tests.support.live import ROOT
 
 

@@ -12,9 +12,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from streaming.tools.diagnosis import diagnose
-from streaming.tools.diagnosis_report import render
-from streaming.tools.stream_measure import ContentDecoder, Measurement, Piece, plan_request
+from streaming.programs.diagnosis import diagnose
+from streaming.programs.diagnosis_report import render
+from streaming.programs.stream_measure import ContentDecoder, Measurement, Piece, plan_request
 from tests.support.live import free_port, wait_until
 from tests.support.nginx import SETUPS, nginx_binary
 

@@ -2,7 +2,7 @@
 
 Each request is timed from the moment it is sent (connection included, as a browser opening a
 stream pays it) by the reads that carry its events. The figures, per request and pooled, are
-defined in docs/tools.md; loadtest_report.summarize_run computes them from the raw timestamps,
+defined in docs/programs.md; loadtest_report.summarize_run computes them from the raw timestamps,
 which its `write_json` saves so that any figure can be recomputed.
 """
 
@@ -16,16 +16,16 @@ import sys
 import time
 from typing import Any, TextIO
 
-from streaming.tools.loadtest_config import (
+from streaming.programs.loadtest_config import (
     FINAL_STATES_WAIT_S,
     PROMPT_WORDS,
     Limits,
     LoadTestConfig,
     LoadTestError,
 )
-from streaming.tools.loadtest_records import RequestRecord, RunResult, StreamReader
-from streaming.tools.loadtest_report import Progress
-from streaming.tools.streamclient import ClientConnection, ClientError, error_code, fetch_json
+from streaming.programs.loadtest_records import RequestRecord, RunResult, StreamReader
+from streaming.programs.loadtest_report import Progress
+from streaming.programs.streamclient import ClientConnection, ClientError, error_code, fetch_json
 
 
 class LoadTest:

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: streaming/tools/ is two below it
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: streaming/programs/ is two below it
 BIN = Path(sys.executable).parent
 APPLICATION = "chatsite.asgi:application"
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from streaming.core.latency import percentile
-from streaming.tools.lab_config import LabConfig
-from streaming.tools.lab_output import TEXT_WIDTH, Echo, histogram
-from streaming.tools.lab_server import own_server
-from streaming.tools.lab_stream import stream
-from streaming.tools.streamclient import ClientError, fetch_json
+from streaming.programs.lab_config import LabConfig
+from streaming.programs.lab_output import TEXT_WIDTH, Echo, histogram
+from streaming.programs.lab_server import own_server
+from streaming.programs.lab_stream import stream
+from streaming.programs.streamclient import ClientError, fetch_json
 from streaming.wire.origin import Origin
 
 PROMPT = "스트리밍은 왜 사용자 경험을 바꾸나요?"  # Korean, like the article's sample tokens

@@ -1,0 +1,1 @@
+"""Runs: an answer that calls tools (MCP servers) where it is made (docs/tools.md)."""

@@ -1,0 +1,259 @@
+"""The run loop, where the answer is made: model call → tool calls → results → model call, until
+the model answers or the step limit is reached (docs/tools.md).
+
+`RunEngine` is a model's engine for a model whose entry says `tools = true`: a request that names
+MCP servers (`GenerationRequest.mcp_servers`) is a run, every other passes straight through to
+the model's own engine. A run is one answer: one stream, its model calls' text and each tool
+call's steps logged in order (runs/steps.py), so its readers, a reload and a second device see
+the same run. Stop or the last reader leaving cancels the run's task: the model call in flight
+is aborted, and a tool call in flight is cancelled (the SDK tells the server), then logged as
+failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from typing import Any
+
+from streaming.core.abort import AbortReason
+from streaming.core.chunk_log import ChunkKind
+from streaming.core.exceptions import GenerationError
+from streaming.core.request import GenerationRequest, Message
+from streaming.core.stream import Counters, TokenStream
+from streaming.engines.base import Engine, TaskEngine
+from streaming.runs.servers import McpServers, Tool
+from streaming.runs.steps import Step
+from streaming.wire.openai_format import merge_tool_calls
+
+MAX_STEPS = 8  # model calls that may call tools; the one after them must answer
+# A tool the file says must be approved is not run: asking the person is not built yet.
+APPROVAL_NOT_ASKED = "This tool runs only with the person's approval, which was not asked; not run."
+SEPARATOR = "__"  # a function's name: <server>__<tool> (servers.Tool.as_function)
+
+
+class RunEngine(TaskEngine):
+    """A model's engine that runs tools for a request naming MCP servers."""
+
+    def __init__(self, inner: Engine, servers: McpServers, max_steps: int = MAX_STEPS) -> None:
+        super().__init__()
+        self.inner = inner
+        self.servers = servers
+        self.max_steps = max_steps
+        self.counters = inner.counters  # the model's tokens, counted once by its own streams
+        self.name = inner.name
+        self.capabilities = inner.capabilities
+        self.refusal_note = inner.refusal_note
+        self.sampling_defaults = inner.sampling_defaults
+        self.context_tokens = inner.context_tokens
+
+    # What the model's engine says and does, for a run as for any request.
+    ready = property(lambda self: self.inner.ready, lambda self, value: None)
+    served_as = property(
+        lambda self: self.inner.served_as,
+        lambda self, value: setattr(self.inner, "served_as", value),
+    )
+    own_model = property(lambda self: self.inner.own_model)
+    queue_depth = property(lambda self: self.inner.queue_depth)
+    can_serve = property(lambda self: self.inner.can_serve)
+    free_slots = property(lambda self: self.inner.free_slots)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.inner.describe(), "tools": True}
+
+    def preflight(self) -> None:
+        self.inner.preflight()
+
+    async def start(self) -> None:
+        """The model's engine, and the servers (one that fails is said once and left out)."""
+        await asyncio.gather(self.inner.start(), self.servers.start())
+
+    def check_request(self, request: GenerationRequest) -> None:
+        self.inner.check_request(dataclasses.replace(request, mcp_servers=()))
+
+    async def check_health(self) -> None:
+        await self.inner.check_health()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def totals(self) -> dict[str, int]:
+        return self.inner.totals()
+
+    def generate(self, request: GenerationRequest) -> TokenStream:
+        """A run for a request naming servers; the model's own stream for any other."""
+        if not request.mcp_servers:
+            return self.inner.generate(request)
+        # Its own counters: the model's tokens are counted by each model call's stream.
+        stream = TokenStream(request, Counters())
+        if request.continuation is not None:
+            # A run handed over from a worker that died is not begun again here: its tool
+            # calls may have side effects. It ends as its worker did (docs/tools.md).
+            self.streams[stream.id] = stream
+            stream.finish(error=GenerationError("worker_unavailable"))
+            return stream
+        return self._start(stream, self._run(stream))
+
+    async def accepted(self, request_id: str) -> None:
+        if request_id not in self.streams:
+            await self.inner.accepted(request_id)
+
+    async def abort(self, request_id: str, reason: AbortReason) -> None:
+        if request_id in self.streams:
+            await super().abort(request_id, reason)
+        else:
+            await self.inner.abort(request_id, reason)
+
+    def release(self, request_id: str) -> None:
+        super().release(request_id)
+        self.inner.release(request_id)
+
+    async def _run(self, stream: TokenStream) -> None:
+        """Model calls and the tool calls they ask for, each logged, until an answer."""
+        request = stream.request
+        await self._start_servers(request.mcp_servers)
+        tools = self._tools(request.mcp_servers)
+        functions = {f"{tool.server}{SEPARATOR}{tool.name}": tool for tool in tools}
+        messages = list(request.messages)
+        steps = 0  # step events logged: each took an id, and none is a model's token
+        for call in range(self.max_steps + 1):
+            offered = functions if call < self.max_steps else {}  # the last must answer
+            left = request.max_tokens - (stream.stats.tokens_generated - steps)
+            asked = self._asked(request, call, messages, offered, left)
+            outcome = await self._model_call(stream, asked) if left > 0 else None
+            if outcome is None:
+                break  # it answered, failed, or used the run's max_tokens
+            text, calls = outcome
+            turn = json.dumps({"tool_calls": calls}, ensure_ascii=False)
+            messages.append(Message("assistant", text, turn))
+            for tool_call in calls:
+                await self._tool_call(stream, tool_call, functions, messages)
+                steps += 2
+        stream.uncount(steps)
+        if not stream.finished:
+            stream.finish("length")
+
+    async def _start_servers(self, names: tuple[str, ...]) -> None:
+        """Those not up yet: still starting with the process, or down and due a try."""
+        starting = [s.start() for name in names if (s := self.servers.get(name)) is not None]
+        await asyncio.gather(*starting)
+
+    def _tools(self, names: tuple[str, ...]) -> list[Tool]:
+        """The tools of the servers a run may use, those that are up."""
+        tools = []
+        for name in names:
+            server = self.servers.get(name)
+            if server is not None:
+                tools += server.tools.values()
+        return tools
+
+    @staticmethod
+    def _asked(
+        request: GenerationRequest,
+        call: int,
+        messages: list[Message],
+        offered: dict[str, Tool],
+        left: int,
+    ) -> GenerationRequest:
+        """The run's `call`-th model call: the history so far, the tools offered as functions,
+        what is left of the run's max_tokens."""
+        options = json.loads(request.upstream_options or "{}")
+        if offered:
+            options["tools"] = [tool.as_function() for tool in offered.values()]
+        return dataclasses.replace(
+            request,
+            id=f"{request.id}.{call}",
+            messages=tuple(messages),
+            upstream_options=json.dumps(options) if options else "",
+            mcp_servers=(),
+            max_tokens=max(left, 1),
+        )
+
+    async def _model_call(
+        self, stream: TokenStream, asked: GenerationRequest
+    ) -> tuple[str, list[dict[str, Any]]] | None:
+        """One model call, its text logged as it comes; its text and the tool calls it asks
+        for, or None once the stream is finished (answered or failed)."""
+        inner = self.inner.generate(asked)
+        deltas: list[list[dict[str, Any]]] = []
+        try:
+            await self.inner.accepted(inner.id)
+            async for batch in inner.batches():
+                for chunk in batch:
+                    if chunk.kind == ChunkKind.TOOL_CALLS:
+                        deltas.append(json.loads(chunk.text))
+                        continue
+                    if not stream.has_room:
+                        await stream.wait_for_room()
+                    stream.push(chunk.text, chunk.tokens, chunk.kind)
+        except GenerationError as error:
+            stream.finish(error=error)
+            return None
+        except asyncio.CancelledError:
+            await self.inner.abort(inner.id, AbortReason.CANCELLED)
+            raise
+        finally:
+            self._add_prompt(stream, inner)
+            self.inner.release(inner.id)
+        calls = merge_tool_calls(deltas)
+        if inner.finish_reason != "tool_calls" or not calls:
+            stream.finish(inner.finish_reason or "stop")
+            return None
+        return inner.text(), calls
+
+    async def _tool_call(
+        self,
+        stream: TokenStream,
+        tool_call: dict[str, Any],
+        functions: dict[str, Tool],
+        messages: list[Message],
+    ) -> None:
+        """One tool call, logged as started and as ended (two steps); its result, or why it
+        failed, goes to the model as a tool turn. Cancelled (a Stop), it is cancelled at its
+        server and logged no more: the stream ends with the reason, the step left in flight."""
+        function = tool_call.get("function") or {}
+        name, arguments = function.get("name", ""), function.get("arguments") or "{}"
+        tool = functions.get(name)
+        server, _, tool_name = name.partition(SEPARATOR)
+        call_id = tool_call.get("id") or f"call_{len(messages)}"
+        step = Step(
+            call_id, tool.server if tool else server, tool.name if tool else tool_name, arguments
+        )
+        stream.push(step.as_json(), kind=ChunkKind.STEP)
+        started = time.monotonic()
+        output, error = await self._call(tool, arguments)
+        ended = step.ended(output, error, _ms(started))
+        stream.push(ended.as_json(), kind=ChunkKind.STEP)
+        said = output if not error else f"Error ({error}): {output}"
+        turn = json.dumps({"tool_call_id": call_id, "name": name}, ensure_ascii=False)
+        messages.append(Message("tool", said, turn))
+
+    async def _call(self, tool: Tool | None, arguments: str) -> tuple[str, str]:
+        """The tool's text and "", or what went wrong and its code."""
+        if tool is None:
+            return "No such tool is offered in this run.", "unknown_tool"
+        try:
+            parsed = json.loads(arguments)
+        except json.JSONDecodeError as error:
+            return f"The arguments are not JSON: {error.msg}.", "invalid_arguments"
+        if not isinstance(parsed, dict):
+            return "The arguments must be a JSON object.", "invalid_arguments"
+        server = self.servers.get(tool.server)
+        assert server is not None  # offered: it is the file's
+        if server.spec.needs_approval(tool.name):  # never run without the person's yes
+            return APPROVAL_NOT_ASKED, "approval_required"
+        result = await server.call(tool.name, parsed)
+        return result.text, result.error
+
+    @staticmethod
+    def _add_prompt(stream: TokenStream, inner: TokenStream) -> None:
+        """Every model call's prompt counts toward the run's usage."""
+        prompt = inner.stats.prompt_tokens
+        if prompt is not None:
+            stream.stats.prompt_tokens = (stream.stats.prompt_tokens or 0) + prompt
+
+
+def _ms(started: float) -> float:
+    return (time.monotonic() - started) * 1000

@@ -1,0 +1,42 @@
+"""A run's steps as events in the answer's log (ChunkKind.STEP): each tool call logged when it
+starts and again when it ends, so every reader, wherever and whenever it reads, sees the same
+steps in the same order, and a step logged as started but never ended was in flight."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from typing import Literal
+
+Status = Literal["in_progress", "completed", "failed"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tool call of a run, as the page, the APIs and the log show it."""
+
+    id: str  # the call's id, as the model gave it (or ours: `call_<n>`)
+    server: str
+    tool: str
+    arguments: str  # JSON text, as the model wrote it
+    status: Status = "in_progress"
+    output: str = ""  # the tool's text, once completed
+    error: str = ""  # a code (runs/servers.py's ToolResult), once failed
+    message: str = ""  # what went wrong, in words the model and the person read
+    ms: float | None = None  # how long the call took
+
+    def ended(self, output: str, error: str, ms: float) -> Step:
+        """The same call, ended: completed with its output, or failed with why."""
+        if error:
+            return replace(self, status="failed", error=error, message=output, ms=round(ms, 1))
+        return replace(self, status="completed", output=output, ms=round(ms, 1))
+
+    def as_json(self) -> str:
+        """The event's text (what a native `tool_call` event carries)."""
+        data = {key: value for key, value in asdict(self).items() if value not in ("", None)}
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def step_of(text: str) -> Step:
+    """An event's text back as a Step."""
+    return Step(**json.loads(text))

@@ -1,0 +1,81 @@
+"""A run in a fleet, live: Redis, two web processes and model workers running the tools where
+the answer is made; its steps read on another web process; a worker's `kill -9` during a tool
+call runs no tool twice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from streaming.programs.liveserver import free_port, stop_process
+from tests.runs.test_mcp_servers import _serve
+from tests.support.live import iter_sse, running_fleet, start_worker, wait_until
+
+pytestmark = pytest.mark.live
+
+MODELS = """
+[[models]]
+name = "lab"
+engine = "deterministic"
+tools = true
+
+[[mcp_servers]]
+name = "lab"
+url = "http://127.0.0.1:{port}/mcp"
+headers_from = {{ Authorization = "MCP_TEST_AUTH" }}
+require_approval = "never"
+"""
+AUTH = {"MCP_TEST_AUTH": "Bearer test-secret-token"}
+
+
+def events_of(url: str) -> list[tuple[str, str]]:
+    with httpx.stream("GET", url, timeout=60) as response:
+        assert response.status_code == 200, response.read()
+        return [(e.event, e.data) for e in iter_sse(response)]
+
+
+def test_a_run_is_made_on_a_worker_read_anywhere_and_a_workers_death_runs_no_tool_twice(
+    tmp_path: Path,
+):
+    port, tool_events = free_port(), tmp_path / "tool-events.txt"
+    tools = _serve(port, env={**AUTH, "MCP_TEST_EVENTS": str(tool_events)})
+    models = tmp_path / "models.toml"
+    models.write_text(MODELS.format(port=port))
+    env = {**AUTH, "STREAMING_MODELS": str(models), "DETERMINISTIC_TPS": "1000"}
+    try:
+        with running_fleet(tmp_path, env, webs=2, workers=1) as fleet:
+            a, b = fleet.webs
+            # Asked on one web process, read on the other: the steps came through Redis.
+            created = httpx.post(
+                f"{a.url}/api/generations",
+                json={"prompt": '/call lab.echo {"text": "across"}', "mcp_servers": ["lab"]},
+            ).json()
+            events = events_of(b.url + created["stream_url"])
+            steps = [json.loads(data) for event, data in events if event == "tool_call"]
+            assert [s["status"] for s in steps] == ["in_progress", "completed"]
+            assert steps[1]["output"] == "across" and events[-1] == ("message", "[DONE]")
+
+            # Its worker killed during a tool call: the run ends, the tool is not run again.
+            created = httpx.post(
+                f"{a.url}/api/generations",
+                json={"prompt": '/call lab.wait {"seconds": 30}', "mcp_servers": ["lab"]},
+            ).json()
+            with httpx.stream("GET", a.url + created["stream_url"], timeout=60) as response:
+                read = iter_sse(response)
+                next(e for e in read if e.event == "tool_call")
+                fleet.workers.append(start_worker(tmp_path, fleet.env))  # one to hand over to
+                wait_until(lambda: _workers(a.url) == 2, 30)
+                fleet.workers[0].kill()
+                rest = [(e.event, e.data) for e in read]
+            assert rest[-1][0] == "error"
+            assert json.loads(rest[-1][1])["code"] == "worker_unavailable"
+            assert tool_events.read_text().count("wait 30 started") == 1
+    finally:
+        stop_process(tools)
+
+
+def _workers(url: str) -> int:
+    return len(httpx.get(f"{url}/api/stats").json().get("workers", []))

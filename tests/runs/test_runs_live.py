@@ -1,0 +1,214 @@
+"""A run, live: a real server whose deterministic model scripts tool calls (`/call`), a
+third-party MCP server over stdio and one of ours over streamable HTTP; every step an event of
+the answer's log, read again from the start by a second reader, stopped during a tool call."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from streaming.programs.liveserver import free_port, stop_process, wait_until
+from tests.runs.test_mcp_servers import _serve
+from tests.support.live import iter_sse, start_server
+
+MODELS = """
+[[models]]
+name = "lab"
+engine = "deterministic"
+tools = true
+default = true
+
+[[models]]
+name = "plain"
+engine = "deterministic"
+
+[[mcp_servers]]
+name = "time"
+command = "{python}"
+args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
+require_approval = "never"
+
+[[mcp_servers]]
+name = "lab"
+url = "http://127.0.0.1:{port}/mcp"
+headers_from = {{ Authorization = "MCP_TEST_AUTH" }}
+require_approval = {{ big = "always" }}
+max_result_bytes = 2000
+
+[[mcp_servers]]
+name = "kept"
+command = "{python}"
+args = ["-m", "mcp_server_time"]
+groups = ["ops"]
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    directory: Path = tmp_path_factory.mktemp("runs")
+    port = free_port()
+    events = directory / "tool-events.txt"
+    tools = _serve(
+        port, env={"MCP_TEST_AUTH": "Bearer test-secret-token", "MCP_TEST_EVENTS": str(events)}
+    )
+    models = directory / "models.toml"
+    models.write_text(MODELS.format(python=sys.executable, port=port))
+    live = start_server(
+        directory,
+        env={
+            "STREAMING_MODELS": str(models),
+            "MCP_TEST_AUTH": "Bearer test-secret-token",
+            "DETERMINISTIC_TPS": "1000",
+        },
+        ready_path="/readyz",
+    )
+    try:
+        yield live.url, events
+    finally:
+        live.stop()
+        stop_process(tools)
+
+
+@pytest.fixture
+def url(server) -> str:
+    return server[0]
+
+
+def run_events(url: str, prompt: str, **body) -> list[tuple[str, str]]:
+    """(event, data) of one POST /api/stream, to its end."""
+    payload = {"prompt": prompt, "mcp_servers": ["time", "lab"], "max_tokens": 60, **body}
+    with httpx.stream("POST", f"{url}/api/stream", json=payload, timeout=60) as response:
+        assert response.status_code == 200, response.read()
+        return [(e.event, e.data) for e in iter_sse(response)]
+
+
+def steps_of(events: list[tuple[str, str]]) -> list[dict]:
+    return [json.loads(data) for event, data in events if event == "tool_call"]
+
+
+def answer_of(events: list[tuple[str, str]]) -> str:
+    return "".join(
+        json.loads(data)["token"]
+        for event, data in events
+        if event == "message" and data != "[DONE]"
+    )
+
+
+def test_a_run_calls_two_servers_logs_each_step_and_answers_with_their_results(url):
+    prompt = (
+        "What time is it?\n"
+        '/call time.get_current_time {"timezone": "UTC"}\n'
+        '/call lab.echo {"text": "こんにちは"}'
+    )
+    events = run_events(url, prompt)
+    steps = steps_of(events)
+    assert [(s["server"], s["tool"], s["status"]) for s in steps] == [
+        ("time", "get_current_time", "in_progress"),
+        ("time", "get_current_time", "completed"),
+        ("lab", "echo", "in_progress"),
+        ("lab", "echo", "completed"),
+    ]
+    assert json.loads(steps[1]["output"])["timezone"] == "UTC"
+    assert steps[3]["output"] == "こんにちは" and steps[3]["ms"] >= 0
+    answer = answer_of(events)
+    assert "> {\n" in answer or '"timezone"' in answer  # the model read the time server's result
+    assert "> こんにちは\n" in answer
+    summary = json.loads(next(data for event, data in events if event == "summary"))
+    assert summary["tokens"] == sum(
+        json.loads(d).get("tokens", 1) for e, d in events if e == "message" and d != "[DONE]"
+    )
+    assert events[-1] == ("message", "[DONE]")
+
+
+def test_a_failed_call_goes_back_to_the_model_and_the_run_goes_on(url):
+    events = run_events(url, '/call lab.fail {"reason": "disk full"}\n/call lab.echo {"text": 1}')
+    steps = [s for s in steps_of(events) if s["status"] != "in_progress"]
+    assert [(s["tool"], s["status"], s["error"]) for s in steps] == [
+        ("fail", "failed", "tool_error"),
+        ("echo", "failed", "invalid_arguments"),
+    ]
+    assert "disk full" in steps[0]["message"]
+    assert "> Error (tool_error): Error executing tool fail: disk full" in answer_of(events)
+
+
+def test_a_tool_that_needs_approval_is_not_run(url):
+    events = run_events(url, '/call lab.big {"size": 10}')
+    ended = steps_of(events)[-1]
+    assert ended["status"] == "failed" and ended["error"] == "approval_required"
+
+
+def test_the_step_limit_ends_the_tool_calls_and_the_model_answers(url):
+    calls = "\n".join(f'/call lab.echo {{"text": "{n}"}}' for n in range(10))
+    events = run_events(url, calls, max_tokens=200)
+    ended = [s for s in steps_of(events) if s["status"] == "completed"]
+    assert [s["output"] for s in ended] == [str(n) for n in range(8)]  # MAX_STEPS
+    assert answer_of(events).startswith("> 0\n> 1\n")
+    assert events[-1] == ("message", "[DONE]")
+
+
+def test_stop_during_a_tool_call_ends_the_run_and_a_second_reader_sees_the_same_steps(server):
+    url, tool_events = server
+    created = httpx.post(
+        f"{url}/api/generations",
+        json={"prompt": '/call lab.wait {"seconds": 30}', "mcp_servers": ["lab"]},
+    )
+    assert created.status_code == 201, created.text
+    stream_url = url + created.json()["stream_url"]
+    seen: list[tuple[str, str]] = []
+    with httpx.stream("GET", stream_url, timeout=60) as response:
+        events = iter_sse(response)
+        for event in events:
+            seen.append((event.event, event.data))
+            if event.event == "tool_call":
+                break
+        # A second reader from the start: the same step, then the same end.
+        with httpx.stream("GET", stream_url, timeout=60) as again:
+            second = iter_sse(again)
+            first = next(e for e in second if e.event == "tool_call")
+            assert json.loads(first.data) == json.loads(seen[-1][1])
+            assert json.loads(first.data)["status"] == "in_progress"
+            cancelled = httpx.post(url + created.json()["cancel_url"])
+            assert cancelled.status_code in (200, 202), cancelled.text
+            rest = [(e.event, e.data) for e in second]
+        seen += [(e.event, e.data) for e in events]
+    for events in (seen, rest):
+        assert events[-1][0] == "error" and json.loads(events[-1][1])["code"] == "cancelled"
+    assert not [s for s in steps_of(seen) if s["status"] != "in_progress"]  # never ended as run
+    # The server was told: its call was cancelled, not left to run its 30 s.
+    wait_until(lambda: "wait 30 cancelled" in _read(tool_events), timeout=10)
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def test_only_the_files_servers_the_asker_may_use_with_a_model_that_calls_tools(url):
+    for body, said in [
+        ({"mcp_servers": ["nowhere"]}, "there is no MCP server 'nowhere'"),
+        ({"mcp_servers": ["kept"]}, "there is no MCP server 'kept'"),  # as one that is not
+        ({"mcp_servers": ["time"], "model": "plain"}, "the model 'plain' does not call tools"),
+        ({"mcp_servers": "time"}, "must be a list"),
+        ({"mcp_servers": ["http://evil.example/mcp"]}, "there is no MCP server"),
+    ]:
+        refused = httpx.post(f"{url}/api/stream", json={"prompt": "hi", **body})
+        assert refused.status_code == 400 and said in refused.text, refused.text
+    listed = httpx.get(f"{url}/api/mcp_servers").json()["servers"]
+    assert [s["name"] for s in listed] == ["time", "lab"]
+    assert all(s["available"] for s in listed)
+    text = json.dumps(listed)
+    assert "127.0.0.1" not in text and "mcp_server_time" not in text and "secret" not in text
+    assert {
+        "name": "big",
+        "description": "A result of `size` characters.",
+        "requires_approval": True,
+    } in listed[1]["tools"]
+
+
+def test_without_servers_the_model_answers_as_ever(url):
+    events = run_events(url, "/call lab.echo {}", mcp_servers=[])
+    assert not steps_of(events) and answer_of(events) and events[-1] == ("message", "[DONE]")
