@@ -29,6 +29,7 @@ from streaming.engines.models import MODELS, Model, Models, models_of
 from streaming.engines.startup import STARTS, EngineStarts
 from streaming.fleet import store
 from streaming.fleet.answer_log import RedisLog
+from streaming.fleet.approvals import RedisApprovals
 from streaming.fleet.client import FleetClient
 from streaming.fleet.engine import ChannelLayerEngine
 from streaming.fleet.outage import OUTAGE, RedisOutage
@@ -42,6 +43,7 @@ from streaming.http.stalled_readers import WATCHING, Watching
 from streaming.lifecycle import SERVING, Serving
 from streaming.ops.log_writer import WRITER, LogWriter
 from streaming.ops.metrics import METRICS, Metrics
+from streaming.runs.approvals import APPROVALS, Approvals, LocalApprovals
 from streaming.runs.loop import RunEngine
 from streaming.runs.servers import MCP_SERVERS, McpServers
 from streaming.usage.counters import COUNTS, SETTLING, DatabaseCounts, Settling
@@ -65,16 +67,19 @@ def build(
     redis = parts.put(store.CLIENT, store.connect(url)) if url else None
     outage = parts.put(OUTAGE, RedisOutage())
 
-    # The MCP servers of the models file, which its models with `tools = true` may call.
+    # The MCP servers of the models file, which its models with `tools = true` may call, and
+    # where a person's decisions on their calls meet the runs: here, or through Redis.
     path = settings.engine.models_file
     servers = parts.put(MCP_SERVERS, McpServers(mcp_servers(path) if path else ()))
+    approvals = parts.put(APPROVALS, LocalApprovals() if redis is None else RedisApprovals(redis))
 
     # The models: each with its engine, in this process or, for a web process of a fleet,
     # over this process's one client of the model workers (whose engines run the tools).
     in_fleet = redis is not None and not worker and not engines
     fleet = FleetClient.from_config(settings) if in_fleet else None
     models = parts.put(
-        MODELS, _models(settings, worker=worker, fleet=fleet, engines=engines, servers=servers)
+        MODELS,
+        _models(settings, worker=worker, fleet=fleet, engines=engines, tools=(servers, approvals)),
     )
     parts.put(STARTS, EngineStarts())
     if worker:
@@ -109,7 +114,7 @@ def _models(
     worker: bool,
     fleet: FleetClient | None,
     engines: Sequence[Engine],
-    servers: McpServers,
+    tools: tuple[McpServers, Approvals],
 ) -> Models:
     """The settings' models (a worker's: those WORKER_MODELS names), or a test's engines; a
     model in this process with `tools = true` runs its tools here."""
@@ -128,6 +133,6 @@ def _models(
 
     def engine_for(spec: ModelSpec | None) -> Engine:
         engine = build_engine(settings, spec)
-        return RunEngine(engine, servers) if spec is not None and spec.tools else engine
+        return RunEngine(engine, *tools) if spec is not None and spec.tools else engine
 
     return models_of(settings, engine_for, names)

@@ -67,6 +67,7 @@ urlpatterns = [
     ),
     path("api/generations/<gid:generation_id>/stream", native_api.stream_generation, name="stream"),
     path("api/generations/<gid:generation_id>/cancel", native_api.cancel_generation, name="cancel"),
+    path("api/generations/<gid:generation_id>/approvals", tools_api.decide, name="approvals"),
     path("api/stream", native_api.stream_direct, name="stream-direct"),
     path("api/stats", native_api.stats, name="stats"),
     path("api/usage", usage_api.usage_view, name="usage"),

@@ -9,7 +9,7 @@ import random
 import pytest
 import redis
 
-from bench import apis_bench, apps, loop_bench, model, quality_bench, redis_log_bench
+from bench import apis_bench, apps, loop_bench, model, quality_bench, redis_log_bench, runs_bench
 from bench.client import StreamProtocol
 from streaming.wire import sse
 from tests.support.live import RawStream, start_redis
@@ -236,3 +236,10 @@ def test_fleet_step_bench_counts_every_token_and_each_process_cpu(tmp_path):
     cpu = result["cpu_us_per_token"]
     # Every process is measured; its CPU clock (10 ms ticks) may not tick for 40 tokens.
     assert set(cpu) == {"web0", "web1", "worker", "redis"} and all(us >= 0 for us in cpu.values())
+
+
+async def test_runs_bench_times_each_step_and_each_direct_call():
+    figures = await runs_bench.main(rounds=1, count=2, steps=3)
+    (direct,), (run,) = figures["direct"], figures["run"]
+    assert direct["call_ms_p50"] > 0 and direct["cpu_ms_per_call"] > 0
+    assert 0 < run["gap_ms_p50"] <= run["gap_ms_p99"] and run["cpu_ms_per_call"] > 0

@@ -47,6 +47,7 @@ def test_one_process_keeps_its_answers_and_counts_here():
         "settings",
         "redis outage",
         "mcp servers",
+        "approvals",
         "models",
         "engine starts",
         "whereabouts",

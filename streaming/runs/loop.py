@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 from streaming.core.abort import AbortReason
@@ -24,23 +25,30 @@ from streaming.core.exceptions import GenerationError
 from streaming.core.request import GenerationRequest, Message
 from streaming.core.stream import Counters, TokenStream
 from streaming.engines.base import Engine, TaskEngine
+from streaming.runs.approvals import WAIT_S as APPROVAL_WAIT_S
+from streaming.runs.approvals import Approvals, LocalApprovals
 from streaming.runs.servers import McpServers, Tool
 from streaming.runs.steps import Step
 from streaming.wire.openai_format import merge_tool_calls
 
 MAX_STEPS = 8  # model calls that may call tools; the one after them must answer
-# A tool the file says must be approved is not run: asking the person is not built yet.
-APPROVAL_NOT_ASKED = "This tool runs only with the person's approval, which was not asked; not run."
 SEPARATOR = "__"  # a function's name: <server>__<tool> (servers.Tool.as_function)
 
 
 class RunEngine(TaskEngine):
     """A model's engine that runs tools for a request naming MCP servers."""
 
-    def __init__(self, inner: Engine, servers: McpServers, max_steps: int = MAX_STEPS) -> None:
+    def __init__(
+        self,
+        inner: Engine,
+        servers: McpServers,
+        approvals: Approvals | None = None,
+        max_steps: int = MAX_STEPS,
+    ) -> None:
         super().__init__()
         self.inner = inner
         self.servers = servers
+        self.approvals = approvals if approvals is not None else LocalApprovals()
         self.max_steps = max_steps
         self.counters = inner.counters  # the model's tokens, counted once by its own streams
         self.name = inner.name
@@ -129,8 +137,7 @@ class RunEngine(TaskEngine):
             turn = json.dumps({"tool_calls": calls}, ensure_ascii=False)
             messages.append(Message("assistant", text, turn))
             for tool_call in calls:
-                await self._tool_call(stream, tool_call, functions, messages)
-                steps += 2
+                steps += await self._tool_call(stream, tool_call, functions, messages)
         stream.uncount(steps)
         if not stream.finished:
             stream.finish("length")
@@ -209,43 +216,69 @@ class RunEngine(TaskEngine):
         tool_call: dict[str, Any],
         functions: dict[str, Tool],
         messages: list[Message],
-    ) -> None:
-        """One tool call, logged as started and as ended (two steps); its result, or why it
-        failed, goes to the model as a tool turn. Cancelled (a Stop), it is cancelled at its
-        server and logged no more: the stream ends with the reason, the step left in flight."""
+    ) -> int:
+        """One tool call: asked of the person where the file says so, logged as started and as
+        ended; its result, or why it failed, goes to the model as a tool turn. Returns the steps
+        it logged. Cancelled (a Stop), it is cancelled at its server and logged no more: the
+        stream ends with the reason, the step left as it was."""
         function = tool_call.get("function") or {}
         name, arguments = function.get("name", ""), function.get("arguments") or "{}"
         tool = functions.get(name)
-        server, _, tool_name = name.partition(SEPARATOR)
-        call_id = tool_call.get("id") or f"call_{len(messages)}"
+        server_name, _, tool_name = name.partition(SEPARATOR)
+        call_id = str(tool_call.get("id") or f"call_{len(messages)}")[:64]
         step = Step(
-            call_id, tool.server if tool else server, tool.name if tool else tool_name, arguments
+            call_id,
+            tool.server if tool else server_name,
+            tool.name if tool else tool_name,
+            arguments,
         )
+        started, logged = time.monotonic(), 0
+        parsed, refused = self._checked(tool, arguments)
+        if refused is None and tool is not None and self._needs_approval(tool):
+            stream.push(replace(step, status="awaiting_approval").as_json(), kind=ChunkKind.STEP)
+            logged += 1
+            refused = await self._approval(stream.id, call_id)
+            started = time.monotonic()
         stream.push(step.as_json(), kind=ChunkKind.STEP)
-        started = time.monotonic()
-        output, error = await self._call(tool, arguments)
+        server = self.servers.get(tool.server) if tool is not None else None
+        if refused is None and server is not None and tool is not None and parsed is not None:
+            result = await server.call(tool.name, parsed)
+            output, error = result.text, result.error
+        else:
+            output, error = refused or ("No such tool is offered in this run.", "unknown_tool")
         ended = step.ended(output, error, _ms(started))
         stream.push(ended.as_json(), kind=ChunkKind.STEP)
         said = output if not error else f"Error ({error}): {output}"
         turn = json.dumps({"tool_call_id": call_id, "name": name}, ensure_ascii=False)
         messages.append(Message("tool", said, turn))
+        return logged + 2
 
-    async def _call(self, tool: Tool | None, arguments: str) -> tuple[str, str]:
-        """The tool's text and "", or what went wrong and its code."""
+    def _checked(
+        self, tool: Tool | None, arguments: str
+    ) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+        """The arguments parsed, or why the call cannot be made (text, code)."""
         if tool is None:
-            return "No such tool is offered in this run.", "unknown_tool"
+            return None, ("No such tool is offered in this run.", "unknown_tool")
         try:
             parsed = json.loads(arguments)
         except json.JSONDecodeError as error:
-            return f"The arguments are not JSON: {error.msg}.", "invalid_arguments"
+            return None, (f"The arguments are not JSON: {error.msg}.", "invalid_arguments")
         if not isinstance(parsed, dict):
-            return "The arguments must be a JSON object.", "invalid_arguments"
+            return None, ("The arguments must be a JSON object.", "invalid_arguments")
         server = self.servers.get(tool.server)
-        assert server is not None  # offered: it is the file's
-        if server.spec.needs_approval(tool.name):  # never run without the person's yes
-            return APPROVAL_NOT_ASKED, "approval_required"
-        result = await server.call(tool.name, parsed)
-        return result.text, result.error
+        refused = server.refusal(tool.name, parsed) if server is not None else None
+        return parsed, (refused.text, refused.error) if refused is not None else None
+
+    def _needs_approval(self, tool: Tool) -> bool:
+        server = self.servers.get(tool.server)
+        return server is not None and server.spec.needs_approval(tool.name)
+
+    async def _approval(self, generation_id: str, call_id: str) -> tuple[str, str] | None:
+        """None once the person says yes; else why the call is not made."""
+        decision = await self.approvals.wait(generation_id, call_id, APPROVAL_WAIT_S)
+        if decision is None:
+            return f"No one approved the call within {APPROVAL_WAIT_S:g} s.", "approval_timeout"
+        return None if decision else ("The person declined this call.", "denied")
 
     @staticmethod
     def _add_prompt(stream: TokenStream, inner: TokenStream) -> None:

@@ -117,17 +117,12 @@ class McpServer:
         spec = self.spec
         if self._session is None:
             await self.start()
-        session, offered = self._session, self.tools.get(tool)
+        session = self._session
         if session is None:
             return ToolResult(f"The server {spec.name} is unavailable.", "server_unavailable")
-        if offered is None:
-            return ToolResult(f"The server {spec.name} offers no tool {tool!r}.", "unknown_tool")
-        try:
-            jsonschema.validate(arguments, offered.input_schema)
-        except jsonschema.ValidationError as error:
-            return ToolResult(
-                f"The arguments do not fit the tool: {error.message}", "invalid_arguments"
-            )
+        refused = self.refusal(tool, arguments)
+        if refused is not None:
+            return refused
         try:
             async with asyncio.timeout(spec.timeout_s):
                 result = await session.call_tool(tool, arguments)
@@ -142,6 +137,22 @@ class McpServer:
             message = f"The result ({size} bytes) is over the cap of {spec.max_result_bytes} bytes."
             return ToolResult(message, "too_large")
         return ToolResult(text, "tool_error" if result.is_error else "")
+
+    def refusal(self, tool: str, arguments: dict[str, Any]) -> ToolResult | None:
+        """Why a call of `tool` with `arguments` cannot be made, before it is (or asked of the
+        person): a tool not offered, arguments its input schema does not allow."""
+        offered = self.tools.get(tool)
+        if offered is None:
+            return ToolResult(
+                f"The server {self.spec.name} offers no tool {tool!r}.", "unknown_tool"
+            )
+        try:
+            jsonschema.validate(arguments, offered.input_schema)
+        except jsonschema.ValidationError as error:
+            return ToolResult(
+                f"The arguments do not fit the tool: {error.message}", "invalid_arguments"
+            )
+        return None
 
     async def close(self) -> None:
         """End the session (a stdio server's process with it)."""

@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
-Status = Literal["in_progress", "completed", "failed"]
+Status = Literal["awaiting_approval", "in_progress", "completed", "failed"]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A run in a fleet, live: Redis, two web processes and model workers running the tools where
-the answer is made; its steps read on another web process; a worker's `kill -9` during a tool
-call runs no tool twice."""
+the answer is made; its steps read on another web process, a call approved on another; a
+worker's `kill -9` during a tool call runs no tool twice."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ tools = true
 name = "lab"
 url = "http://127.0.0.1:{port}/mcp"
 headers_from = {{ Authorization = "MCP_TEST_AUTH" }}
-require_approval = "never"
+require_approval = {{ big = "always" }}
 """
 AUTH = {"MCP_TEST_AUTH": "Bearer test-secret-token"}
 
@@ -57,6 +57,23 @@ def test_a_run_is_made_on_a_worker_read_anywhere_and_a_workers_death_runs_no_too
             steps = [json.loads(data) for event, data in events if event == "tool_call"]
             assert [s["status"] for s in steps] == ["in_progress", "completed"]
             assert steps[1]["output"] == "across" and events[-1] == ("message", "[DONE]")
+
+            # Asked of the person on one web process, approved on the other, run on the worker.
+            created = httpx.post(
+                f"{a.url}/api/generations",
+                json={"prompt": '/call lab.big {"size": 3}', "mcp_servers": ["lab"]},
+            ).json()
+            with httpx.stream("GET", b.url + created["stream_url"], timeout=60) as response:
+                read = iter_sse(response)
+                asking = json.loads(next(e for e in read if e.event == "tool_call").data)
+                assert asking["status"] == "awaiting_approval"
+                approved = httpx.post(
+                    f"{a.url}/api/generations/{created['id']}/approvals",
+                    json={"call_id": asking["id"], "approve": True},
+                )
+                assert approved.status_code == 202, approved.text
+                steps = [json.loads(e.data) for e in read if e.event == "tool_call"]
+            assert steps[-1]["status"] == "completed" and steps[-1]["output"] == "xxx"
 
             # Its worker killed during a tool call: the run ends, the tool is not run again.
             created = httpx.post(

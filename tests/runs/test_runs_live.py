@@ -136,10 +136,37 @@ def test_a_failed_call_goes_back_to_the_model_and_the_run_goes_on(url):
     assert "> Error (tool_error): Error executing tool fail: disk full" in answer_of(events)
 
 
-def test_a_tool_that_needs_approval_is_not_run(url):
-    events = run_events(url, '/call lab.big {"size": 10}')
-    ended = steps_of(events)[-1]
-    assert ended["status"] == "failed" and ended["error"] == "approval_required"
+@pytest.mark.parametrize("approve", [True, False])
+def test_a_tool_that_needs_approval_waits_for_the_persons_decision(url, approve):
+    created = httpx.post(
+        f"{url}/api/generations",
+        json={"prompt": '/call lab.big {"size": 10}', "mcp_servers": ["lab"]},
+    ).json()
+    decide = f"{url}/api/generations/{created['id']}/approvals"
+    with httpx.stream("GET", url + created["stream_url"], timeout=60) as response:
+        events = iter_sse(response)
+        asking = json.loads(next(e for e in events if e.event == "tool_call").data)
+        assert asking["status"] == "awaiting_approval" and asking["tool"] == "big"
+        for wrong in ({"call_id": asking["id"]}, {"call_id": 3, "approve": True}):
+            assert httpx.post(decide, json=wrong).status_code == 400
+        answered = httpx.post(decide, json={"call_id": asking["id"], "approve": approve})
+        assert answered.status_code == 202, answered.text
+        rest = [(e.event, e.data) for e in events]
+    steps = steps_of(rest)
+    assert [s["status"] for s in steps] == ["in_progress", "completed" if approve else "failed"]
+    if approve:
+        assert steps[-1]["output"] == "x" * 10
+    else:
+        assert steps[-1]["error"] == "denied"
+        assert "> Error (denied): The person declined this call." in answer_of(rest)
+    assert rest[-1] == ("message", "[DONE]")
+
+
+def test_a_decision_on_an_answer_the_asker_cannot_see_is_404(url):
+    refused = httpx.post(
+        f"{url}/api/generations/{'0' * 32}/approvals", json={"call_id": "call_1", "approve": True}
+    )
+    assert refused.status_code == 404
 
 
 def test_the_step_limit_ends_the_tool_calls_and_the_model_answers(url):
