@@ -18,12 +18,14 @@ from asgiref.sync import sync_to_async
 
 from streaming.conversations import records
 from streaming.core import config
+from streaming.core.chunk_log import ChunkKind
 from streaming.core.runtime import Part
 from streaming.generations import record
 from streaming.generations.registry import Generation
 from streaming.generations.whereabouts import whereabouts
 from streaming.models import ConversationItem, GenerationLog, GenerationStatus, ItemStatus
 from streaming.ops import log_writer
+from streaming.runs.steps import last_states
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +117,12 @@ def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
         return  # not an item's, or another process finishes it (the one writing its row)
     stream = generation.stream
     text = stream.text() if stream is not None and stream.complete else None
+    steps = None
+    if text is not None and stream is not None and generation.request.mcp_servers:
+        kind = ChunkKind.STEP
+        steps = last_states(c.text for c in stream.chunks() if c.kind == kind) or None
     status, reason = ending(generation)
-    log_writer.schedule(records.finish_answer, generation.id, text, status, reason)
+    log_writer.schedule(records.finish_answer, generation.id, text, status, reason, steps)
 
 
 async def settle(items: list[ConversationItem]) -> None:

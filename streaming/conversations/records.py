@@ -259,21 +259,35 @@ def name_model(generation_id: str, model: str) -> None:
     ConversationItem.objects.filter(generation_id=generation_id).update(model=model[:200])
 
 
-def finish_answer(generation_id: str, text: str | None, status: str, finish_reason: str) -> None:
+def finish_answer(
+    generation_id: str,
+    text: str | None,
+    status: str,
+    finish_reason: str,
+    steps: list[dict[str, Any]] | None = None,
+) -> None:
     """An answer's generation ended: its item gets its text (None: its log was not kept
-    whole, so the last checkpoint stays) and how it ended (the log writer's thread; a no-op
-    when no item waits for this generation)."""
+    whole, so the last checkpoint stays), its tool calls, and how it ended (the log writer's
+    thread; a no-op when no item waits for this generation)."""
     for pk in ConversationItem.objects.filter(
         generation_id=generation_id, status=ItemStatus.IN_PROGRESS
     ).values_list("pk", flat=True):
-        end_answer(pk, status, finish_reason, text)
+        end_answer(pk, status, finish_reason, text, steps)
 
 
-def end_answer(pk: int, status: str, finish_reason: str, text: str | None = None) -> bool:
+def end_answer(
+    pk: int,
+    status: str,
+    finish_reason: str,
+    text: str | None = None,
+    steps: list[dict[str, Any]] | None = None,
+) -> bool:
     """The answer item of `pk` ends, unless it has already: its text (None: its last
-    checkpoint's stays), status and finish reason; its characters count from now on. Whether
-    it ended here."""
+    checkpoint's stays), its tool calls (runs/steps.py), status and finish reason; its
+    characters count from now on. Whether it ended here."""
     fields: dict[str, Any] = {"status": status, "finish_reason": finish_reason}
+    if steps:
+        fields["steps"] = steps
     if text is not None:
         text = storable(text)
         fields.update(content=text, content_folded=searchable(text))

@@ -33,7 +33,13 @@ from streaming.http.auth import conversation_owner
 from streaming.http.feedback_api import feedback_json
 from streaming.http.model_choice import check_usable
 from streaming.http.replies import json_off_the_loop
-from streaming.http.validation import decode_json_object, refuse_unknown, sampling
+from streaming.http.tool_choice import allowed_servers
+from streaming.http.validation import (
+    decode_json_object,
+    parse_mcp_servers,
+    refuse_unknown,
+    sampling,
+)
 from streaming.models import ANSWER_SETTINGS, Conversation, ConversationItem, Feedback, ItemStatus
 
 LIST_LIMIT = 100  # conversations in one page of the list, at most
@@ -75,6 +81,7 @@ def _item_json(
         "generation": generation,
         "alternatives": {"ids": alternatives, "index": alternatives.index(item.item_id)},
         "feedback": feedback_json(rated),
+        "steps": item.steps or [],  # an ended answer's tool calls (docs/tools.md)
     }
 
 
@@ -119,6 +126,8 @@ def settings_of(data: dict[str, Any]) -> dict[str, Any]:
         elif name == "model":
             if value is not None and (not isinstance(value, str) or len(value) > NAME_MAX):
                 raise BadRequest(f"`model` must be a string of at most {NAME_MAX} characters.")
+        elif name == "mcp_servers":
+            value = list(parse_mcp_servers(value)) or None  # [] or null: none
         elif value is not None:
             sampling(name, value)  # checked as a request's would be; kept as given
         chosen[name] = value
@@ -139,6 +148,8 @@ async def check_settings(
     model = MODELS.get().find(settings.get("model") or None)
     if model is not None and model.engine.can_serve:
         turns.check_settings(settings, model.engine)
+    if model is not None and ("mcp_servers" in chosen or "model" in chosen):
+        await allowed_servers(request, model, tuple(settings.get("mcp_servers") or ()))
 
 
 def title_of(data: dict[str, Any]) -> str | None:

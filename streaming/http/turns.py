@@ -9,6 +9,7 @@ themselves all stay.
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import takewhile
 from typing import Any
 
@@ -108,12 +109,21 @@ async def answer(
     `model`, else the conversation's."""
     generation, _ = await admit(
         request,
-        lambda body, engine: (request_for(turns, engine, conversation), None),
+        lambda body, engine: (
+            with_servers(request_for(turns, engine, conversation), conversation),
+            None,
+        ),
         conversation_owner=conversation.owner,
         model=model or conversation.model or None,
     )
     generation.in_conversation = True
     return generation
+
+
+def with_servers(asked: GenerationRequest, conversation: Conversation) -> GenerationRequest:
+    """An answer of the page's: a run of the MCP servers its conversation chose, if any."""
+    servers = tuple(conversation.mcp_servers or ())
+    return dataclasses.replace(asked, mcp_servers=servers) if servers else asked
 
 
 def forget(generation: Generation) -> None:

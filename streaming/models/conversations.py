@@ -27,6 +27,7 @@ ANSWER_SETTINGS = (
     "frequency_penalty",
     "presence_penalty",
     "model",
+    "mcp_servers",
 )
 
 
@@ -61,6 +62,9 @@ class Conversation(models.Model):
     # default. Nullable with no default so SQLite adds the column in place: remaking the table
     # would drop its search triggers (migrations 0010, 0012).
     model = models.CharField(max_length=200, null=True, blank=True)
+    # The MCP servers its answers may call, by name (docs/tools.md); null: none. Nullable with
+    # no default, as `model`.
+    mcp_servers = models.JSONField(null=True, blank=True)
     current = models.ForeignKey(
         "ConversationItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -95,6 +99,9 @@ class ConversationItem(models.Model):
     generation_id = models.CharField(max_length=32, blank=True, db_index=True)  # an answer's
     # An answer's: the model that made it (nullable as Conversation.model, for the same reason).
     model = models.CharField(max_length=200, null=True, blank=True)
+    # An answer's tool calls once it has ended, each as its last `tool_call` event (runs/steps.py);
+    # null: none (nullable, as `model`).
+    steps = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:

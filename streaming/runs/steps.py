@@ -5,6 +5,7 @@ steps in the same order, and a step logged as started but never ended was in fli
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
@@ -40,3 +41,13 @@ class Step:
 def step_of(text: str) -> Step:
     """An event's text back as a Step."""
     return Step(**json.loads(text))
+
+
+def last_states(events: Iterable[str]) -> list[dict[str, object]]:
+    """Each call's last event (its JSON object), in the order the calls began: what an ended
+    answer keeps of its run."""
+    calls: dict[str, dict[str, object]] = {}
+    for text in events:
+        data = json.loads(text)
+        calls[data["id"]] = data  # a dict keeps each key where it was first put
+    return list(calls.values())

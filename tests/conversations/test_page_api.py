@@ -185,6 +185,7 @@ async def test_settings_are_checked_and_kept(engine):
         "frequency_penalty": None,
         "presence_penalty": None,
         "model": None,  # the default model (docs/models.md)
+        "mcp_servers": None,  # no tools (docs/tools.md)
     }
 
 

@@ -239,3 +239,30 @@ def test_only_the_files_servers_the_asker_may_use_with_a_model_that_calls_tools(
 def test_without_servers_the_model_answers_as_ever(url):
     events = run_events(url, "/call lab.echo {}", mcp_servers=[])
     assert not steps_of(events) and answer_of(events) and events[-1] == ("message", "[DONE]")
+
+
+def test_a_conversations_answers_are_runs_of_its_servers_and_keep_their_steps(url):
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for settings, said in [
+            ({"mcp_servers": ["nowhere"]}, "there is no MCP server 'nowhere'"),
+            ({"mcp_servers": ["lab"], "model": "plain"}, "the model 'plain' does not call tools"),
+            ({"mcp_servers": "lab"}, "must be a list"),
+        ]:
+            refused = client.post("/api/conversations", json=settings)
+            assert refused.status_code == 400 and said in refused.text, refused.text
+        made = client.post("/api/conversations", json={"mcp_servers": ["lab"]}).json()
+        assert made["settings"]["mcp_servers"] == ["lab"]
+        path = f"/api/conversations/{made['id']}"
+        shown = client.post(f"{path}/messages", json={"content": '/call lab.echo {"text": "kept"}'})
+        answer = shown.json()["items"][-1]
+        with client.stream("GET", answer["generation"]["stream_url"]) as response:
+            events = [(e.event, e.data) for e in iter_sse(response)]
+        assert [s["status"] for s in steps_of(events)] == ["in_progress", "completed"]
+        # Reopened: the answer's item keeps each call's last state.
+        kept = wait_until(lambda: client.get(path).json()["items"][-1]["steps"], timeout=10)
+        assert [(s["tool"], s["status"], s["output"]) for s in kept] == [
+            ("echo", "completed", "kept")
+        ]
+        # Back to none: answers are plain again.
+        cleared = client.patch(path, json={"mcp_servers": None}).json()
+        assert cleared["settings"]["mcp_servers"] is None
