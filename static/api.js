@@ -63,6 +63,19 @@ export function fetchGeneration(id) {
   return requestJson("GET", `${generationsUrl}/${encodeURIComponent(id)}`);
 }
 
+/** POST /api/generations/<id>/approvals: the person's yes or no to a tool call of the run
+ * that waits for it (docs/tools.md, "Approvals") → 202 {call_id, approve}. */
+export function decideToolCall(generationId, callId, approve) {
+  return requestJson("POST", `${generationsUrl}/${encodeURIComponent(generationId)}/approvals`,
+    { call_id: callId, approve });
+}
+
+/** GET /api/mcp_servers → {servers: [{name, available, tools: [{name, description,
+ * requires_approval}]}]}: the MCP servers this person's answers may call. */
+export function fetchMcpServers() {
+  return requestJson("GET", "/api/mcp_servers");
+}
+
 /** GET /api/engine → {engine, model, defaults: {temperature, top_p, top_k, max_tokens, the
  * penalties}, capabilities: {penalties, …}, …}. */
 export function fetchEngine() {

@@ -14,7 +14,9 @@ const STATE_OF_STATUS = {
   in_progress: "streaming",
 };
 // What the page measured of an answer it read, which the server does not keep.
-const FIGURES = ["ttftMs", "lastMs", "endMs", "tokens", "times", "reasoningTokens", "graceS"];
+const FIGURES = [
+  "ttftMs", "lastMs", "endMs", "tokens", "times", "reasoningTokens", "graceS", "decisions",
+];
 
 /** A new chat: nothing on the server yet (it is created with its first message). */
 export function blankConversation() {
@@ -30,6 +32,8 @@ export function messageFromItem(item) {
   const generation = item.generation;
   message.feedback = item.feedback ?? null;
   message.model = item.model ?? null; // which model made it
+  // A run's tool calls, each in its last state, once the answer has ended (docs/tools.md).
+  if (Array.isArray(item.steps) && item.steps.length) message.steps = item.steps;
   message.meta = {
     state: STATE_OF_STATUS[item.status] ?? "done",
     tokens: 0,

@@ -2,9 +2,8 @@
 // open, the composer, and the answer streaming in it (one at a time).
 
 import {
-  createConversation, fetchConversation, forkConversation, rateAnswer, regenerateItem, sendMessage,
-  showItem,
-  updateConversation,
+  createConversation, decideToolCall, fetchConversation, forkConversation, rateAnswer, regenerateItem,
+  sendMessage, showItem, updateConversation,
 } from "./api.js";
 import { applyBranch, blankConversation, claimItems, listed } from "./branch.js";
 import { ConversationList } from "./conversation-list.js";
@@ -57,7 +56,8 @@ const pane = new MessagesPane({
   empty: byId("empty-state"),
   handlers: {
     onCopy: copyAnswer, onCopyCode: copyCode, onRegenerate: regenerate, onEdit: edit,
-    onAlternative: switchAlternative, onFork: forkHere, onFeedback: sendFeedback, announce,
+    onAlternative: switchAlternative, onFork: forkHere, onFeedback: sendFeedback,
+    onDecide: decideCall, announce,
   },
 });
 const list = new ConversationList({
@@ -111,10 +111,20 @@ const earlier = new EarlierMessages({
   button: byId("load-earlier"), scroller: els.messages, pane, conversation: () => current, announce, onError: showError,
 });
 
+let announcing = null; // the words to say in the next frame
 function announce(text) {
+  // Said together if more comes before the next frame: one would replace the other unheard.
+  if (announcing !== null) {
+    announcing.push(text);
+    return;
+  }
+  announcing = [text];
   // Re-set so the same words are announced again the next time.
   els.announcer.textContent = "";
-  requestAnimationFrame(() => { els.announcer.textContent = text; });
+  requestAnimationFrame(() => {
+    els.announcer.textContent = announcing.join(" ");
+    announcing = null;
+  });
 }
 
 function showError(error) {
@@ -376,6 +386,8 @@ function rejoinLiveAnswer() {
   const kept = recallLiveAnswer(last.meta.generationId);
   last.content = kept?.content ?? "";
   last.reasoning = kept?.reasoning;
+  // Its tool calls as this tab last saw them; read from the start, they come again.
+  last.steps = kept?.steps ?? [];
   if (kept) Object.assign(last.meta, kept.meta);
   else last.meta.joinedLate = true;
   follow(last, current).rejoin();
@@ -442,6 +454,12 @@ async function sendFeedback(view, feedback) {
   const answer = await rateAnswer(current.id, view.message.id, feedback);
   view.message.feedback = answer.feedback;
   return answer;
+}
+
+/** Approve or deny a tool call of an answer's run that waits for the person (its card's
+ * buttons); resolves once the server took it. */
+function decideCall(view, callId, approve) {
+  return decideToolCall(view.message.meta.generationId, callId, approve);
 }
 
 /** Copy one code block of an answer, and say so. */

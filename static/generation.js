@@ -96,11 +96,12 @@ export class Generation {
       },
       onDrop: ({ refused }) => this.#finish(
         refused && this.meta.tokens === 0 && !rejoined ? "refused" : "cut"),
-      onNamedEvent: (name, payload) => {
+      onNamedEvent: (name, payload, id) => {
         if (name === "summary" && typeof payload.finish_reason === "string") {
           this.meta.finishReason = payload.finish_reason;
         }
         if (name === "resume") this.meta.graceS = payload.grace_s;
+        if (name === "tool_call") this.#step(payload, id);
       },
     });
   }
@@ -164,6 +165,22 @@ export class Generation {
     this.onChange();
   }
 
+  /** A run's tool call (docs/tools.md), new or with a new status: the message's `steps` hold
+   * each call's latest state, in the order the calls began, so a call read again (a rejoin from
+   * the start) updates its step instead of adding one. A changed step is a new object: the view
+   * redraws only the cards whose step changed. */
+  #step(step, id) {
+    const steps = (this.message.steps ??= []);
+    const at = steps.findIndex((each) => each.id === step.id);
+    if (at < 0) steps.push(step);
+    else steps[at] = step;
+    // Each step takes an event id as a token would: the token count leaves them out.
+    this.meta.stepEvents = (this.meta.stepEvents ?? 0) + 1;
+    if (id) this.meta.lastEventId = id; // a rejoin after a reload goes on after it
+    if (this.meta.state === "waiting") this.meta.state = "streaming";
+    this.onChange();
+  }
+
   /** `atMs`: when it arrived (performance.now()), if it was read elsewhere and handed on. */
   #arrived(count, id, atMs = performance.now()) {
     const ms = Math.round(atMs - this.startedAt);
@@ -172,7 +189,9 @@ export class Generation {
     meta.lastMs = ms;
     // The event id is the index of the chunk's first token, so merged chunks still count right.
     const index = Number.parseInt(id, 10);
-    meta.tokens = Number.isFinite(index) ? Math.max(meta.tokens + count, index + count) : meta.tokens + count;
+    meta.tokens = Number.isFinite(index)
+      ? Math.max(meta.tokens + count, index + count - (meta.stepEvents ?? 0))
+      : meta.tokens + count;
     if (id) meta.lastEventId = id; // saved with the text it ends, for a rejoin after a reload
     if (meta.times.length < MAX_RECORDED_TIMES) meta.times.push(ms);
     if (meta.state === "waiting") meta.state = "streaming";

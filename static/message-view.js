@@ -1,6 +1,7 @@
 // One message on screen: its text (Markdown for answers), its alternatives ("‹ 2 / 3 ›"), Edit
 // for a person's message, and for answers a status line with latency numbers, the token
-// timeline, and Copy / Regenerate; on every message, "New chat from here".
+// timeline, and Copy / Regenerate, and a run's tool calls as cards above the text
+// (tool-cards.js); on every message, "New chat from here".
 
 import { FeedbackControl } from "./feedback.js";
 import { LIVE_STATES } from "./generation.js";
@@ -9,6 +10,7 @@ import { MarkdownStream } from "./markdown-stream.js";
 import { AlternativesNav, editInPlace } from "./message-tools.js";
 import { ArrivalStats, answerStats } from "./stats.js";
 import { Timeline } from "./timeline.js";
+import { ToolCards, inFlightStatus } from "./tool-cards.js";
 
 const STALL_AFTER_MS = 3000; // no token for this long mid-answer: say so
 // A burst can bring more text in a frame than a frame can render and lay out: then the text is
@@ -32,9 +34,12 @@ function element(tag, className, text) {
 
 export class MessageView {
   constructor(message, {
-    onCopy, onCopyCode, onRegenerate, onEdit, onAlternative, onFork, onFeedback, announce,
+    onCopy, onCopyCode, onRegenerate, onEdit, onAlternative, onFork, onFeedback, onDecide, announce,
   } = {}) {
     this.message = message;
+    this.onDecide = onDecide;
+    this.announce = announce;
+    this.toolCards = null; // made with the first tool call
     this.times = null; // the arrival times fed to this.arrivals (meta.times, which only grows)
     this.arrivals = new ArrivalStats();
     this.shownReasoningLength = 0;
@@ -157,9 +162,12 @@ export class MessageView {
     const busy = String(LIVE_STATES.includes(state));
     if (this.el.getAttribute("aria-busy") !== busy) this.el.setAttribute("aria-busy", busy);
 
+    if (this.message.steps?.length || this.toolCards) this.#showSteps(meta, nowMs);
     const live = meta.state === "waiting" || meta.state === "streaming";
     const sinceStartMs = live && meta.startedAt != null ? nowMs - meta.startedAt : meta.endMs ?? meta.lastMs ?? 0;
-    const stalled = state === "streaming" && live && meta.lastMs != null && sinceStartMs - meta.lastMs > STALL_AFTER_MS;
+    // A tool call running is no stall: no token is expected while it runs.
+    const stalled = state === "streaming" && live && meta.lastMs != null
+      && sinceStartMs - meta.lastMs > STALL_AFTER_MS && !this.toolCards?.inFlight;
     this.#feedArrivals(meta.times ?? []);
     setIfChanged(this.status, "textContent", this.#statusText(meta, state, sinceStartMs, stalled));
     setIfChanged(this.status, "className", `message-status status-${stalled ? "stalled" : state}`);
@@ -180,6 +188,20 @@ export class MessageView {
       this.shownReasoningLength = reasoning.length;
     }
     if (!caughtUp) this.refreshSoon();
+  }
+
+  /** The run's tool calls as cards above the text: only those whose step changed are touched. */
+  #showSteps(meta, nowMs) {
+    if (!this.toolCards) {
+      this.toolCards = new ToolCards({
+        onDecide: (callId, approve) => this.onDecide(this, callId, approve),
+        announce: this.announce,
+      });
+      this.body.before(this.toolCards.el);
+    }
+    const live = LIVE_STATES.includes(meta.state);
+    meta.decisions ??= {};
+    this.toolCards.update(this.message.steps ?? [], meta.state, live, meta.decisions, nowMs);
   }
 
   /** Render the answer's text, or as much more of it as fits a frame; true once all is shown. */
@@ -252,6 +274,9 @@ export class MessageView {
   }
 
   #statusText(meta, state, sinceStartMs, stalled) {
+    const calling = LIVE_STATES.includes(meta.state) && meta.state !== "stopping"
+      ? inFlightStatus(this.toolCards?.inFlight) : null;
+    if (calling) return calling;
     switch (state) {
       case "streaming":
         if (stalled) return t("state.stalled", { seconds: formatNumber((sinceStartMs - meta.lastMs) / 1000, 0) });

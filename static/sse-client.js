@@ -71,7 +71,9 @@ class EventStreamParser {
  *   opened, e.g. a 4xx/5xx status, rather than breaking off mid-way);
  * - onReasoning(text, count, id) for each `event: reasoning` (the model's thinking, which an
  *   upstream behind the openai engine streams before the answer);
- * - onNamedEvent(name, payload) for the extra events `summary` and `resume`.
+ * - onNamedEvent(name, payload) for the extra events `summary` and `resume`, and
+ *   onNamedEvent("tool_call", step, id) for each step of a run (docs/tools.md: a tool call, sent
+ *   again with the same call id each time its status changes).
  * Other named events are ignored.
  */
 export function readStream(url, { onToken, onReasoning, onDone, onError, onDrop, onNamedEvent }) {
@@ -112,6 +114,9 @@ export function readStream(url, { onToken, onReasoning, onDone, onError, onDrop,
       onNamedEvent?.("resume", info);
     } else if (type === "summary") {
       onNamedEvent?.("summary", parseJson(data) ?? {});
+    } else if (type === "tool_call") {
+      const step = parseJson(data);
+      if (step && typeof step.id === "string") onNamedEvent?.("tool_call", step, id);
     }
   };
 

@@ -49,7 +49,7 @@ export function rememberLiveAnswer(answer) {
   if (!meta?.generationId) return;
   const times = meta.times.length > MAX_STORED_TIMES ? meta.times.slice(0, MAX_STORED_TIMES) : meta.times;
   const kept = {
-    content: answer.content, reasoning: answer.reasoning,
+    content: answer.content, reasoning: answer.reasoning, steps: answer.steps,
     meta: { ...meta, times, startedAt: undefined, state: "streaming" },
   };
   write(sessionStorage, LIVE_KEY, JSON.stringify(kept));

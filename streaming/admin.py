@@ -66,6 +66,7 @@ class GenerationLogAdmin(admin.ModelAdmin):
         ("What made it", {"fields": ("engine", "model", "made_by")}),
         ("Counters and latencies", {"fields": (*record.FIGURES, *record.ENGINE_COUNTS)}),
         ("What was asked", {"fields": ("max_tokens", "prompt_chars", "message_count", "prompt")}),
+        ("Tool calls", {"fields": ("tool_calls",)}),
     )
     readonly_fields = ("made_by", "day")
 

@@ -18,14 +18,13 @@ from asgiref.sync import sync_to_async
 
 from streaming.conversations import records
 from streaming.core import config
-from streaming.core.chunk_log import ChunkKind
 from streaming.core.runtime import Part
 from streaming.generations import record
 from streaming.generations.registry import Generation
 from streaming.generations.whereabouts import whereabouts
 from streaming.models import ConversationItem, GenerationLog, GenerationStatus, ItemStatus
 from streaming.ops import log_writer
-from streaming.runs.steps import last_states
+from streaming.runs.steps import steps_of
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +117,8 @@ def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
     stream = generation.stream
     text = stream.text() if stream is not None and stream.complete else None
     steps = None
-    if text is not None and stream is not None and generation.request.mcp_servers:
-        kind = ChunkKind.STEP
-        steps = last_states(c.text for c in stream.chunks() if c.kind == kind) or None
+    if stream is not None and generation.request.mcp_servers:  # a run: its tool calls
+        steps = steps_of(stream) or None
     status, reason = ending(generation)
     log_writer.schedule(records.finish_answer, generation.id, text, status, reason, steps)
 

@@ -111,8 +111,11 @@ class TokenStream:
         stats.token_times.append(now)
         log = self._log
         pending = log.add(Chunk(index, text, tokens, kind))  # the chunks not yet compact
-        if kind and kind == ChunkKind.REASONING:  # TEXT (0) reads no enum member
-            stats.reasoning_tokens += tokens
+        if kind:  # TEXT (0) reads no enum member
+            if kind == ChunkKind.REASONING:
+                stats.reasoning_tokens += tokens
+            elif kind == ChunkKind.STEP:
+                stats.steps.append(text)
         if pending > self.max_buffered:
             log.compact(pending // 2)  # the older half: a reader that far behind waits
         elif not self._readers and self.max_log_bytes:
@@ -131,12 +134,6 @@ class TokenStream:
             self.stats.tokens_generated = tokens
             self.counters.tokens_generated_total += extra
 
-    def uncount(self, tokens: int) -> None:
-        """Take back `tokens` counted for chunks no model made (a run's steps, each of which
-        took one id), once nothing more is logged: its usage is its model calls' tokens."""
-        self.stats.tokens_generated -= tokens
-        self.counters.tokens_generated_total -= tokens
-
     def finish(
         self, finish_reason: FinishReason | None = None, error: BaseException | None = None
     ) -> None:
@@ -146,6 +143,10 @@ class TokenStream:
         self._finished = True
         self.finish_reason = finish_reason
         self.error = error
+        steps = len(self.stats.steps)
+        if steps:  # each took an id, and none is a model's token: its usage is its model's
+            self.stats.tokens_generated -= steps
+            self.counters.tokens_generated_total -= steps
         self.counters.generations_in_flight -= 1
         if self._log.whole and self.max_log_bytes > 0:
             self._log.compact()  # kept for readers to come: compact now

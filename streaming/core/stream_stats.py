@@ -14,6 +14,9 @@ class StreamStats:
     tokens_generated: int = 0
     tokens_after_abort: int = 0  # made after the abort was asked for: wasted work
     reasoning_tokens: int = 0  # of tokens_generated, those of REASONING chunks
+    # A run's STEP chunks as logged (runs/steps.py), each counted in tokens_generated until the
+    # stream ends: an id of its own, no model's token.
+    steps: list[str] = field(default_factory=list)
     prompt_tokens: int | None = None  # set by engines that know it (usage in the OpenAI API)
     cached_tokens: int | None = None  # of those, served from the engine's cache, where it knows
     created_at: float = field(default_factory=time.monotonic)

@@ -63,6 +63,10 @@ class GenerationLog(models.Model):
     # With REDIS_URL: the model workers that made it, in order, and the tokens each made
     # ([{"worker", "tokens"}]; more than one after a handover, fleet/handover.py); else empty.
     workers = models.JSONField(default=list, blank=True)
+    # A run's tool calls ([{"server", "tool", "status", "error"?, "ms", "bytes"}], runs/steps.py);
+    # null: none. Nullable with no default, so SQLite adds the column in place (keeping the
+    # rollups' triggers of 0018).
+    tool_calls = models.JSONField(null=True, blank=True)
     # The day it counts on in usage: `created_at`'s in TIME_ZONE (the rollup's, UsageDay).
     day = models.DateField(null=True, blank=True, editable=False)
 

@@ -20,6 +20,7 @@ from django.db import connection
 from streaming.core.runtime import Part
 from streaming.generations import record, stored
 from streaming.models import GenerationLog, StoredResponse
+from streaming.runs import steps
 
 if TYPE_CHECKING:
     from streaming.generations.registry import Generation
@@ -51,7 +52,11 @@ class LogWriter:
 
     def queue_log(self, generation: Generation) -> None:
         """Queue the row (and a stored response's end)."""
-        self._rows.append(record.log_row(generation))
+        row = record.log_row(generation)
+        stream = generation.stream
+        if generation.request.mcp_servers and stream is not None:  # a run: its calls
+            row["tool_calls"] = steps.log_of(steps.steps_of(stream)) or None
+        self._rows.append(row)
         if generation.api == "responses":
             self._ends.append((generation.id, stored.final_fields(generation)))
         self._wake()

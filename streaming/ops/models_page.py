@@ -1,6 +1,6 @@
 """The admin's models page (issue 40): every model this deployment serves, its engine, where it
 runs (this process, or each model worker with its room and counters), whether it can serve now,
-and its tokens and TTFT/TPOT percentiles over the last hour, from the log."""
+and its tokens, runs' tool calls and TTFT/TPOT percentiles over the last hour, from the log."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def context(now: datetime | None = None) -> dict[str, Any]:
 
 
 def _model(model: Model, by_model: dict[str, list[dict[str, Any]]], stride: int) -> dict[str, Any]:
-    figures = sampling.counted(reports.latency_figures(by_model.get(model.name, [])), stride)
+    rows = by_model.get(model.name, [])
+    figures = sampling.counted(reports.latency_figures(rows), stride)
     engine = model.engine
     totals = engine.totals()
     # A fleet's engine lists its model's workers; an engine in this process is its own place.
@@ -46,6 +47,7 @@ def _model(model: Model, by_model: dict[str, list[dict[str, Any]]], stride: int)
         "workers": workers,
         "generations": figures["generations"],
         "tokens": figures["tokens_generated"],
+        "tool_calls": sum(len(row["tool_calls"] or ()) for row in rows) * stride,  # runs' calls
         "ttft": figures["latency_ms"]["ttft_ms"],
         "tpot": figures["latency_ms"]["tpot_ms"],
     }

@@ -42,6 +42,7 @@ COLUMNS = (
     "error_code",
     "tokens_generated",
     "tokens_after_abort",
+    "tool_calls",  # a run's (the models page counts them)
     *(column for _, column in LATENCIES),
 )
 

@@ -125,10 +125,10 @@ class RunEngine(TaskEngine):
         tools = self._tools(request.mcp_servers)
         functions = {f"{tool.server}{SEPARATOR}{tool.name}": tool for tool in tools}
         messages = list(request.messages)
-        steps = 0  # step events logged: each took an id, and none is a model's token
+        stats = stream.stats
         for call in range(self.max_steps + 1):
             offered = functions if call < self.max_steps else {}  # the last must answer
-            left = request.max_tokens - (stream.stats.tokens_generated - steps)
+            left = request.max_tokens - (stats.tokens_generated - len(stats.steps))  # model's
             asked = self._asked(request, call, messages, offered, left)
             outcome = await self._model_call(stream, asked) if left > 0 else None
             if outcome is None:
@@ -137,8 +137,7 @@ class RunEngine(TaskEngine):
             turn = json.dumps({"tool_calls": calls}, ensure_ascii=False)
             messages.append(Message("assistant", text, turn))
             for tool_call in calls:
-                steps += await self._tool_call(stream, tool_call, functions, messages)
-        stream.uncount(steps)
+                await self._tool_call(stream, tool_call, functions, messages)
         if not stream.finished:
             stream.finish("length")
 
@@ -216,11 +215,11 @@ class RunEngine(TaskEngine):
         tool_call: dict[str, Any],
         functions: dict[str, Tool],
         messages: list[Message],
-    ) -> int:
+    ) -> None:
         """One tool call: asked of the person where the file says so, logged as started and as
-        ended; its result, or why it failed, goes to the model as a tool turn. Returns the steps
-        it logged. Cancelled (a Stop), it is cancelled at its server and logged no more: the
-        stream ends with the reason, the step left as it was."""
+        ended; its result, or why it failed, goes to the model as a tool turn. Cancelled (a
+        Stop), it is cancelled at its server and logged no more: the stream ends with the
+        reason, the step left as it was."""
         function = tool_call.get("function") or {}
         name, arguments = function.get("name", ""), function.get("arguments") or "{}"
         tool = functions.get(name)
@@ -232,11 +231,10 @@ class RunEngine(TaskEngine):
             tool.name if tool else tool_name,
             arguments,
         )
-        started, logged = time.monotonic(), 0
+        started = time.monotonic()
         parsed, refused = self._checked(tool, arguments)
         if refused is None and tool is not None and self._needs_approval(tool):
             stream.push(replace(step, status="awaiting_approval").as_json(), kind=ChunkKind.STEP)
-            logged += 1
             refused = await self._approval(stream.id, call_id)
             started = time.monotonic()
         stream.push(step.as_json(), kind=ChunkKind.STEP)
@@ -251,7 +249,6 @@ class RunEngine(TaskEngine):
         said = output if not error else f"Error ({error}): {output}"
         turn = json.dumps({"tool_call_id": call_id, "name": name}, ensure_ascii=False)
         messages.append(Message("tool", said, turn))
-        return logged + 2
 
     def _checked(
         self, tool: Tool | None, arguments: str

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
+from streaming.core.stream import TokenStream
+
 Status = Literal["awaiting_approval", "in_progress", "completed", "failed"]
 
 
@@ -51,3 +53,19 @@ def last_states(events: Iterable[str]) -> list[dict[str, object]]:
         data = json.loads(text)
         calls[data["id"]] = data  # a dict keeps each key where it was first put
     return list(calls.values())
+
+
+def log_of(steps: list[dict[str, object]]) -> list[dict[str, object]]:
+    """What the log row keeps of each call (its text aside): server, tool, how it ended, how
+    long it took, and its result's size in bytes."""
+    kept = []
+    for step in steps:
+        row = {key: step[key] for key in ("server", "tool", "status", "error", "ms") if key in step}
+        row["bytes"] = len(str(step.get("output", "")).encode())
+        kept.append(row)
+    return kept
+
+
+def steps_of(stream: TokenStream) -> list[dict[str, object]]:
+    """An answer's tool calls, each its last event (the stream keeps its steps' events)."""
+    return last_states(stream.stats.steps)

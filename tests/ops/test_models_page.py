@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from streaming import deployment
 from streaming.core import runtime
 from streaming.engines.models import MODELS as SERVED
+from streaming.models import GenerationLog
 from tests.ops.test_dashboard import make_row
 
 pytestmark = pytest.mark.django_db
@@ -55,6 +56,8 @@ def test_each_model_with_its_engine_room_readiness_and_last_hours_figures(client
     asyncio.run(models.find("small").engine.start())  # the other is not started
     make_row("recent-1", model="small", ttft_ms=100.0, tpot_ms=20.0, tokens_generated=30)
     make_row("recent-2", model="small", ttft_ms=300.0, tpot_ms=40.0, tokens_generated=10)
+    calls = [{"server": "lab", "tool": "echo", "status": "completed", "ms": 3.0, "bytes": 2}]
+    GenerationLog.objects.filter(generation_id="recent-2").update(tool_calls=calls * 3)
     make_row("long-ago", model="small", minutes_ago=120, ttft_ms=9000.0)
     client.force_login(User.objects.create_superuser("root", password="pw"))
 
@@ -64,11 +67,12 @@ def test_each_model_with_its_engine_room_readiness_and_last_hours_figures(client
     assert small[0] == "small (default)"
     assert small[1:4] == ["deterministic", "everyone", "yes"]
     assert "this process" in small[4]
-    # The last hour only: 2 rows; p50 and p99 of TTFT 100 and 300 ms, of TPOT 20 and 40 ms.
-    assert small[5:] == ["2", "40", "200", "298", "30.0", "39.8"]
+    # The last hour only: 2 rows, one a run of 3 tool calls; p50 and p99 of TTFT 100 and 300 ms,
+    # of TPOT 20 and 40 ms.
+    assert small[5:] == ["2", "40", "3", "200", "298", "30.0", "39.8"]
     research = cells(page, "research-only")
     assert research[2:4] == ["research", "no"]
-    assert research[5:] == ["0", "0", "–", "–", "–", "–"]
+    assert research[5:] == ["0", "0", "0", "–", "–", "–", "–"]
     index = client.get("/admin/").content.decode()
     assert f'href="{PAGE}"' in index
 

@@ -5,6 +5,7 @@ the answer's log, read again from the start by a second reader, stopped during a
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,7 +50,7 @@ groups = ["ops"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+def server(tmp_path_factory) -> Iterator[tuple[str, Path, Path]]:
     directory: Path = tmp_path_factory.mktemp("runs")
     port = free_port()
     events = directory / "tool-events.txt"
@@ -68,7 +69,7 @@ def server(tmp_path_factory) -> Iterator[tuple[str, Path]]:
         ready_path="/readyz",
     )
     try:
-        yield live.url, events
+        yield live.url, events, directory / "live.sqlite3"
     finally:
         live.stop()
         stop_process(tools)
@@ -179,7 +180,7 @@ def test_the_step_limit_ends_the_tool_calls_and_the_model_answers(url):
 
 
 def test_stop_during_a_tool_call_ends_the_run_and_a_second_reader_sees_the_same_steps(server):
-    url, tool_events = server
+    url, tool_events, _ = server
     created = httpx.post(
         f"{url}/api/generations",
         json={"prompt": '/call lab.wait {"seconds": 30}', "mcp_servers": ["lab"]},
@@ -266,3 +267,30 @@ def test_a_conversations_answers_are_runs_of_its_servers_and_keep_their_steps(ur
         # Back to none: answers are plain again.
         cleared = client.patch(path, json={"mcp_servers": None}).json()
         assert cleared["settings"]["mcp_servers"] is None
+
+
+def test_the_log_row_lists_a_runs_calls_without_their_text(server):
+    url, _, database = server
+    created = httpx.post(
+        f"{url}/api/stream",
+        json={
+            "prompt": '/call lab.echo {"text": "ab"}\n/call lab.fail {"reason": "no"}',
+            "mcp_servers": ["lab"],
+        },
+    )
+    assert created.status_code == 200
+
+    def logged():
+        with sqlite3.connect(database) as db:
+            rows = db.execute(
+                "SELECT tool_calls FROM streaming_generationlog WHERE tool_calls IS NOT NULL"
+            ).fetchall()
+        runs = [json.loads(text) for (text,) in rows]
+        return next((c for c in runs if [x["tool"] for x in c] == ["echo", "fail"]), None)
+
+    calls = wait_until(logged, timeout=10)
+    assert [(c["tool"], c["status"], c.get("error"), c["bytes"]) for c in calls] == [
+        ("echo", "completed", None, 2),
+        ("fail", "failed", "tool_error", 0),
+    ]
+    assert all(c["server"] == "lab" and c["ms"] >= 0 for c in calls)
