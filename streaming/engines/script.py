@@ -230,7 +230,9 @@ def tokens_for(request: GenerationRequest, answer_tokens: int = 0) -> tuple[list
 
 
 def _tool_results(request: GenerationRequest) -> str:
-    """The tool results after the last question, quoted, each line cut at 200 characters."""
+    """The tool results after the last question, each cut at 200 characters, quoted line by
+    line."""
     asked = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=-1)
     said = [m.content[:200] for m in request.messages[asked + 1 :] if m.role == "tool"]
-    return "".join(f"> {text}\n" for text in said) + "\n" if said else ""
+    lines = [line for text in said for line in text.splitlines() or [""]]
+    return "".join(f"> {line}\n" for line in lines) + "\n" if said else ""
