@@ -33,6 +33,7 @@ class ImportedItem:
     status: str
     finish_reason: str
     created_at: datetime | None
+    steps: list[dict[str, Any]] | None = None  # an answer's tool calls (runs/steps.py)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ def _create(owner: str, imported: ImportedConversation) -> Conversation:
             # No generation comes with it: an answer that was running stays as far as it got.
             status=ItemStatus.CUT if item.status == ItemStatus.IN_PROGRESS else item.status,
             finish_reason=item.finish_reason,
+            steps=item.steps,
             created_at=item.created_at or stamp,
         )
     if imported.current is not None:

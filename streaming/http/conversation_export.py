@@ -4,8 +4,9 @@ Markdown (the branch shown) or JSON, all of them as one JSON file that
 
 The JSON holds each conversation's whole tree, every item in the Conversations API's item
 shape (openai_items.item_object) plus what that shape leaves out and a round trip needs: its
-`parent`, `created_at`, `finish_reason`, and `chat_status` (the page's own status, finer than
-OpenAI's three). Parents come before their children.
+`parent`, `created_at`, `finish_reason`, `chat_status` (the page's own status, finer than
+OpenAI's three), and an answer's `steps` (its tool calls) where it has some. Parents come
+before their children.
 """
 
 from __future__ import annotations
@@ -48,13 +49,16 @@ def conversation_file(conversation: Conversation) -> dict[str, Any]:
 
 
 def _item_file(item: ConversationItem, ids: dict[int, str]) -> dict[str, Any]:
-    return {
+    kept = {
         **item_object(item),
         "parent": ids.get(item.parent_id),
         "created_at": item.created_at.isoformat(),
         "finish_reason": item.finish_reason,
         "chat_status": item.status,
     }
+    if item.steps:
+        kept["steps"] = item.steps  # an answer's tool calls (docs/tools.md)
+    return kept
 
 
 def export_file(conversations: list[Conversation]) -> dict[str, Any]:
@@ -75,8 +79,16 @@ def markdown(conversation: Conversation) -> str:
     for item in branch.items:
         heading = HEADINGS.get(item.role, item.role)
         ending = "" if item.status == ItemStatus.COMPLETED else f" ({item.status})"
-        parts.append(f"## {heading}{ending}\n\n{item.content}\n")
+        calls = "".join(_call_line(step) for step in item.steps or ())
+        body = f"{calls}\n{item.content}" if calls else item.content
+        parts.append(f"## {heading}{ending}\n\n{body}\n")
     return "\n".join(parts)
+
+
+def _call_line(step: dict[str, Any]) -> str:
+    """A tool call of an answer as a line of the Markdown: server and tool, how it ended."""
+    why = f" ({step['error']})" if step.get("error") else ""
+    return f"- Tool call `{step.get('server')}.{step.get('tool')}`: {step.get('status')}{why}\n"
 
 
 def file_name(conversation: Conversation, suffix: str) -> str:

@@ -39,7 +39,10 @@ MAX_PER_IMPORT = 100
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 CONVERSATION_KEYS = {"id", "title", "created_at", "metadata", "settings", "current", "items"}
-EXTRA_ITEM_KEYS = {"parent", "created_at", "finish_reason", "chat_status"}
+EXTRA_ITEM_KEYS = {"parent", "created_at", "finish_reason", "chat_status", "steps"}
+MAX_STEPS = 64  # tool calls one imported answer may hold
+STEP_KEYS = {"id", "server", "tool", "arguments", "status", "output", "error", "message", "ms"}
+STEP_STATUSES = ("awaiting_approval", "in_progress", "completed", "failed")
 MAX_KEY_CHARS = 100  # an item's id in the file: only a name for `parent` and `current`
 # OpenAI's item status → the page's, where the file gives no `chat_status`.
 FROM_OPENAI = {
@@ -151,7 +154,30 @@ def _item(raw: Any, where: str) -> ImportedItem:
         status=_status(raw, role, where),
         finish_reason=finish_reason,
         created_at=_moment(raw.get("created_at"), f"{where}.created_at"),
+        steps=_steps(raw.get("steps"), role, f"{where}.steps"),
     )
+
+
+def _steps(raw: Any, role: str, where: str) -> list[dict[str, Any]] | None:
+    """An answer's tool calls as an export wrote them: each its last event's fields, strings
+    but `ms`, its status one of a step's; the same bounds as an item's text."""
+    if raw is None or raw == []:
+        return None
+    if role != "assistant" or not isinstance(raw, list) or len(raw) > MAX_STEPS:
+        raise InvalidImport(where, f"must be an answer's list of at most {MAX_STEPS} tool calls.")
+    limit = config.current().conversations.max_item_chars
+    for index, step in enumerate(raw):
+        at = f"{where}[{index}]"
+        if not isinstance(step, dict) or not {"id", "server", "tool", "status"} <= set(step):
+            raise InvalidImport(at, "must be a tool call with its id, server, tool and status.")
+        _known(step, STEP_KEYS, at)
+        if step["status"] not in STEP_STATUSES:
+            raise InvalidImport(f"{at}.status", f"must be one of {', '.join(STEP_STATUSES)}.")
+        for key, value in step.items():
+            fits = isinstance(value, int | float) if key == "ms" else isinstance(value, str)
+            if not fits or isinstance(value, bool) or (key != "ms" and len(value) > limit):
+                raise InvalidImport(f"{at}.{key}", "has the wrong type or is too long.")
+    return raw
 
 
 def _status(raw: dict[str, Any], role: str, where: str) -> str:

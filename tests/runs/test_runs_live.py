@@ -294,3 +294,26 @@ def test_the_log_row_lists_a_runs_calls_without_their_text(server):
         ("fail", "failed", "tool_error", 0),
     ]
     assert all(c["server"] == "lab" and c["ms"] >= 0 for c in calls)
+
+
+def test_an_answers_tool_calls_go_out_in_its_export_and_back_in_with_an_import(url):
+    with httpx.Client(base_url=url, timeout=60) as client:
+        made = client.post("/api/conversations", json={"mcp_servers": ["lab"]}).json()
+        path = f"/api/conversations/{made['id']}"
+        shown = client.post(f"{path}/messages", json={"content": '/call lab.echo {"text": "out"}'})
+        with client.stream("GET", shown.json()["items"][-1]["generation"]["stream_url"]) as reply:
+            list(iter_sse(reply))
+        wait_until(lambda: client.get(path).json()["items"][-1]["steps"], timeout=10)
+        markdown = client.get(f"{path}/export?format=md").text
+        assert "- Tool call `lab.echo`: completed\n" in markdown
+        exported = client.get(f"{path}/export?format=json").json()
+        (answer,) = [i for i in exported["conversations"][0]["items"] if i.get("steps")]
+        assert [(s["tool"], s["output"]) for s in answer["steps"]] == [("echo", "out")]
+        imported = client.post("/api/conversations/import", json=exported)
+        assert imported.status_code == 201, imported.text
+        again = client.get(f"/api/conversations/{imported.json()['ids'][0]}").json()
+        assert again["items"][-1]["steps"] == answer["steps"]
+        # A file's steps are checked as the rest of it is: nothing half-imported.
+        answer["steps"][0]["status"] = "done"
+        refused = client.post("/api/conversations/import", json=exported)
+        assert refused.status_code == 400 and "steps[0].status" in refused.text, refused.text
