@@ -15,7 +15,7 @@ const SAID = [...IN_FLIGHT, "completed", "failed"];
 // Failures with words of their own (runs/loop.py's codes); any other says "error".
 const ERROR_CODES = [
   "unknown_tool", "invalid_arguments", "timeout", "too_large", "tool_error", "server_unavailable",
-  "denied", "approval_timeout",
+  "denied", "approval_timeout", "interrupted",
 ];
 
 function element(tag, className, text) {

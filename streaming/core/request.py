@@ -41,6 +41,8 @@ class Continuation:
 
     tokens: int  # tokens already made (and streamed): the next one is token `tokens`
     text: str  # their answer text, which a model prefills after the prompt
+    # A run's step events so far, in order (runs/steps.py): it goes on from its last ended call.
+    steps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

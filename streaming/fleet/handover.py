@@ -54,7 +54,9 @@ def continued(
     request = dataclasses.replace(
         stream.request,
         continuation=Continuation(
-            tokens=stream.stats.tokens_generated, text="".join(assignment.text)
+            tokens=stream.stats.tokens_generated,
+            text="".join(assignment.text),
+            steps=tuple(stream.stats.steps),  # a run's: it goes on from its last ended call
         ),
     )
     return request, [as_list(c) for c in stream.chunks()] if assignment.log else []

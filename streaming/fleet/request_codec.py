@@ -33,10 +33,18 @@ CARRIED: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "stop": (list, tuple),
     "mcp_servers": (list, tuple),
     "continuation": (
-        lambda went_on: [went_on.tokens, went_on.text],
-        lambda went_on: Continuation(*went_on),
+        lambda went_on: _went_on_message(went_on),
+        lambda went_on: Continuation(*went_on[:2], tuple(went_on[2]) if len(went_on) > 2 else ()),
     ),
 }
+
+
+def _went_on_message(went_on: Continuation) -> list[Any]:
+    """[tokens, text], and a run's steps only where it has some (as a message had them before)."""
+    message: list[Any] = [went_on.tokens, went_on.text]
+    if went_on.steps:
+        message.append(list(went_on.steps))
+    return message
 
 
 def request_message(request: GenerationRequest) -> dict[str, Any]:

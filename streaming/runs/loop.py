@@ -28,11 +28,13 @@ from streaming.engines.base import Engine, TaskEngine
 from streaming.runs.approvals import WAIT_S as APPROVAL_WAIT_S
 from streaming.runs.approvals import Approvals, LocalApprovals
 from streaming.runs.servers import McpServers, Tool
-from streaming.runs.steps import Step
+from streaming.runs.steps import Step, last_states
 from streaming.wire.openai_format import merge_tool_calls
 
 MAX_STEPS = 8  # model calls that may call tools; the one after them must answer
 SEPARATOR = "__"  # a function's name: <server>__<tool> (servers.Tool.as_function)
+# What a call in flight when its worker stopped says, to the model and the person.
+INTERRUPTED = "The call was in flight when its model worker stopped; it was not made again."
 
 
 class RunEngine(TaskEngine):
@@ -96,12 +98,6 @@ class RunEngine(TaskEngine):
             return self.inner.generate(request)
         # Its own counters: the model's tokens are counted by each model call's stream.
         stream = TokenStream(request, Counters())
-        if request.continuation is not None:
-            # A run handed over from a worker that died is not begun again here: its tool
-            # calls may have side effects. It ends as its worker did (docs/tools.md).
-            self.streams[stream.id] = stream
-            stream.finish(error=GenerationError("worker_unavailable"))
-            return stream
         return self._start(stream, self._run(stream))
 
     async def accepted(self, request_id: str) -> None:
@@ -126,7 +122,10 @@ class RunEngine(TaskEngine):
         functions = {f"{tool.server}{SEPARATOR}{tool.name}": tool for tool in tools}
         messages = list(request.messages)
         stats = stream.stats
-        for call in range(self.max_steps + 1):
+        done = 0  # model calls that called tools
+        if request.continuation is not None:  # handed over: on from its last ended call
+            done = self._went_on(stream, request.continuation.steps, messages)
+        for call in range(done, self.max_steps + 1):
             offered = functions if call < self.max_steps else {}  # the last must answer
             left = request.max_tokens - (stats.tokens_generated - len(stats.steps))  # model's
             asked = self._asked(request, call, messages, offered, left)
@@ -140,6 +139,29 @@ class RunEngine(TaskEngine):
                 await self._tool_call(stream, tool_call, functions, messages)
         if not stream.finished:
             stream.finish("length")
+
+    def _went_on(
+        self, stream: TokenStream, events: tuple[str, ...], messages: list[Message]
+    ) -> int:
+        """A run handed over from a worker that stopped: its ended calls back in the history as
+        they were, a call that was in flight ended as `interrupted` and never made again (a
+        tool may have side effects). Returns the calls it had made."""
+        stream.stats.steps[:0] = events  # their ids, taken back at the end like the rest
+        calls = last_states(events)
+        for state in calls:
+            step = Step(  # as it was logged
+                str(state["id"]), str(state["server"]), str(state["tool"]), str(state["arguments"])
+            )
+            if state["status"] in ("completed", "failed"):
+                output, error = (
+                    str(state.get("output") or state.get("message") or ""),
+                    str(state.get("error") or ""),
+                )
+            else:
+                output, error = INTERRUPTED, "interrupted"
+                stream.push(step.ended(output, error, 0.0).as_json(), kind=ChunkKind.STEP)
+            RunEngine._answered(step, output, error, messages)
+        return len(calls)
 
     async def _start_servers(self, names: tuple[str, ...]) -> None:
         """Those not up yet: still starting with the process, or down and due a try."""
@@ -174,6 +196,7 @@ class RunEngine(TaskEngine):
             messages=tuple(messages),
             upstream_options=json.dumps(options) if options else "",
             mcp_servers=(),
+            continuation=None,  # the run goes on; each model call begins afresh
             max_tokens=max(left, 1),
         )
 
@@ -246,9 +269,23 @@ class RunEngine(TaskEngine):
             output, error = refused or ("No such tool is offered in this run.", "unknown_tool")
         ended = step.ended(output, error, _ms(started))
         stream.push(ended.as_json(), kind=ChunkKind.STEP)
+        self._answered(step, output, error, messages, asked=False)
+
+    @staticmethod
+    def _answered(
+        step: Step, output: str, error: str, messages: list[Message], *, asked: bool = True
+    ) -> None:
+        """A call and its result in the history the model reads next (`asked`: its call too,
+        for a run rebuilt after a handover)."""
+        name = f"{step.server}{SEPARATOR}{step.tool}"
+        if asked:
+            function = {"name": name, "arguments": step.arguments}
+            call = {"id": step.id, "type": "function", "function": function}
+            turn = json.dumps({"tool_calls": [call]}, ensure_ascii=False)
+            messages.append(Message("assistant", "", turn))
         said = output if not error else f"Error ({error}): {output}"
-        turn = json.dumps({"tool_call_id": call_id, "name": name}, ensure_ascii=False)
-        messages.append(Message("tool", said, turn))
+        result = json.dumps({"tool_call_id": step.id, "name": name}, ensure_ascii=False)
+        messages.append(Message("tool", said, result))
 
     def _checked(
         self, tool: Tool | None, arguments: str
