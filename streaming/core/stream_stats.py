@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import time
 from array import array
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -25,6 +27,14 @@ class StreamStats:
     aborted_at: float | None = None
     # Arrival time of each token, 8 bytes apiece: the log's gaps are computed from it at the end.
     token_times: array[float] = field(default_factory=lambda: array("d"))
+
+    def last_steps(self) -> list[dict[str, Any]]:
+        """A run's tool calls, each its last step event, in the order the calls began."""
+        calls: dict[str, dict[str, Any]] = {}
+        for text in self.steps:
+            event = json.loads(text)
+            calls[event["id"]] = event  # a dict keeps each key where it was first put
+        return list(calls.values())
 
     @property
     def total_tokens(self) -> int:

@@ -48,6 +48,7 @@ def outcome_of(generation: Generation) -> Outcome:
         cached_tokens=(stream.stats.cached_tokens or 0) if stream is not None else 0,
         output_tokens=record.figures(generation)["tokens_generated"],
         reasoning_tokens=stream.stats.reasoning_tokens if stream is not None else 0,
+        steps=stream.stats.last_steps() if stream is not None else [],
         error=(
             {
                 "code": "server_error",
@@ -72,6 +73,7 @@ def finished_outcome(stream: TokenStream, text: str) -> Outcome:
         output_tokens=stream.stats.tokens_generated,
         reasoning_tokens=stream.stats.reasoning_tokens,
         incomplete_reason=INCOMPLETE if length else None,
+        steps=stream.stats.last_steps(),
     )
 
 
@@ -87,6 +89,7 @@ def final_fields(generation: Generation) -> dict[str, Any]:
         "reasoning_tokens": outcome.reasoning_tokens,
         "error": outcome.error,
         "incomplete_reason": outcome.incomplete_reason or "",
+        "steps": outcome.steps or None,
     }
 
 
@@ -106,6 +109,7 @@ def stored_outcome(row: StoredResponse) -> Outcome:
         reasoning_tokens=row.reasoning_tokens,
         error=row.error,
         incomplete_reason=row.incomplete_reason or None,
+        steps=row.steps or [],
     )
 
 

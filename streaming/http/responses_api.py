@@ -55,6 +55,7 @@ class ResponseFramer:
 
     def __init__(self, spec: ResponseSpec, stream: TokenStream, position: int, after: int) -> None:
         self.spec = spec
+        self.stream = stream
         self.after = after  # the last event the reader has (tail events up to it are skipped)
         self.next = wire.PREAMBLE_EVENTS + position  # the next delta's number
         self.parts = [stream.text(position)]  # the text before it, for the `done` events
@@ -71,10 +72,26 @@ class ResponseFramer:
             [
                 delta(first + i, text)
                 if chunk.kind in ANSWER
+                else self._step(first + i, chunk.text)
+                if chunk.kind == ChunkKind.STEP
                 else other(first + i, chunk.kind, chunk.text)
                 for i, (chunk, text) in enumerate(zip(batch, texts, strict=True))
             ]
         )
+
+    def _step(self, sequence_number: int, text: str) -> bytes:
+        """A run's step as its one event: the call's item is the message's next, in the order
+        the calls began (the same for every reader, wherever it starts)."""
+        step = json.loads(text)
+        calls, asked = [], set()
+        for event in map(json.loads, self.stream.stats.steps):
+            if event["id"] not in calls:
+                calls.append(event["id"])
+            if event["status"] == "awaiting_approval":
+                asked.add(event["id"])
+        first = step["status"] == "awaiting_approval" or step["id"] not in asked
+        index = 1 + calls.index(step["id"]) if step["id"] in calls else 1 + len(calls)
+        return wire.step_event(sequence_number, step, index, first)
 
     @staticmethod
     def ping() -> bytes:

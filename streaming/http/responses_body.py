@@ -6,6 +6,7 @@ value only, or refused with a 400 that names it (openai_dialect.py).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ SUPPORTED = {
     "previous_response_id",
     "metadata",
     "conversation",
+    "tools",  # `mcp` tools naming the deployment's servers (docs/tools.md); none other
     *accepted("responses"),  # core/fields.py (`seed` and `fault` ours, as in the native API)
 }
 IGNORED = {
@@ -47,7 +49,6 @@ IGNORED = {
     "stream_options",
 }
 NEUTRAL = {
-    "tools": is_none_or([]),
     "tool_choice": is_none_or("none", "auto"),
     "text": lambda value: value is None or value in ({}, {"format": {"type": "text"}}),
     "reasoning": is_none_or({}),
@@ -96,7 +97,12 @@ class ResponseBody:
             ),
             **self.sampling(),
         )
-        return request, self.spec(request, model)
+        return self.with_servers(request), self.spec(request, model)
+
+    def with_servers(self, request: GenerationRequest) -> GenerationRequest:
+        """A run, where `tools` names MCP servers (admission judges them)."""
+        servers = mcp_servers_of(self.data.get("tools"))
+        return dataclasses.replace(request, mcp_servers=servers) if servers else request
 
     def check_model(self, model: str) -> None:
         """ModelNotFound (404) unless `model` is the one served."""
@@ -122,6 +128,7 @@ class ResponseBody:
             background=self.background,
             store=self.store,
             conversation=self.conversation_id,
+            mcp_servers=mcp_servers_of(data.get("tools")),
         )
 
 
@@ -155,6 +162,7 @@ def parse_response_body(body: bytes) -> ResponseBody:
                 f"`previous_response_id` must be a response id ({ID_PREFIX}…).",
             )
     input_messages(data["input"])  # its errors before any lookup
+    mcp_servers_of(data.get("tools"))
     return ResponseBody(
         data,
         stream,
@@ -183,6 +191,36 @@ def _conversation_id(raw: Any, previous_id: str | None) -> str | None:
             "continues one or the other.",
         )
     return raw
+
+
+def mcp_servers_of(tools: Any) -> tuple[str, ...]:
+    """The servers `tools` names: `{"type": "mcp", "server_label"}` items only. A client names
+    the deployment's servers, never an address, headers or its own approval rules."""
+    if tools is None or tools == []:
+        return ()
+    if not isinstance(tools, list):
+        raise UnsupportedParameter("tools", "`tools` must be a list of `mcp` tools.")
+    labels = []
+    for index, tool in enumerate(tools):
+        where = f"tools[{index}]"
+        if not isinstance(tool, dict) or tool.get("type") != "mcp":
+            raise UnsupportedParameter(
+                where, f"`{where}`: only `mcp` tools naming this deployment's MCP servers."
+            )
+        extra = sorted(set(tool) - {"type", "server_label", "server_description"})
+        if extra:
+            raise UnsupportedParameter(
+                f"{where}.{extra[0]}",
+                f"`{where}.{extra[0]}`: a server is the deployment's, named by `server_label`; "
+                "its address, headers, tools and approvals are set in its file (docs/tools.md).",
+            )
+        label = tool.get("server_label")
+        if not isinstance(label, str) or not 0 < len(label) <= 64:
+            raise UnsupportedParameter(
+                f"{where}.server_label", "`server_label` must name a server."
+            )
+        labels.append(label)
+    return tuple(dict.fromkeys(labels))
 
 
 def input_messages(raw: Any) -> list[Message]:

@@ -108,6 +108,9 @@ class StoredResponse(models.Model):
     reasoning_tokens = models.PositiveIntegerField(default=0)  # of output_tokens, reasoning
     error = models.JSONField(null=True, blank=True)
     incomplete_reason = models.CharField(max_length=32, blank=True)
+    # A run's tool calls, each its last step event (runs/steps.py); null: none (nullable with no
+    # default, so SQLite adds the column in place).
+    steps = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

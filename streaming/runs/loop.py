@@ -28,7 +28,7 @@ from streaming.engines.base import Engine, TaskEngine
 from streaming.runs.approvals import WAIT_S as APPROVAL_WAIT_S
 from streaming.runs.approvals import Approvals, LocalApprovals
 from streaming.runs.servers import McpServers, Tool
-from streaming.runs.steps import Step, last_states
+from streaming.runs.steps import Step
 from streaming.wire.openai_format import merge_tool_calls
 
 MAX_STEPS = 8  # model calls that may call tools; the one after them must answer
@@ -147,7 +147,7 @@ class RunEngine(TaskEngine):
         they were, a call that was in flight ended as `interrupted` and never made again (a
         tool may have side effects). Returns the calls it had made."""
         stream.stats.steps[:0] = events  # their ids, taken back at the end like the rest
-        calls = last_states(events)
+        calls = stream.stats.last_steps()  # nothing logged here yet: the carried calls
         for state in calls:
             step = Step(  # as it was logged
                 str(state["id"]), str(state["server"]), str(state["tool"]), str(state["arguments"])

@@ -5,7 +5,6 @@ steps in the same order, and a step logged as started but never ended was in fli
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
@@ -45,16 +44,6 @@ def step_of(text: str) -> Step:
     return Step(**json.loads(text))
 
 
-def last_states(events: Iterable[str]) -> list[dict[str, object]]:
-    """Each call's last event (its JSON object), in the order the calls began: what an ended
-    answer keeps of its run."""
-    calls: dict[str, dict[str, object]] = {}
-    for text in events:
-        data = json.loads(text)
-        calls[data["id"]] = data  # a dict keeps each key where it was first put
-    return list(calls.values())
-
-
 def log_of(steps: list[dict[str, object]]) -> list[dict[str, object]]:
     """What the log row keeps of each call (its text aside): server, tool, how it ended, how
     long it took, and its result's size in bytes."""
@@ -68,4 +57,4 @@ def log_of(steps: list[dict[str, object]]) -> list[dict[str, object]]:
 
 def steps_of(stream: TokenStream) -> list[dict[str, object]]:
     """An answer's tool calls, each its last event (the stream keeps its steps' events)."""
-    return last_states(stream.stats.steps)
+    return stream.stats.last_steps()

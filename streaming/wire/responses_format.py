@@ -52,6 +52,7 @@ class ResponseSpec:
     background: bool = False
     store: bool = True
     conversation: str | None = None  # the id of the conversation it answers in
+    mcp_servers: tuple[str, ...] | list[str] = ()  # the `mcp` tools it named (a run)
 
     def as_json(self) -> dict[str, Any]:
         """For storing (models.StoredResponse.spec)."""
@@ -70,6 +71,7 @@ class Outcome:
     reasoning_tokens: int = 0  # of the output tokens, an upstream's reasoning
     error: dict[str, str] | None = None  # {code, message}, for `failed`
     incomplete_reason: str | None = None  # max_output_tokens, for `incomplete`
+    steps: list[dict[str, Any]] = field(default_factory=list)  # a run's calls, each's last event
 
 
 def item_status(status: str) -> str:
@@ -116,16 +118,69 @@ def response_object(spec: ResponseSpec, outcome: Outcome) -> dict[str, Any]:
         "incomplete_details": (
             {"reason": outcome.incomplete_reason} if outcome.incomplete_reason else None
         ),
-        "output": [output_item(spec, outcome)] if ended or outcome.text else [],
+        "output": [
+            *([output_item(spec, outcome)] if ended or outcome.text else []),
+            *(mcp_call_item(step) for step in outcome.steps),
+        ],
         "output_text": outcome.text,
         "parallel_tool_calls": False,
         "tool_choice": "none",
-        "tools": [],
+        "tools": [{"type": "mcp", "server_label": name} for name in spec.mcp_servers],
         "text": {"format": {"type": "text"}},
         "truncation": "disabled",
         "usage": usage(outcome) if ended else None,
         "conversation": {"id": spec.conversation} if spec.conversation else None,
     }
+
+
+# A step's status (runs/steps.py) as an `mcp_call` item's.
+CALL_STATUS = {"awaiting_approval": "in_progress", "in_progress": "calling"}
+
+
+def mcp_call_item(step: dict[str, Any]) -> dict[str, Any]:
+    """A run's tool call (its step event) as the `mcp_call` output item: its output once
+    completed, its error once failed (a tool's own as `mcp_tool_execution_error`, anything
+    else, ours or the server's, as `mcp_protocol_error` with the code in its message)."""
+    status = step["status"]
+    error = None
+    if status == "failed":
+        said = f"{step.get('error', 'error')}: {step.get('message', '')}"
+        error = (
+            {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": said}]}
+            if step.get("error") == "tool_error"
+            else {"type": "mcp_protocol_error", "code": -32000, "message": said}
+        )
+    return {
+        "id": "mcp_" + str(step["id"]),
+        "type": "mcp_call",
+        "server_label": step["server"],
+        "name": step["tool"],
+        "arguments": step.get("arguments") or "{}",
+        "status": CALL_STATUS.get(status, status),
+        "output": step.get("output") if status == "completed" else None,
+        "error": error,
+    }
+
+
+def step_event(sequence_number: int, step: dict[str, Any], output_index: int, first: bool) -> bytes:
+    """One event per step event, so that numbering by log position holds: a call's first
+    (`output_item.added`), its start after an approval (`mcp_call.in_progress`), its end
+    (`output_item.done`, the item with its output or error)."""
+    item = mcp_call_item(step)
+    if step["status"] in ("completed", "failed"):
+        return event(
+            "response.output_item.done", sequence_number, output_index=output_index, item=item
+        )
+    if first:
+        return event(
+            "response.output_item.added", sequence_number, output_index=output_index, item=item
+        )
+    return event(
+        "response.mcp_call.in_progress",
+        sequence_number,
+        item_id=item["id"],
+        output_index=output_index,
+    )
 
 
 def usage(outcome: Outcome) -> dict[str, Any]:

@@ -245,7 +245,7 @@ def test_a_response_not_stored_cannot_be_retrieved(openai_client, model):
 @pytest.mark.parametrize(
     "kwargs, param",
     [
-        ({"tools": [{"type": "web_search"}]}, "tools"),
+        ({"tools": [{"type": "web_search"}]}, "tools[0]"),  # only `mcp` ones (docs/tools.md)
         ({"extra_body": {"frequency": 1}}, "frequency"),
         ({"background": True, "store": False}, "background"),
         ({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]}, "input[0]"),

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 
 from streaming.programs.liveserver import free_port, stop_process, wait_until
@@ -317,3 +318,54 @@ def test_an_answers_tool_calls_go_out_in_its_export_and_back_in_with_an_import(u
         answer["steps"][0]["status"] = "done"
         refused = client.post("/api/conversations/import", json=exported)
         assert refused.status_code == 400 and "steps[0].status" in refused.text, refused.text
+
+
+def test_a_run_through_the_responses_api_read_by_the_official_client(url):
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    mcp = [{"type": "mcp", "server_label": "lab"}]
+    events = list(
+        client.responses.create(
+            model="lab",
+            input='/call lab.echo {"text": "via openai"}',
+            tools=mcp,
+            stream=True,
+            max_output_tokens=40,
+        )
+    )
+    numbers = [event.sequence_number for event in events]
+    assert numbers == list(range(len(events)))  # one event per position, none twice
+    calls = [
+        e for e in events if getattr(e, "item", None) is not None and e.item.type == "mcp_call"
+    ]
+    assert [(e.type, e.output_index, e.item.status) for e in calls] == [
+        ("response.output_item.added", 1, "calling"),
+        ("response.output_item.done", 1, "completed"),
+    ]
+    assert (calls[1].item.server_label, calls[1].item.name) == ("lab", "echo")
+    assert calls[1].item.output == "via openai"
+    finished = events[-1]
+    assert finished.type == "response.incomplete"  # at max_output_tokens, as any answer
+    assert [item.type for item in finished.response.output] == ["message", "mcp_call"]
+    assert finished.response.output_text.startswith("> via openai\n")
+    assert finished.response.tools[0].server_label == "lab"
+
+    # Not streamed, a tool's failure; and the same read back once stored.
+    failed = client.responses.create(
+        model="lab", input='/call lab.fail {"reason": "no"}', tools=mcp, max_output_tokens=40
+    )
+    call = failed.output[1]
+    assert call.type == "mcp_call" and call.status == "failed"
+    assert call.error.type == "mcp_tool_execution_error"
+    kept = wait_until(lambda: client.responses.retrieve(failed.id), timeout=10)
+    assert kept.output[1].model_dump() == call.model_dump()
+
+    # A client names the deployment's servers by label, never an address or its own rules.
+    for tool, said in [
+        ({"type": "mcp", "server_label": "lab", "server_url": "http://x/mcp"}, "server_url"),
+        ({"type": "mcp", "server_label": "lab", "require_approval": "never"}, "require_approval"),
+        ({"type": "mcp", "server_label": "nowhere"}, "there is no MCP server 'nowhere'"),
+        ({"type": "function", "name": "f", "parameters": {}}, "only `mcp` tools"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(model="lab", input="hi", tools=[tool])
+        assert said in str(refused.value)
