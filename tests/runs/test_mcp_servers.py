@@ -3,6 +3,7 @@ ours over streamable HTTP (tests/support/mcp_http_server.py), through the offici
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -14,8 +15,11 @@ import httpx
 import pytest
 
 from streaming.core.mcp_servers_file import McpServerSpec
+from streaming.core.request import GenerationRequest, Message
+from streaming.engines.deterministic import DeterministicEngine
 from streaming.programs.liveserver import ROOT, free_port, stop_process, wait_until
 from streaming.runs import servers
+from streaming.runs.loop import RunEngine
 from streaming.runs.servers import McpServer, McpServers
 
 TIME = McpServerSpec(
@@ -141,8 +145,6 @@ async def test_a_server_killed_mid_call_fails_the_call_and_is_tried_again_later(
     server = McpServer(spec)
     await server.start()
     try:
-        import asyncio
-
         call = asyncio.create_task(server.call("wait", {"seconds": 30}))
         await asyncio.sleep(0.5)
         process.kill()
@@ -158,3 +160,42 @@ async def test_a_server_killed_mid_call_fails_the_call_and_is_tried_again_later(
             stop_process(restarted)
     finally:
         await server.close()
+
+
+async def test_a_server_killed_during_a_runs_call_fails_that_step_and_the_run_goes_on(
+    http_server,
+):
+    spec, process = http_server
+    engine = RunEngine(
+        DeterministicEngine(ttft_s=0, tokens_per_s=0),
+        McpServers([replace(spec, approval="never")]),
+    )
+    await engine.start()
+    try:
+        asked = '/call lab.wait {"seconds": 30}\n/call lab.echo {"text": "after"}'
+        stream = engine.generate(
+            GenerationRequest(
+                id="killed-mid-run",
+                messages=(Message("user", asked),),
+                max_tokens=40,
+                mcp_servers=("lab",),
+            )
+        )
+        parts, killed = [], False
+        async for batch in stream.batches():
+            parts += [chunk.text for chunk in batch if not chunk.kind]
+            if not killed and stream.stats.steps:  # the first call has started
+                process.kill()
+                killed = True
+        text = "".join(parts)
+        calls = stream.stats.last_steps()
+        assert [(c["tool"], c["status"], c.get("error")) for c in calls] == [
+            ("wait", "failed", "server_unavailable"),
+            ("echo", "failed", "server_unavailable"),  # tried again within RETRY_S: not yet
+        ]
+        assert killed and text.startswith(
+            "> Error (server_unavailable): The server lab is unavailable."
+        )
+        assert stream.finish_reason in ("stop", "length") and stream.error is None
+    finally:
+        await engine.servers.close()
