@@ -160,7 +160,7 @@ class RunEngine(TaskEngine):
             else:
                 output, error = INTERRUPTED, "interrupted"
                 stream.push(step.ended(output, error, 0.0).as_json(), kind=ChunkKind.STEP)
-            RunEngine._answered(step, output, error, messages)
+            self._answered(step, output, error, messages)
         return len(calls)
 
     async def _start_servers(self, names: tuple[str, ...]) -> None:
