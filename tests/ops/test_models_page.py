@@ -8,12 +8,14 @@ import re
 from html import unescape
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 
 from streaming import deployment
 from streaming.core import runtime
 from streaming.engines.models import MODELS as SERVED
 from streaming.models import GenerationLog
+from streaming.ops import log_writer
 from tests.ops.test_dashboard import make_row
 
 pytestmark = pytest.mark.django_db
@@ -38,6 +40,9 @@ def models(settings, tmp_path):
     settings.STREAMING_MODELS = str(path)
     previous = runtime.install(deployment.build())
     yield SERVED.get()
+    # Every row its generations queued is written now, before pytest-django empties the tables:
+    # a row written during the TRUNCATE deadlocks with it on PostgreSQL (its rollup triggers).
+    async_to_sync(log_writer.flush)()
     for engine in SERVED.get().engines():
         engine.close()
     runtime.install(previous)
