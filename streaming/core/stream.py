@@ -127,6 +127,12 @@ class TokenStream:
         self._log.extend(chunks)
         self.stats.tokens_generated = tokens  # the next chunk's id (only engines of TEXT go on)
 
+    def count_as(self, tokens: int) -> None:
+        """Take the producer's own total as this copy's (a fleet's worker, which counts what
+        nobody read too): net of a run's steps, as a finished stream counts, so until this one
+        finishes it keeps their ids, which `finish` takes out as it does its own."""
+        self.stats.tokens_generated = tokens + (0 if self._finished else len(self.stats.steps))
+
     def recount(self, tokens: int) -> None:
         """Correct the total to what the producer learnt at the end (a remote upstream's usage)."""
         extra = tokens - self.stats.tokens_generated

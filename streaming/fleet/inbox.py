@@ -154,7 +154,7 @@ class Inbox:
             return
         # The worker's counters are the truth: it saw every token, read or not. (Only
         # tokens this side found unread may be missing there, if it ended before our abort.)
-        stats.tokens_generated = end.tokens_generated
+        stream.count_as(end.tokens_generated)
         stats.tokens_after_abort = max(end.tokens_after_abort, stats.tokens_after_abort)
         if end.prompt is not None:
             stats.prompt_tokens, stats.cached_tokens = end.prompt

@@ -231,7 +231,7 @@ class Replicas(FleetSharing):
         elif kind == "x":
             stream.finish(error=StreamCut())  # no longer whole here: a reconnect gets 410
         elif kind == "e":
-            stats.tokens_generated = value["tokens_generated"]  # the worker's: the truth
+            stream.count_as(value["tokens_generated"])  # the worker's: the truth
             stats.tokens_after_abort = value["tokens_after_abort"]
             if value["orphan"]:
                 generation.writes_row = True  # nobody else will write its row
