@@ -4,6 +4,7 @@ own sign-in and sign-out pages, and a shared link's read-only page."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -75,7 +76,15 @@ def shared_page(request: HttpRequest, token: str) -> HttpResponse:
     signed_in = request.user.is_authenticated
     may_continue = signed_in or not auth_required(request)
     turns = [
-        {**turn, "note": ENDING_NOTES.get(turn["status"], "")} for turn in sharing.shown(link.items)
+        {
+            **turn,
+            "note": ENDING_NOTES.get(turn["status"], ""),
+            # The run's tool calls, drawn by shared.js as the chat draws them (tool-cards.js).
+            "steps_json": json.dumps(turn.get("steps"), ensure_ascii=False)
+            if "steps" in turn
+            else "",
+        }
+        for turn in sharing.shown(link.items)
     ]
     response = render(
         request,

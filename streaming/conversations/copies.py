@@ -15,15 +15,16 @@ from streaming.core.exceptions import BadRequest
 from streaming.models import ANSWER_SETTINGS, Conversation, ConversationItem, ItemStatus
 
 
-def turns_of(items: list[ConversationItem]) -> list[dict[str, str]]:
-    """The finished items of a branch as copies keep them: an answer still being written, or
-    one that came to nothing, is left out."""
+def turns_of(items: list[ConversationItem]) -> list[dict[str, Any]]:
+    """The finished items of a branch as copies keep them, an answer's tool calls with it: an
+    answer still being written, or one that came to nothing, is left out."""
     return [
         {
             "role": item.role,
             "content": item.content,
             "status": item.status,
             "finish_reason": item.finish_reason,
+            **({"steps": item.steps} if item.steps else {}),
         }
         for item in items
         if item.status != ItemStatus.IN_PROGRESS and (item.content or item.role != "assistant")
@@ -41,7 +42,7 @@ def branch_to(owner: str, conversation: Conversation, last: ConversationItem) ->
 
 
 def create_from(
-    owner: str, title: str, turns: list[dict[str, str]], **answer_settings: Any
+    owner: str, title: str, turns: list[dict[str, Any]], **answer_settings: Any
 ) -> Conversation:
     """A new conversation of `owner` holding `turns` (turns_of's) as its branch, each with the
     status it had (a stopped answer stays stopped)."""
@@ -54,8 +55,10 @@ def create_from(
         )
         made = branches.branch(created).items
         for item, turn in zip(made, turns, strict=True):
-            if turn["status"] != ItemStatus.COMPLETED or turn["finish_reason"]:
+            if turn["status"] != ItemStatus.COMPLETED or turn["finish_reason"] or "steps" in turn:
                 ConversationItem.objects.filter(pk=item.pk).update(
-                    status=turn["status"], finish_reason=turn["finish_reason"]
+                    status=turn["status"],
+                    finish_reason=turn["finish_reason"],
+                    steps=turn.get("steps"),
                 )
     return created

@@ -12,6 +12,7 @@ listed (for the admin), emptied. Like records.py, synchronous.
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from django.db import transaction
 
@@ -54,7 +55,7 @@ def share(conversation: Conversation) -> SharedLink:
         )
 
 
-def shown(turns: list[dict[str, str]]) -> list[dict[str, str]]:
+def shown(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The turns a link shows and a copy of it holds: the person's and the model's only (a
     link made before this held instructions too)."""
     return [turn for turn in turns if turn["role"] in SHOWN_ROLES]

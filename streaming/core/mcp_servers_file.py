@@ -17,7 +17,7 @@ groups = ["support"]                              # who may use it (unset: every
 tools = ["search", "create"]                      # which of its tools are offered (unset: all)
 require_approval = { create = "always" }          # per tool; the others: never
 timeout_s = 20
-max_result_bytes = 32768
+max_result_chars = 32768
 ```
 
 A secret reaches a server only from a named variable (`env_from`, `headers_from`), so the file
@@ -39,7 +39,7 @@ NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's server_label and tool name
 APPROVALS = ("never", "always")
 DEFAULT_APPROVAL = "always"  # as OpenAI's: a tool with side effects asks first unless told not to
 TIMEOUT_S = 30.0  # a call's default limit
-MAX_RESULT_BYTES = 65_536  # a result's default cap: what goes back to the model and the page
+MAX_RESULT_CHARS = 65_536  # a result's default cap: what goes back to the model and the page
 FIELDS: dict[str, type | tuple[type, ...]] = {
     "name": str,
     "command": str,
@@ -52,7 +52,7 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
     "tools": list,
     "require_approval": (str, dict),
     "timeout_s": (int, float),
-    "max_result_bytes": int,
+    "max_result_chars": int,
 }
 
 
@@ -72,7 +72,7 @@ class McpServerSpec:
     approval: str = DEFAULT_APPROVAL  # for a tool `approvals` does not name
     approvals: Mapping[str, str] = field(default_factory=dict)  # tool → never/always
     timeout_s: float = TIMEOUT_S
-    max_result_bytes: int = MAX_RESULT_BYTES
+    max_result_chars: int = MAX_RESULT_CHARS
 
     @property
     def transport(self) -> str:
@@ -155,10 +155,10 @@ def _spec(where: str, table: Any) -> McpServerSpec:
     approval, approvals = _approvals(where, table.get("require_approval", DEFAULT_APPROVAL))
     timeout_s, cap = (
         table.get("timeout_s", TIMEOUT_S),
-        table.get("max_result_bytes", MAX_RESULT_BYTES),
+        table.get("max_result_chars", MAX_RESULT_CHARS),
     )
     if timeout_s <= 0 or cap <= 0:
-        raise ConfigError(f"{where}: timeout_s and max_result_bytes must be above 0")
+        raise ConfigError(f"{where}: timeout_s and max_result_chars must be above 0")
     return McpServerSpec(
         name=name,
         command=command,
@@ -172,7 +172,7 @@ def _spec(where: str, table: Any) -> McpServerSpec:
         approval=approval,
         approvals=approvals,
         timeout_s=float(timeout_s),
-        max_result_bytes=cap,
+        max_result_chars=cap,
     )
 
 

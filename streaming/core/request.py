@@ -46,6 +46,15 @@ class Continuation:
 
 
 @dataclass(frozen=True, slots=True)
+class Answered:
+    """A run that an earlier answer ended asking the person (the Responses API's approvals): its
+    step events, each call's last, in order (runs/steps.py), and the person's answers."""
+
+    steps: tuple[str, ...]
+    decisions: tuple[tuple[str, bool], ...]  # (call id, approved)
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationRequest:
     """A validated request, the same for every engine and API."""
 
@@ -74,6 +83,13 @@ class GenerationRequest:
     model: str = ""
     # The MCP servers (their names in the file) it may call: a run (runs/loop.py); (): none.
     mcp_servers: tuple[str, ...] = ()
+    # How a run asks the person for a call: `wait` for the decision (the page, the native API),
+    # or `end` the answer with the request, which a new one answers (the Responses API's way).
+    approval: Literal["wait", "end"] = "wait"
+    # Calls the asker wants asked about too, beyond the file's (which it cannot loosen): a
+    # server's name (all its tools) or `<server>.<tool>` (the Responses API's `require_approval`).
+    ask_first: tuple[str, ...] = ()
+    answered: Answered | None = None  # a run going on from one that ended asking
 
     @property
     def prompt_chars(self) -> int:

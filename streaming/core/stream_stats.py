@@ -33,8 +33,13 @@ class StreamStats:
         calls: dict[str, dict[str, Any]] = {}
         for text in self.steps:
             event = json.loads(text)
-            calls[event["id"]] = event  # a dict keeps each key where it was first put
+            if "listed" not in event:  # a server's tools, listed at the start (no call)
+                calls[event["id"]] = event  # a dict keeps each key where it was first put
         return list(calls.values())
+
+    def listings(self) -> list[dict[str, Any]]:
+        """A run's lists of its servers' tools (runs/steps.py's Listing), in order."""
+        return [event for event in map(json.loads, self.steps) if "listed" in event]
 
     @property
     def total_tokens(self) -> int:

@@ -9,16 +9,24 @@ from collections.abc import Callable
 from typing import Any
 
 from streaming.core.fields import FIELDS
-from streaming.core.request import Continuation, Fault, GenerationRequest, Message
+from streaming.core.request import Answered, Continuation, Fault, GenerationRequest, Message
 
 REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequest))
 # Fields added after the format was fixed (`Field.late`): sent only when set, so that the message
 # (and the Redis answer log's JSON) of a request without them reads as before.
 OPTIONAL = frozenset(field.name for field in FIELDS if field.late)
 # Fields that are never None, sent only when not at their default, for the same reason: whose
-# turn it is in the worker's queue (engines/scheduler.py), the model that makes it, and the MCP
-# servers a run may call.
-UNLESS_DEFAULT = {"person": "", "priority": 0, "model": "", "mcp_servers": ()}
+# turn it is in the worker's queue (engines/scheduler.py), the model that makes it, the MCP
+# servers a run may call, and how and after what it asks the person (runs/loop.py).
+UNLESS_DEFAULT = {
+    "person": "",
+    "priority": 0,
+    "model": "",
+    "mcp_servers": (),
+    "approval": "wait",
+    "ask_first": (),
+    "answered": None,
+}
 
 
 # A field whose value is no plain scalar: (to the message, from it), for a value not None.
@@ -32,6 +40,11 @@ CARRIED: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "fault": (lambda fault: [fault.at, fault.code, fault.kind], lambda at: Fault(*at)),
     "stop": (list, tuple),
     "mcp_servers": (list, tuple),
+    "ask_first": (list, tuple),
+    "answered": (
+        lambda answered: [list(answered.steps), [list(pair) for pair in answered.decisions]],
+        lambda answered: Answered(tuple(answered[0]), tuple(map(tuple, answered[1]))),
+    ),
     "continuation": (
         lambda went_on: _went_on_message(went_on),
         lambda went_on: Continuation(*went_on[:2], tuple(went_on[2]) if len(went_on) > 2 else ()),

@@ -48,7 +48,7 @@ def outcome_of(generation: Generation) -> Outcome:
         cached_tokens=(stream.stats.cached_tokens or 0) if stream is not None else 0,
         output_tokens=record.figures(generation)["tokens_generated"],
         reasoning_tokens=stream.stats.reasoning_tokens if stream is not None else 0,
-        steps=stream.stats.last_steps() if stream is not None else [],
+        steps=_steps(stream) if stream is not None else [],
         error=(
             {
                 "code": "server_error",
@@ -73,7 +73,7 @@ def finished_outcome(stream: TokenStream, text: str) -> Outcome:
         output_tokens=stream.stats.tokens_generated,
         reasoning_tokens=stream.stats.reasoning_tokens,
         incomplete_reason=INCOMPLETE if length else None,
-        steps=stream.stats.last_steps(),
+        steps=_steps(stream),
     )
 
 
@@ -111,6 +111,19 @@ def stored_outcome(row: StoredResponse) -> Outcome:
         incomplete_reason=row.incomplete_reason or None,
         steps=row.steps or [],
     )
+
+
+def _steps(stream: TokenStream) -> list[dict[str, Any]]:
+    """A response's run as its output lists it: its servers' tools, then each call's last event."""
+    return [*stream.stats.listings(), *stream.stats.last_steps()]
+
+
+def run_of(spec: ResponseSpec, outcome: Outcome) -> list[dict[str, Any]]:
+    """A response's calls so far, across the responses it went on from (`run_before`): each
+    call's last step event, in the order the calls began."""
+    steps = [*spec.run_before, *outcome.steps]
+    calls = {str(step["id"]): step for step in steps if "listed" not in step}
+    return list(calls.values())
 
 
 def conversation(row: StoredResponse) -> list[Message]:

@@ -11,8 +11,9 @@ one transaction under the owner's caps (409 `conversation_limit` names the conve
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -29,6 +30,7 @@ from streaming.http.openai_dialect import check_metadata
 from streaming.http.openai_items import ITEM_KEYS, input_item
 from streaming.http.validation import decode_json_object
 from streaming.models import ItemStatus
+from streaming.runs.steps import Status, Step
 from streaming.usage.limits import WRITES, limits
 
 FILE_KEYS = {"version", "exported_at", "conversations"}
@@ -41,8 +43,8 @@ LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 CONVERSATION_KEYS = {"id", "title", "created_at", "metadata", "settings", "current", "items"}
 EXTRA_ITEM_KEYS = {"parent", "created_at", "finish_reason", "chat_status", "steps"}
 MAX_STEPS = 64  # tool calls one imported answer may hold
-STEP_KEYS = {"id", "server", "tool", "arguments", "status", "output", "error", "message", "ms"}
-STEP_STATUSES = ("awaiting_approval", "in_progress", "completed", "failed")
+STEP_KEYS = {field.name for field in dataclasses.fields(Step)}  # runs/steps.py's
+STEP_STATUSES = get_args(Status)
 MAX_KEY_CHARS = 100  # an item's id in the file: only a name for `parent` and `current`
 # OpenAI's item status → the page's, where the file gives no `chat_status`.
 FROM_OPENAI = {
@@ -174,8 +176,13 @@ def _steps(raw: Any, role: str, where: str) -> list[dict[str, Any]] | None:
         if step["status"] not in STEP_STATUSES:
             raise InvalidImport(f"{at}.status", f"must be one of {', '.join(STEP_STATUSES)}.")
         for key, value in step.items():
-            fits = isinstance(value, int | float) if key == "ms" else isinstance(value, str)
-            if not fits or isinstance(value, bool) or (key != "ms" and len(value) > limit):
+            if key == "asked":
+                fits = value is True
+            elif key == "ms":
+                fits = isinstance(value, int | float) and not isinstance(value, bool)
+            else:
+                fits = isinstance(value, str) and len(value) <= limit
+            if not fits:
                 raise InvalidImport(f"{at}.{key}", "has the wrong type or is too long.")
     return raw
 

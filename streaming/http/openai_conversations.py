@@ -111,7 +111,9 @@ async def conversation_items(request: HttpRequest, conversation_id: str) -> Http
     except BadRequest as error:
         raise UnsupportedParameter("after", error.message) from None
     await settle(listed.items)  # answers left running by a process that died: incomplete
-    return await json_off_the_loop(lambda: list_object(listed.items, listed.has_more))
+    return await json_off_the_loop(
+        lambda: list_object(listed.items, listed.has_more, newest_first=order == "desc")
+    )
 
 
 @api_view("GET", "DELETE", errors=openai_error_response, writes=("DELETE",))

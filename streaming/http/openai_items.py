@@ -1,7 +1,9 @@
 """Conversation items in OpenAI's shapes (the official client's `openai.types.conversations`):
 message items read from a request, and conversations, items and lists written as replies.
 
-Only `message` items with text are kept: an item of another type (a function call, a
+An answer's tool calls (a run's, docs/tools.md) are listed as `mcp_call` items just before its
+message, read-only: they are part of the answer and go with it. Only `message` items with text
+are kept from a request: an item of another type (a function call, a
 reasoning item, an item reference), an image, a file or a refusal part is refused with a 400
 naming where it is, never dropped without a word.
 """
@@ -12,6 +14,7 @@ from typing import Any
 
 from streaming.core.exceptions import UnsupportedParameter
 from streaming.models import Conversation, ConversationItem, ItemStatus
+from streaming.wire.responses_mcp import mcp_call_item
 
 MAX_ITEMS = 20  # OpenAI's bound on the items added at once
 ROLES = ("user", "assistant", "system", "developer")
@@ -121,11 +124,21 @@ def item_object(item: ConversationItem) -> dict[str, Any]:
     }
 
 
-def list_object(items: list[ConversationItem], has_more: bool) -> dict[str, Any]:
-    """A `ConversationItemList` (`last_id` is the client's cursor for the next page)."""
+def with_calls(item: ConversationItem, newest_first: bool) -> list[dict[str, Any]]:
+    """An item and, for an answer of a run, its `mcp_call` items before it (in the list's
+    order: after it when the newest come first)."""
+    listed = [*map(mcp_call_item, item.steps or ()), item_object(item)]
+    return listed[::-1] if newest_first else listed
+
+
+def list_object(
+    items: list[ConversationItem], has_more: bool, *, newest_first: bool = False
+) -> dict[str, Any]:
+    """A `ConversationItemList` (`last_id`, a message's, is the client's cursor for the next
+    page; `limit` counts messages, each with its calls)."""
     return {
         "object": "list",
-        "data": [item_object(item) for item in items],
+        "data": [listed for item in items for listed in with_calls(item, newest_first)],
         "first_id": items[0].item_id if items else None,
         "last_id": items[-1].item_id if items else None,
         "has_more": has_more,

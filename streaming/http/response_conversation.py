@@ -45,7 +45,7 @@ class Linked:
         instructions = body.data.get("instructions")
         asked = [*([("system", instructions)] if instructions else []), *self.shown, *self.added]
         request = turns.request_for(asked, engine, self.conversation, **body.sampling())
-        return body.with_servers(request), body.spec(request, engine.model)
+        return body.with_servers(request, "wait"), body.spec(request, engine.model)
 
     async def write(self, generation: Generation) -> None:
         """The input and the answer's item (`in_progress`), at the end of the branch shown; a

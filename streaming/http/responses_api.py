@@ -19,7 +19,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.core import config
 from streaming.core.chunk_log import Chunk, ChunkKind, answer_text
-from streaming.core.exceptions import BadRequest, GenerationError, Gone, NotFound, StreamingError
+from streaming.core.exceptions import (
+    BadRequest,
+    GenerationError,
+    Gone,
+    NotFound,
+    StreamingError,
+    UnsupportedParameter,
+)
 from streaming.core.request import Message
 from streaming.core.stream import TokenStream
 from streaming.generations import stored
@@ -38,6 +45,7 @@ from streaming.usage.limits import BACKGROUND, limits
 from streaming.wire import openai_format, sse
 from streaming.wire import responses_format as wire
 from streaming.wire.responses_format import Outcome, ResponseSpec
+from streaming.wire.responses_mcp import approval_request_id
 
 ANSWER = (ChunkKind.TEXT, ChunkKind.LOGPROBS)  # the kinds of chunk that are the answer's text
 
@@ -56,42 +64,46 @@ class ResponseFramer:
     def __init__(self, spec: ResponseSpec, stream: TokenStream, position: int, after: int) -> None:
         self.spec = spec
         self.stream = stream
-        self.after = after  # the last event the reader has (tail events up to it are skipped)
-        self.next = wire.PREAMBLE_EVENTS + position  # the next delta's number
+        self.after = after  # the last event the reader has (events up to it are skipped)
+        self.items = items_before(stream, position)  # numbers, and a run's items, so far
         self.parts = [stream.text(position)]  # the text before it, for the `done` events
         self.deltas = wire.DeltaWriter(spec.generation_id)
 
     def tokens(self, batch: list[Chunk]) -> bytes:
         """A delta event per chunk, in one write (an upstream's reasoning and tool calls as
-        their own deltas)."""
-        delta, other, first = self.deltas.delta, self.deltas.other, self.next
-        self.next += len(batch)
+        their own deltas); a run's step as its item's events."""
+        if self.stream.stats.steps:
+            return self._run_tokens(batch)
+        delta, other, first = self.deltas.delta, self.deltas.other, self.items.next
+        self.items.next += len(batch)
         texts = [answer_text(chunk) for chunk in batch]
         self.parts += texts
         return b"".join(
             [
                 delta(first + i, text)
                 if chunk.kind in ANSWER
-                else self._step(first + i, chunk.text)
-                if chunk.kind == ChunkKind.STEP
-                else other(first + i, chunk.kind, chunk.text)
+                else other(first + i, chunk.kind, text)
                 for i, (chunk, text) in enumerate(zip(batch, texts, strict=True))
             ]
         )
 
-    def _step(self, sequence_number: int, text: str) -> bytes:
-        """A run's step as its one event: the call's item is the message's next, in the order
-        the calls began (the same for every reader, wherever it starts)."""
-        step = json.loads(text)
-        calls, asked = [], set()
-        for event in map(json.loads, self.stream.stats.steps):
-            if event["id"] not in calls:
-                calls.append(event["id"])
-            if event["status"] == "awaiting_approval":
-                asked.add(event["id"])
-        first = step["status"] == "awaiting_approval" or step["id"] not in asked
-        index = 1 + calls.index(step["id"]) if step["id"] in calls else 1 + len(calls)
-        return wire.step_event(sequence_number, step, index, first)
+    def _run_tokens(self, batch: list[Chunk]) -> bytes:
+        """`tokens` for a run, whose steps take several numbers each."""
+        items, frames = self.items, []
+        for chunk in batch:
+            text = answer_text(chunk)
+            self.parts.append(text)
+            first = items.next
+            if chunk.kind == ChunkKind.STEP:
+                made = items.step(chunk.text)  # a reader resumed within them has the first ones
+                frames += [frame for n, frame in enumerate(made, first) if n > self.after]
+                continue
+            items.next += 1
+            if chunk.kind in ANSWER:
+                frames.append(self.deltas.delta(first, text))
+            else:
+                frames.append(self.deltas.other(first, chunk.kind, text))
+        return b"".join(frames)
 
     @staticmethod
     def ping() -> bytes:
@@ -116,7 +128,7 @@ class ResponseFramer:
         )
 
     def _tail(self, outcome: Outcome) -> bytes:
-        return wire.tail(self.spec, outcome, self.next, self.after)
+        return wire.tail(self.spec, outcome, self.items.next, self.after)
 
 
 class ResponseCollector:
@@ -151,7 +163,7 @@ class ResponseCollector:
 async def create_response(request: HttpRequest) -> HttpResponse:
     """`POST /v1/responses`: streamed, waited for, or left to run in the background."""
     body = parse_response_body(request.body)
-    history = await _previous_turns(request, body)
+    history, body = await _previous(request, body)
     linked = await response_conversation.link(request, body)
     generation, spec = await admit(
         request,
@@ -214,7 +226,8 @@ async def response_detail(request: HttpRequest, response_id: str) -> HttpRespons
         )
         return JsonResponse(wire.response_object(spec, outcome))
     after = _starting_after(request)
-    # The chunks a reader that has every event up to `after` has read.
+    # The chunks a reader that has every event up to `after` has read (at most: a run's step
+    # event is several events, so a copy behind waits, bounded, for a few chunks more).
     at = Position(chunks=after - wire.PREAMBLE_EVENTS + 1)
     try:
         generation = await locate(request, row.response_id, at, explain=False)
@@ -260,13 +273,36 @@ def _parser(
     return lambda _, engine: body.build(engine.model, history)
 
 
-async def _previous_turns(request: HttpRequest, body: ResponseBody) -> list[Message]:
+async def _previous(request: HttpRequest, body: ResponseBody) -> tuple[list[Message], ResponseBody]:
+    """The turns a response goes on from, and its body, which goes on with the previous one's
+    run where it answers the run's requests (`mcp_approval_response` items)."""
     if body.previous_response_id is None:
-        return []
+        return [], body
     row = await stored.load(body.previous_response_id)
     if row is None or not may_see(request, row.owner):
         raise ResponseNotFound(body.data["previous_response_id"], "previous_response_id")
-    return stored.conversation(row)
+    if not body.approvals:
+        return stored.conversation(row), body
+    generation = await find(request, row.response_id)  # its end may not be in the row yet
+    stream = generation.stream if generation is not None else None
+    if stream is not None:
+        running = not stream.finished
+        outcome = stored.finished_outcome(stream, "")
+    else:
+        running = row.status in ("queued", "in_progress")
+        outcome = stored.stored_outcome(row)
+    if running:
+        raise BadRequest(f"{body.data['previous_response_id']!r} has not ended.")
+    run = stored.run_of(stored.spec_of(row), outcome)
+    waiting = {step["id"] for step in run if step["status"] == "awaiting_approval"}
+    for position, (call_id, _) in enumerate(body.approvals):
+        if call_id not in waiting:
+            raise UnsupportedParameter(
+                f"input[{position}].approval_request_id",
+                f"No request {approval_request_id(call_id)!r} awaits an answer in "
+                f"{body.data['previous_response_id']!r}.",
+            )
+    return stored.conversation(row), body.going_on(stored.spec_of(row), run)
 
 
 def _stored_turns(generation: Generation, spec: ResponseSpec) -> list[Message]:
@@ -294,15 +330,34 @@ def _starting_after(request: HttpRequest) -> int:
     return number
 
 
+def items_before(stream: TokenStream, position: int) -> wire.RunItems:
+    """The numbering of a response's events up to `position` in its log (counted only for a run:
+    elsewhere a chunk is one event)."""
+    items = wire.RunItems(wire.PREAMBLE_EVENTS + (0 if stream.stats.steps else position))
+    if stream.stats.steps and position:
+        items.count([(chunk.kind, chunk.text) for chunk in stream.chunks(position)])
+    return items
+
+
 def _position(stream: TokenStream, after: int) -> tuple[int, int]:
     """Where a reader that has every event up to `after` reads the log from, and `after`."""
     first_delta = wire.PREAMBLE_EVENTS
     if after < first_delta:
         return 0, after
-    position = after - first_delta + 1  # the chunks it has: deltas first_delta..after
-    if position <= stream.end:
+    if stream.stats.steps:  # a run's: count the events of the chunks before
+        position, items = 0, wire.RunItems(first_delta)
+        for chunk in stream.chunks():
+            items.count([(chunk.kind, chunk.text)])
+            if items.next > after + 1:  # the reader lacks some of this chunk's events
+                break
+            position += 1
+        ended_at = items.next
+    else:
+        position = after - first_delta + 1  # the chunks it has: deltas first_delta..after
+        ended_at = first_delta + stream.end
+    if position < stream.end or (position == stream.end and after < ended_at):
         return position, after
-    if stream.finished and after < first_delta + stream.end + wire.TAIL_EVENTS:
+    if stream.finished and after < ended_at + wire.TAIL_EVENTS:
         return stream.end, after  # only the ending's events are left to send
     raise BadRequest(
         f"`starting_after` {after} is not an event of this response"

@@ -7,14 +7,16 @@ value only, or refused with a 400 that names it (openai_dialect.py).
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from streaming.core.exceptions import UnsupportedParameter
 from streaming.core.fields import accepted, asked
-from streaming.core.request import GenerationRequest, Message
+from streaming.core.request import Answered, GenerationRequest, Message
+from streaming.http.mcp_input import approval_answers, mcp_tools_of
 from streaming.http.openai_dialect import (
     check_metadata,
     check_model,
@@ -80,6 +82,18 @@ class ResponseBody:
     store: bool
     previous_response_id: str | None  # its generation id
     conversation_id: str | None = None  # `conversation`'s (response_conversation.py)
+    # `mcp_approval_response` items: (call id, approve) for the previous response's run
+    approvals: tuple[tuple[str, bool], ...] = ()
+    run_before: tuple[dict[str, Any], ...] = ()  # that run, which this one goes on from
+
+    def going_on(self, previous: ResponseSpec, run: list[dict[str, Any]]) -> ResponseBody:
+        """The body of a response that answers `previous`'s run's requests: it goes on with that
+        run (its MCP servers, unless `tools` names them anew)."""
+        data = self.data
+        if not data.get("tools"):
+            tools = [{"type": "mcp", "server_label": name} for name in previous.mcp_servers]
+            data = {**data, "tools": tools}
+        return dataclasses.replace(self, data=data, run_before=tuple(run))
 
     def build(self, model: str, history: list[Message]) -> tuple[GenerationRequest, ResponseSpec]:
         """The request (instructions, then `history`, then the input) and its spec."""
@@ -89,7 +103,7 @@ class ResponseBody:
         turns = [
             *([Message("system", instructions)] if instructions else []),
             *history,
-            *input_messages(data.get("input")),
+            *(input_messages(data.get("input")) if not self.approvals else ()),
         ]
         request = build_request(
             messages=parse_messages(
@@ -99,10 +113,27 @@ class ResponseBody:
         )
         return self.with_servers(request), self.spec(request, model)
 
-    def with_servers(self, request: GenerationRequest) -> GenerationRequest:
-        """A run, where `tools` names MCP servers (admission judges them)."""
-        servers = mcp_servers_of(self.data.get("tools"))
-        return dataclasses.replace(request, mcp_servers=servers) if servers else request
+    def with_servers(
+        self, request: GenerationRequest, approval: Literal["wait", "end"] = "end"
+    ) -> GenerationRequest:
+        """A run, where `tools` names MCP servers (admission judges them): one that ends asking
+        the person (an `mcp_approval_request`, answered by a new response), or goes on from such
+        a run with their answers; in a conversation, one that waits for the person, as the
+        page's runs do (`approval`)."""
+        tools = mcp_tools_of(self.data.get("tools"))
+        if not tools.servers:
+            return request
+        answered = None
+        if self.run_before:
+            steps = tuple(json.dumps(step, ensure_ascii=False) for step in self.run_before)
+            answered = Answered(steps, self.approvals)
+        return dataclasses.replace(
+            request,
+            mcp_servers=tools.servers,
+            ask_first=tools.ask_first,
+            approval=approval,
+            answered=answered,
+        )
 
     def check_model(self, model: str) -> None:
         """ModelNotFound (404) unless `model` is the one served."""
@@ -128,7 +159,8 @@ class ResponseBody:
             background=self.background,
             store=self.store,
             conversation=self.conversation_id,
-            mcp_servers=mcp_servers_of(data.get("tools")),
+            mcp_servers=mcp_tools_of(data.get("tools")).servers,
+            run_before=self.run_before,
         )
 
 
@@ -161,8 +193,16 @@ def parse_response_body(body: bytes) -> ResponseBody:
                 "previous_response_id",
                 f"`previous_response_id` must be a response id ({ID_PREFIX}…).",
             )
-    input_messages(data["input"])  # its errors before any lookup
-    mcp_servers_of(data.get("tools"))
+    approvals = approval_answers(data["input"])
+    if approvals and previous_id is None:
+        raise UnsupportedParameter(
+            "previous_response_id",
+            "An `mcp_approval_response` answers a response's request: name it in "
+            "`previous_response_id`.",
+        )
+    if not approvals:
+        input_messages(data["input"])  # its errors before any lookup
+    mcp_tools_of(data.get("tools"))
     return ResponseBody(
         data,
         stream,
@@ -170,6 +210,7 @@ def parse_response_body(body: bytes) -> ResponseBody:
         store,
         previous_id,
         _conversation_id(data.get("conversation"), previous_id),
+        approvals,
     )
 
 
@@ -191,36 +232,6 @@ def _conversation_id(raw: Any, previous_id: str | None) -> str | None:
             "continues one or the other.",
         )
     return raw
-
-
-def mcp_servers_of(tools: Any) -> tuple[str, ...]:
-    """The servers `tools` names: `{"type": "mcp", "server_label"}` items only. A client names
-    the deployment's servers, never an address, headers or its own approval rules."""
-    if tools is None or tools == []:
-        return ()
-    if not isinstance(tools, list):
-        raise UnsupportedParameter("tools", "`tools` must be a list of `mcp` tools.")
-    labels = []
-    for index, tool in enumerate(tools):
-        where = f"tools[{index}]"
-        if not isinstance(tool, dict) or tool.get("type") != "mcp":
-            raise UnsupportedParameter(
-                where, f"`{where}`: only `mcp` tools naming this deployment's MCP servers."
-            )
-        extra = sorted(set(tool) - {"type", "server_label", "server_description"})
-        if extra:
-            raise UnsupportedParameter(
-                f"{where}.{extra[0]}",
-                f"`{where}.{extra[0]}`: a server is the deployment's, named by `server_label`; "
-                "its address, headers, tools and approvals are set in its file (docs/tools.md).",
-            )
-        label = tool.get("server_label")
-        if not isinstance(label, str) or not 0 < len(label) <= 64:
-            raise UnsupportedParameter(
-                f"{where}.server_label", "`server_label` must name a server."
-            )
-        labels.append(label)
-    return tuple(dict.fromkeys(labels))
 
 
 def input_messages(raw: Any) -> list[Message]:

@@ -12,8 +12,7 @@ from streaming.http.lookup import visible
 from streaming.http.tool_choice import usable_servers
 from streaming.http.validation import decode_json_object, refuse_unknown
 from streaming.runs.approvals import APPROVALS
-
-MAX_CALL_ID = 64  # characters of a tool call's id, as a run keeps it
+from streaming.runs.steps import MAX_CALL_ID
 
 
 @api_view("GET")

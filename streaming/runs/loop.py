@@ -22,18 +22,20 @@ from typing import Any
 from streaming.core.abort import AbortReason
 from streaming.core.chunk_log import ChunkKind
 from streaming.core.exceptions import GenerationError
-from streaming.core.request import GenerationRequest, Message
+from streaming.core.request import Answered, GenerationRequest, Message
 from streaming.core.stream import Counters, TokenStream
 from streaming.engines.base import Engine, TaskEngine
 from streaming.runs.approvals import WAIT_S as APPROVAL_WAIT_S
 from streaming.runs.approvals import Approvals, LocalApprovals
 from streaming.runs.servers import McpServers, Tool
-from streaming.runs.steps import Step
+from streaming.runs.steps import MAX_CALL_ID, Listing, Step
 from streaming.wire.openai_format import merge_tool_calls
 
 MAX_STEPS = 8  # model calls that may call tools; the one after them must answer
 SEPARATOR = "__"  # a function's name: <server>__<tool> (servers.Tool.as_function)
 # What a call in flight when its worker stopped says, to the model and the person.
+ENDED = ("completed", "failed")  # a call's last statuses
+DECLINED = ("The person declined this call.", "denied")  # what the model reads, and the code
 INTERRUPTED = "The call was in flight when its model worker stopped; it was not made again."
 
 
@@ -125,6 +127,11 @@ class RunEngine(TaskEngine):
         done = 0  # model calls that called tools
         if request.continuation is not None:  # handed over: on from its last ended call
             done = self._went_on(stream, request.continuation.steps, messages)
+        else:  # what it offers, logged first (its listing is in a handed-over run's log)
+            for name in request.mcp_servers:
+                stream.push(self._listing(name).as_json(), kind=ChunkKind.STEP)
+        if request.answered is not None:  # an earlier answer's run, answered by the person
+            done = await self._after_asking(stream, request.answered, functions, messages)
         for call in range(done, self.max_steps + 1):
             offered = functions if call < self.max_steps else {}  # the last must answer
             left = request.max_tokens - (stats.tokens_generated - len(stats.steps))  # model's
@@ -135,8 +142,10 @@ class RunEngine(TaskEngine):
             text, calls = outcome
             turn = json.dumps({"tool_calls": calls}, ensure_ascii=False)
             messages.append(Message("assistant", text, turn))
-            for tool_call in calls:
-                await self._tool_call(stream, tool_call, functions, messages)
+            made = [await self._tool_call(stream, each, functions, messages) for each in calls]
+            if not all(made):  # it asks the person; an answer that goes on from here decides
+                stream.finish("tool_calls")
+                return
         if not stream.finished:
             stream.finish("length")
 
@@ -149,24 +158,50 @@ class RunEngine(TaskEngine):
         stream.stats.steps[:0] = events  # their ids, taken back at the end like the rest
         calls = stream.stats.last_steps()  # nothing logged here yet: the carried calls
         for state in calls:
-            step = Step(  # as it was logged
-                str(state["id"]), str(state["server"]), str(state["tool"]), str(state["arguments"])
-            )
-            if state["status"] in ("completed", "failed"):
-                output, error = (
-                    str(state.get("output") or state.get("message") or ""),
-                    str(state.get("error") or ""),
-                )
-            else:
-                output, error = INTERRUPTED, "interrupted"
+            step, output, error = _as_logged(state)
+            if state["status"] not in ENDED:
                 stream.push(step.ended(output, error, 0.0).as_json(), kind=ChunkKind.STEP)
             self._answered(step, output, error, messages)
+        return len(calls)
+
+    async def _after_asking(
+        self,
+        stream: TokenStream,
+        answered: Answered,
+        functions: dict[str, Tool],
+        messages: list[Message],
+    ) -> int:
+        """A run an earlier answer ended asking the person (the Responses API's way): its ended
+        calls back in the history, those it asked about made or declined as the person said
+        (unanswered: declined), logged in this answer. Returns the calls it had made."""
+        decisions = dict(answered.decisions)
+        calls = [json.loads(text) for text in answered.steps]
+        for state in calls:
+            step, output, error = _as_logged(state)
+            if state["status"] != "awaiting_approval":
+                self._answered(step, output, error, messages)
+                continue
+            function = {"name": f"{step.server}{SEPARATOR}{step.tool}", "arguments": step.arguments}
+            tool_call = {"id": step.id, "function": function}
+            decided = decisions.get(step.id, False)
+            await self._tool_call(stream, tool_call, functions, messages, decided=decided)
         return len(calls)
 
     async def _start_servers(self, names: tuple[str, ...]) -> None:
         """Those not up yet: still starting with the process, or down and due a try."""
         starting = [s.start() for name in names if (s := self.servers.get(name)) is not None]
         await asyncio.gather(*starting)
+
+    def _listing(self, name: str) -> Listing:
+        """What a server offers a run: its tools, or that it offers none now."""
+        server = self.servers.get(name)
+        if server is None or not server.available:
+            return Listing(name, error=f"The server {name} is unavailable.")
+        tools = tuple(
+            {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+            for tool in server.tools.values()
+        )
+        return Listing(name, tools)
 
     def _tools(self, names: tuple[str, ...]) -> list[Tool]:
         """The tools of the servers a run may use, those that are up."""
@@ -197,6 +232,7 @@ class RunEngine(TaskEngine):
             upstream_options=json.dumps(options) if options else "",
             mcp_servers=(),
             continuation=None,  # the run goes on; each model call begins afresh
+            answered=None,
             max_tokens=max(left, 1),
         )
 
@@ -238,16 +274,20 @@ class RunEngine(TaskEngine):
         tool_call: dict[str, Any],
         functions: dict[str, Tool],
         messages: list[Message],
-    ) -> None:
+        *,
+        decided: bool | None = None,
+    ) -> bool:
         """One tool call: asked of the person where the file says so, logged as started and as
         ended; its result, or why it failed, goes to the model as a tool turn. Cancelled (a
         Stop), it is cancelled at its server and logged no more: the stream ends with the
-        reason, the step left as it was."""
+        reason, the step left as it was. `decided`: the person's answer, given to an earlier
+        answer that asked. False when it asks and the run ends here (the request's `approval`
+        is `end`): it is logged `awaiting_approval`, and not made."""
         function = tool_call.get("function") or {}
         name, arguments = function.get("name", ""), function.get("arguments") or "{}"
         tool = functions.get(name)
         server_name, _, tool_name = name.partition(SEPARATOR)
-        call_id = str(tool_call.get("id") or f"call_{len(messages)}")[:64]
+        call_id = str(tool_call.get("id") or f"call_{len(messages)}")[:MAX_CALL_ID]
         step = Step(
             call_id,
             tool.server if tool else server_name,
@@ -256,10 +296,18 @@ class RunEngine(TaskEngine):
         )
         started = time.monotonic()
         parsed, refused = self._checked(tool, arguments)
-        if refused is None and tool is not None and self._needs_approval(tool):
-            stream.push(replace(step, status="awaiting_approval").as_json(), kind=ChunkKind.STEP)
-            refused = await self._approval(stream.id, call_id)
-            started = time.monotonic()
+        if refused is None and tool is not None and self._needs_approval(tool, stream.request):
+            step = replace(step, asked=True)
+            if decided is not None:
+                refused = None if decided else DECLINED
+            else:
+                stream.push(
+                    replace(step, status="awaiting_approval").as_json(), kind=ChunkKind.STEP
+                )
+                if stream.request.approval == "end":
+                    return False
+                refused = await self._approval(stream.id, call_id)
+                started = time.monotonic()
         stream.push(step.as_json(), kind=ChunkKind.STEP)
         server = self.servers.get(tool.server) if tool is not None else None
         if refused is None and server is not None and tool is not None and parsed is not None:
@@ -269,7 +317,8 @@ class RunEngine(TaskEngine):
             output, error = refused or ("No such tool is offered in this run.", "unknown_tool")
         ended = step.ended(output, error, _ms(started))
         stream.push(ended.as_json(), kind=ChunkKind.STEP)
-        self._answered(step, output, error, messages, asked=False)
+        self._answered(step, output, error, messages, asked=decided is not None)
+        return True
 
     @staticmethod
     def _answered(
@@ -303,16 +352,20 @@ class RunEngine(TaskEngine):
         refused = server.refusal(tool.name, parsed) if server is not None else None
         return parsed, (refused.text, refused.error) if refused is not None else None
 
-    def _needs_approval(self, tool: Tool) -> bool:
+    def _needs_approval(self, tool: Tool, request: GenerationRequest) -> bool:
+        """Where the file says so, or the asker asked for it too (never fewer than the file)."""
         server = self.servers.get(tool.server)
-        return server is not None and server.spec.needs_approval(tool.name)
+        if server is not None and server.spec.needs_approval(tool.name):
+            return True
+        asked = request.ask_first
+        return tool.server in asked or f"{tool.server}.{tool.name}" in asked
 
     async def _approval(self, generation_id: str, call_id: str) -> tuple[str, str] | None:
         """None once the person says yes; else why the call is not made."""
         decision = await self.approvals.wait(generation_id, call_id, APPROVAL_WAIT_S)
         if decision is None:
             return f"No one approved the call within {APPROVAL_WAIT_S:g} s.", "approval_timeout"
-        return None if decision else ("The person declined this call.", "denied")
+        return None if decision else DECLINED
 
     @staticmethod
     def _add_prompt(stream: TokenStream, inner: TokenStream) -> None:
@@ -320,6 +373,19 @@ class RunEngine(TaskEngine):
         prompt = inner.stats.prompt_tokens
         if prompt is not None:
             stream.stats.prompt_tokens = (stream.stats.prompt_tokens or 0) + prompt
+
+
+def _as_logged(state: dict[str, Any]) -> tuple[Step, str, str]:
+    """A carried call's last event as its step and result (output, error code): a call still
+    in flight then (or waiting) never ended, `interrupted`."""
+    step = Step(str(state["id"]), str(state["server"]), str(state["tool"]), str(state["arguments"]))
+    if state["status"] not in ENDED:
+        return step, INTERRUPTED, "interrupted"
+    return (
+        step,
+        str(state.get("output") or state.get("message") or ""),
+        str(state.get("error") or ""),
+    )
 
 
 def _ms(started: float) -> float:

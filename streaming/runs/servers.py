@@ -132,9 +132,11 @@ class McpServer:
             await self._lost(f"failed during a call: {_described(error)}")
             return ToolResult(f"The server {spec.name} is unavailable.", "server_unavailable")
         text = result_text(result)
-        size = len(text.encode())
-        if size > spec.max_result_bytes:
-            message = f"The result ({size} bytes) is over the cap of {spec.max_result_bytes} bytes."
+        if len(text) > spec.max_result_chars:
+            message = (
+                f"The result ({len(text)} characters) is over the cap of "
+                f"{spec.max_result_chars} characters."
+            )
             return ToolResult(message, "too_large")
         return ToolResult(text, "tool_error" if result.is_error else "")
 

@@ -1,15 +1,17 @@
-"""A run's steps as events in the answer's log (ChunkKind.STEP): each tool call logged when it
-starts and again when it ends, so every reader, wherever and whenever it reads, sees the same
-steps in the same order, and a step logged as started but never ended was in flight."""
+"""A run's steps as events in the answer's log (ChunkKind.STEP): each server's tools listed at
+its start, each tool call logged when it starts and again when it ends, so every reader,
+wherever and whenever it reads, sees the same steps in the same order, and a step logged as
+started but never ended was in flight."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from streaming.core.stream import TokenStream
 
+MAX_CALL_ID = 64  # characters of a call's id kept (a model's own ids are shorter)
 Status = Literal["awaiting_approval", "in_progress", "completed", "failed"]
 
 
@@ -26,6 +28,7 @@ class Step:
     error: str = ""  # a code (runs/servers.py's ToolResult), once failed
     message: str = ""  # what went wrong, in words the model and the person read
     ms: float | None = None  # how long the call took
+    asked: bool | None = None  # True: made (or not) as the person said, asked before it started
 
     def ended(self, output: str, error: str, ms: float) -> Step:
         """The same call, ended: completed with its output, or failed with why."""
@@ -36,6 +39,22 @@ class Step:
     def as_json(self) -> str:
         """The event's text (what a native `tool_call` event carries)."""
         data = {key: value for key, value in asdict(self).items() if value not in ("", None)}
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The tools one server offers a run, logged once at its start, before any call (the
+    Responses API's `mcp_list_tools` item, the native stream's `tools` event), or why it offers
+    none. Its JSON begins `{"listed":` (wire/sse.py names its event by that)."""
+
+    listed: str  # the server's name
+    tools: tuple[dict[str, Any], ...] = ()  # each {name, description, input_schema}
+    error: str = ""  # why the server offers nothing ("": it answered)
+
+    def as_json(self) -> str:
+        """The event's text."""
+        data = {key: value for key, value in asdict(self).items() if value != ""}
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -1,13 +1,17 @@
 """OpenAI's Responses shapes: the `Response` object and its stream's typed events.
 
 Pure functions over dicts and bytes, like sse.py and openai_format.py. The reference is the
-official client's own types (`openai.types.responses`). One response has one output item (the
-assistant's message) with one text part, so its events are numbered from the answer's log:
+official client's own types (`openai.types.responses`). A response's output item 0 is the
+assistant's message, with one text part, so its events are numbered from the answer's log:
 
     0 response.created   1 response.in_progress   2 response.output_item.added
     3 response.content_part.added   4 + k  response.output_text.delta of the log's chunk k
     then, after the E chunks: 4 + E output_text.done, 5 + E content_part.done,
     6 + E output_item.done, 7 + E response.completed | response.incomplete | response.failed
+
+A run's step event (runs/steps.py) takes several numbers rather than one: its
+`mcp_list_tools`, `mcp_approval_request` or `mcp_call` item's events (RunItems counts them
+from the log).
 
 `sequence_number` is also the SSE `id`, so `starting_after=N` (or `Last-Event-ID: N`) resumes
 anywhere in that sequence, on any web process, with no gap and no duplicate.
@@ -20,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from streaming.core.chunk_log import ChunkKind
+from streaming.wire.responses_mcp import item_id, step_output_item
 
 PREAMBLE_EVENTS = 4  # created, in_progress, output_item.added, content_part.added
 TAIL_EVENTS = 4  # text done, part done, item done, the response's end
@@ -53,6 +58,9 @@ class ResponseSpec:
     store: bool = True
     conversation: str | None = None  # the id of the conversation it answers in
     mcp_servers: tuple[str, ...] | list[str] = ()  # the `mcp` tools it named (a run)
+    # The run it goes on from, where it answers an earlier response's requests: each call's
+    # last step event (runs/steps.py); not echoed.
+    run_before: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
 
     def as_json(self) -> dict[str, Any]:
         """For storing (models.StoredResponse.spec)."""
@@ -71,7 +79,9 @@ class Outcome:
     reasoning_tokens: int = 0  # of the output tokens, an upstream's reasoning
     error: dict[str, str] | None = None  # {code, message}, for `failed`
     incomplete_reason: str | None = None  # max_output_tokens, for `incomplete`
-    steps: list[dict[str, Any]] = field(default_factory=list)  # a run's calls, each's last event
+    steps: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # its listings, each call's last event
 
 
 def item_status(status: str) -> str:
@@ -120,7 +130,7 @@ def response_object(spec: ResponseSpec, outcome: Outcome) -> dict[str, Any]:
         ),
         "output": [
             *([output_item(spec, outcome)] if ended or outcome.text else []),
-            *(mcp_call_item(step) for step in outcome.steps),
+            *map(step_output_item, outcome.steps),
         ],
         "output_text": outcome.text,
         "parallel_tool_calls": False,
@@ -133,54 +143,67 @@ def response_object(spec: ResponseSpec, outcome: Outcome) -> dict[str, Any]:
     }
 
 
-# A step's status (runs/steps.py) as an `mcp_call` item's.
-CALL_STATUS = {"awaiting_approval": "in_progress", "in_progress": "calling"}
-
-
-def mcp_call_item(step: dict[str, Any]) -> dict[str, Any]:
-    """A run's tool call (its step event) as the `mcp_call` output item: its output once
-    completed, its error once failed (a tool's own as `mcp_tool_execution_error`, anything
-    else, ours or the server's, as `mcp_protocol_error` with the code in its message)."""
-    status = step["status"]
-    error = None
-    if status == "failed":
-        said = f"{step.get('error', 'error')}: {step.get('message', '')}"
-        error = (
-            {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": said}]}
-            if step.get("error") == "tool_error"
-            else {"type": "mcp_protocol_error", "code": -32000, "message": said}
+def step_events(first_number: int, step: dict[str, Any], output_index: int) -> list[bytes]:
+    """A step event's events, numbered from `first_number`, of the item at `output_index`: a
+    server's tools listed add, list and close its `mcp_list_tools` item; an approval asked adds
+    and closes its `mcp_approval_request` item; a call's start adds its item, its arguments
+    (delta, done) and `mcp_call.in_progress`; its end says how it ended and closes the item."""
+    where = {"output_index": output_index}
+    item = step_output_item(step)
+    at = {"item_id": item["id"], **where}
+    if "listed" in step:
+        made: tuple[tuple[str, dict[str, Any]], ...] = (
+            ("response.output_item.added", {**where, "item": {**item, "tools": []}}),
+            ("response.mcp_list_tools.in_progress", at),
+            ("response.mcp_list_tools." + ("failed" if item["error"] else "completed"), at),
+            ("response.output_item.done", {**where, "item": item}),
         )
-    return {
-        "id": "mcp_" + str(step["id"]),
-        "type": "mcp_call",
-        "server_label": step["server"],
-        "name": step["tool"],
-        "arguments": step.get("arguments") or "{}",
-        "status": CALL_STATUS.get(status, status),
-        "output": step.get("output") if status == "completed" else None,
-        "error": error,
-    }
+    elif step["status"] == "awaiting_approval":
+        made = (
+            ("response.output_item.added", {**where, "item": item}),
+            ("response.output_item.done", {**where, "item": item}),
+        )
+    elif step["status"] == "in_progress":
+        arguments = item["arguments"]
+        made = (
+            ("response.output_item.added", {**where, "item": {**item, "arguments": ""}}),
+            ("response.mcp_call_arguments.delta", {**at, "delta": arguments}),
+            ("response.mcp_call_arguments.done", {**at, "arguments": arguments}),
+            ("response.mcp_call.in_progress", at),
+        )
+    else:
+        made = (
+            (f"response.mcp_call.{step['status']}", at),  # completed | failed
+            ("response.output_item.done", {**where, "item": item}),
+        )
+    return [event(kind, first_number + i, **fields) for i, (kind, fields) in enumerate(made)]
 
 
-def step_event(sequence_number: int, step: dict[str, Any], output_index: int, first: bool) -> bytes:
-    """One event per step event, so that numbering by log position holds: a call's first
-    (`output_item.added`), its start after an approval (`mcp_call.in_progress`), its end
-    (`output_item.done`, the item with its output or error)."""
-    item = mcp_call_item(step)
-    if step["status"] in ("completed", "failed"):
-        return event(
-            "response.output_item.done", sequence_number, output_index=output_index, item=item
-        )
-    if first:
-        return event(
-            "response.output_item.added", sequence_number, output_index=output_index, item=item
-        )
-    return event(
-        "response.mcp_call.in_progress",
-        sequence_number,
-        item_id=item["id"],
-        output_index=output_index,
-    )
+class RunItems:
+    """A response's event numbers and output items, counted as its log is read: a chunk is one
+    event, a step event those step_events makes; the message is item 0, then each listing,
+    approval request and call in the order they came. Every reader counts the same log the
+    same way."""
+
+    def __init__(self, next_number: int) -> None:
+        self.next = next_number  # the next event's number
+        self.items: dict[str, int] = {}  # item id → its output index
+
+    def step(self, text: str) -> list[bytes]:
+        """A step event's events, numbered on from `next`."""
+        step = json.loads(text)
+        index = self.items.setdefault(item_id(step), 1 + len(self.items))
+        made = step_events(self.next, step, index)
+        self.next += len(made)
+        return made
+
+    def count(self, chunks: list[tuple[int, str]]) -> None:
+        """Count (kind, text) chunks without sending them (those a reader already has)."""
+        for kind, text in chunks:
+            if kind == ChunkKind.STEP:
+                self.step(text)
+            else:
+                self.next += 1
 
 
 def usage(outcome: Outcome) -> dict[str, Any]:

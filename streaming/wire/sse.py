@@ -81,10 +81,14 @@ def tool_calls_event(index: int, tool_calls: str) -> bytes:
     return f'id: {index}\nevent: tool_calls\ndata: {{"tool_calls": {tool_calls}}}\n\n'.encode()
 
 
+LISTING = '{"listed":'  # how a run's listing of a server's tools begins (runs/steps.py)
+
+
 def tool_call_event(index: int, step: str) -> bytes:
-    """Frame one step of a run: a tool call started or ended (`step`: its JSON object, one
-    line, as runs/steps.py writes it)."""
-    return f"id: {index}\nevent: tool_call\ndata: {step}\n\n".encode()
+    """Frame one step of a run: a tool call started or ended, or (`event: tools`) a server's
+    tools listed at its start (`step`: its JSON object, one line, as runs/steps.py writes it)."""
+    name = "tools" if step.startswith(LISTING) else "tool_call"
+    return f"id: {index}\nevent: {name}\ndata: {step}\n\n".encode()
 
 
 def json_event(payload: object, *, event: str | None = None, id: int | None = None) -> bytes:

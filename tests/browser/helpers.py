@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -190,3 +191,17 @@ WATCH_ANNOUNCER = """() => {
     if (region.textContent) window.announced.push(region.textContent);
   }).observe(region, {childList: true, characterData: true, subtree: true});
 }"""
+
+
+@contextmanager
+def opened_as_a_stranger(browser: Any, url: str) -> Iterator[tuple[Any, list[str]]]:
+    """`url` in a new browser context with nobody's cookie: its page, and its page errors."""
+    stranger = browser.new_context(locale="en-US")
+    try:
+        page = stranger.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        assert page.goto(url).status == 200
+        yield page, errors
+    finally:
+        stranger.close()

@@ -16,7 +16,7 @@ from bench.page_history import django_shell, owner_cookie
 from tests.support.live import LiveServer
 
 from .axe import assert_accessible
-from .helpers import screenshot
+from .helpers import opened_as_a_stranger, screenshot
 
 ANSWER = "## 作り方\n\n**果物** と砂糖を煮ます。\n\n```python\nprint('jam')\n```"
 TURNS = [
@@ -73,12 +73,7 @@ def test_a_shared_link_is_read_without_cookies_continued_and_revoked(
     expect(dialog).to_be_hidden()
     expect(share).to_be_focused()
 
-    stranger = browser.new_context(locale="en-US")  # no cookie of anyone's
-    try:
-        shared = stranger.new_page()
-        errors: list[str] = []
-        shared.on("pageerror", lambda error: errors.append(str(error)))
-        assert shared.goto(link).status == 200
+    with opened_as_a_stranger(browser, link) as (shared, errors):
         thread = shared.locator("#shared-thread")
         expect(thread.locator(".message")).to_have_count(4)
         expect(thread.locator(".markdown strong")).to_have_text("果物")
@@ -97,8 +92,6 @@ def test_a_shared_link_is_read_without_cookies_continued_and_revoked(
         expect(shared.locator("#thread .markdown strong")).to_have_text("果物")
         expect(shared.locator(".conversation-open")).to_have_text(["ジャム"])
         assert errors == []
-    finally:
-        stranger.close()
 
     page.click("#settings-button")
     row = page.locator(".shared-link")

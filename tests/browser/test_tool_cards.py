@@ -33,6 +33,7 @@ from .conftest import DESKTOP
 from .helpers import (
     WATCH_ANNOUNCER,
     amend_new_conversations,
+    opened_as_a_stranger,
     replace_answers,
     screenshot,
     seen_by,
@@ -252,6 +253,40 @@ def test_a_call_denied_from_its_card_fails_as_denied_and_the_run_goes_on(
     expect(page.get_by_role("checkbox", name=re.compile(r"^lab\b"))).to_be_checked()
     expect(page.get_by_role("checkbox", name=re.compile(r"^time\b"))).not_to_be_checked()
     page.click(".settings-cancel")
+    assert page.errors == []
+
+
+def test_a_shared_link_shows_the_runs_cards_and_a_copy_keeps_them(
+    page_of, browser, tools_server
+) -> None:
+    page = page_of("en-US")
+    amend_new_conversations(page, {"max_tokens": MAX_TOKENS})
+    choose_servers(page, ["lab"])
+    answer = send_prompt(page, '/call lab.echo {"text": "<b>shared</b>"}')
+    expect(answer).to_have_attribute("data-state", ENDED)
+    page.click("#share-button")
+    page.click("#share-create")
+    expect(page.locator("#share-url")).to_be_focused()  # once the link is made
+    link = page.locator("#share-url").input_value()
+    page.keyboard.press("Escape")
+
+    with opened_as_a_stranger(browser, link) as (shared, errors):
+        card = shared.locator("#shared-thread .tool-card")
+        expect(card).to_have_count(1)
+        expect(card).to_have_attribute("data-status", "completed")
+        expect(card.locator(".tool-name")).to_have_text("lab.echo")
+        expect(card.get_by_role("button")).to_have_count(0)  # nothing to decide in a snapshot
+        card.locator("summary").click()
+        expect(card.locator(".tool-output")).to_have_text("<b>shared</b>")  # text, not HTML
+        expect(card.locator(".tool-output b")).to_have_count(0)
+        assert_accessible(shared, "the shared page with a run's card")
+        screenshot(shared, "53-shared-page-card")
+        shared.locator("#continue-chat").click()
+        shared.wait_for_url(tools_server.url + "/")
+        copied = shared.locator("#thread .tool-card")
+        expect(copied).to_have_count(1)
+        expect(copied).to_have_attribute("data-status", "completed")
+        assert errors == []
     assert page.errors == []
 
 

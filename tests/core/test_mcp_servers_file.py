@@ -27,7 +27,7 @@ def test_servers_are_read_with_their_transport_groups_tools_and_approvals(tmp_pa
         + '[[mcp_servers]]\nname = "tickets"\nurl = "https://mcp.example.com/mcp"\n'
         + 'headers_from = { Authorization = "TICKETS_AUTH" }\ngroups = ["support"]\n'
         + 'tools = ["search", "create"]\nrequire_approval = { create = "always" }\n'
-        + "timeout_s = 2.5\nmax_result_bytes = 100\n",
+        + "timeout_s = 2.5\nmax_result_chars = 100\n",
     )
     assert read_models(path)[0].tools is True
     time, tickets = mcp_servers(path)
@@ -40,7 +40,7 @@ def test_servers_are_read_with_their_transport_groups_tools_and_approvals(tmp_pa
     assert tickets.transport == "http" and tickets.groups == ("support",)
     assert tickets.needs_approval("create") and not tickets.needs_approval("search")
     assert tickets.offers("search") and not tickets.offers("delete")
-    assert (tickets.timeout_s, tickets.max_result_bytes) == (2.5, 100)
+    assert (tickets.timeout_s, tickets.max_result_chars) == (2.5, 100)
     # The secret is read when the server starts, never kept in the spec.
     monkeypatch.setenv("TICKETS_AUTH", "Bearer s3cret")
     assert "s3cret" not in repr(tickets)
@@ -63,7 +63,7 @@ def test_a_server_asks_approval_unless_the_file_says_never(tmp_path):
         (TIME + 'headers_from = { A = "B" }\n', "mcp_servers[0].headers_from: only for a server"),
         (TIME + 'require_approval = "sometimes"\n', "require_approval: must be never, always"),
         (TIME + 'require_approval = { t = "maybe" }\n', "require_approval.t: must be never"),
-        (TIME + "timeout_s = 0\n", "timeout_s and max_result_bytes must be above 0"),
+        (TIME + "timeout_s = 0\n", "timeout_s and max_result_chars must be above 0"),
         (TIME + "timeout_s = true\n", "mcp_servers[0].timeout_s: has the wrong type"),
         (TIME + "tools = ['']\n", "mcp_servers[0].tools: must be a list of non-empty strings"),
         (TIME + TIME, "mcp_servers[1].name: 'time' is also mcp_servers[0]'s"),

@@ -8,7 +8,7 @@ import json
 
 import msgpack  # what the Redis channel layer carries messages in
 
-from streaming.core.request import Fault, GenerationRequest, Message
+from streaming.core.request import Answered, Fault, GenerationRequest, Message
 from streaming.fleet.request_codec import request_from_message, request_message
 
 REQUEST = GenerationRequest(
@@ -83,3 +83,20 @@ def test_the_model_travels_with_the_request_and_one_from_before_it_is_the_defaul
         assert request_from_message(carried) == big
     assert "model" not in request_message(REQUEST)  # the one model of a deployment without a file
     assert request_from_message(request_message(REQUEST)).model == ""
+
+
+def test_how_a_run_asks_and_what_it_goes_on_from_travel_with_it_only_when_set():
+    run = dataclasses.replace(
+        REQUEST,
+        mcp_servers=("lab",),
+        approval="end",
+        ask_first=("lab.echo",),
+        answered=Answered(('{"id":"c1","status":"awaiting_approval"}',), (("c1", True),)),
+    )
+    for carried in (
+        json.loads(json.dumps(request_message(run))),
+        msgpack.unpackb(msgpack.packb(request_message(run))),
+    ):
+        assert request_from_message(carried) == run
+    plain = request_message(REQUEST)
+    assert not {"approval", "ask_first", "answered"} & set(plain)  # a message as before

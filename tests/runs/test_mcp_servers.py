@@ -38,7 +38,7 @@ def http_server(monkeypatch) -> Iterator[tuple[McpServerSpec, subprocess.Popen]]
         url=f"http://127.0.0.1:{port}/mcp",
         headers_from={"Authorization": "MCP_TEST_AUTH"},
         timeout_s=10,
-        max_result_bytes=1000,
+        max_result_chars=1000,
     )
     yield spec, process
     stop_process(process)
@@ -110,7 +110,9 @@ async def test_ours_over_http_with_a_header_from_a_variable(http_server, caplog)
         failed = await server.call("fail", {"reason": "disk full"})
         assert failed.error == "tool_error" and "disk full" in failed.text
         too_large = await server.call("big", {"size": 5000})
-        assert too_large.error == "too_large" and "over the cap of 1000 bytes" in too_large.text
+        assert (
+            too_large.error == "too_large" and "over the cap of 1000 characters" in too_large.text
+        )
     finally:
         await server.close()
     assert "test-secret-token" not in caplog.text

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 
 from streaming.programs.liveserver import free_port, stop_process
@@ -57,6 +58,12 @@ def test_a_run_is_made_on_a_worker_read_anywhere_and_a_workers_death_runs_no_too
             steps = [json.loads(data) for event, data in events if event == "tool_call"]
             assert [s["status"] for s in steps] == ["in_progress", "completed"]
             assert steps[1]["output"] == "across" and events[-1] == ("message", "[DONE]")
+            summary = json.loads(next(data for event, data in events if event == "summary"))
+            assert summary["tokens"] == sum(  # the model's tokens: no step counted, none twice
+                json.loads(d).get("tokens", 1)
+                for e, d in events
+                if e == "message" and d != "[DONE]"
+            )
 
             # Asked of the person on one web process, approved on the other, run on the worker.
             created = httpx.post(
@@ -74,6 +81,30 @@ def test_a_run_is_made_on_a_worker_read_anywhere_and_a_workers_death_runs_no_too
                 assert approved.status_code == 202, approved.text
                 steps = [json.loads(e.data) for e in read if e.event == "tool_call"]
             assert steps[-1]["status"] == "completed" and steps[-1]["output"] == "xxx"
+
+            # Through the Responses API: a run ends asking on one web process; a new response
+            # on the other answers it, and the worker makes the call and goes on.
+            mcp = [{"type": "mcp", "server_label": "lab", "require_approval": "always"}]
+            asked = _client(a.url).responses.create(
+                model="lab", input='/call lab.echo {"text": "yes"}', tools=mcp, max_output_tokens=30
+            )
+            request = asked.output[-1]
+            assert request.type == "mcp_approval_request" and request.name == "echo"
+            answer = {"type": "mcp_approval_response", "approval_request_id": request.id}
+            went_on = _client(b.url).responses.create(
+                model="lab",
+                previous_response_id=asked.id,
+                input=[{**answer, "approve": True}],
+                tools=mcp,
+                max_output_tokens=30,
+            )
+            made = went_on.output[-1]
+            assert (made.type, made.output, made.approval_request_id) == (
+                "mcp_call",
+                "yes",
+                request.id,
+            )
+            assert went_on.output_text.startswith("> yes\n")
 
             # Its worker killed during its second call: the run goes on on another worker
             # from its last ended call, the call in flight ended as interrupted, no tool made
@@ -115,6 +146,10 @@ def test_a_run_is_made_on_a_worker_read_anywhere_and_a_workers_death_runs_no_too
             assert said.count("wait 0.1 started") == 1 and said.count("wait 30 started") == 1
     finally:
         stop_process(tools)
+
+
+def _client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
 
 
 def _workers(url: str) -> int:

@@ -4,7 +4,9 @@ the answer's log, read again from the start by a second reader, stopped during a
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -13,10 +15,12 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from openai.types.conversations import ConversationItemList
 
 from streaming.programs.liveserver import free_port, stop_process, wait_until
 from tests.runs.test_mcp_servers import _serve
 from tests.support.live import iter_sse, start_server
+from tests.wire.test_responses_format import CALLED
 
 MODELS = """
 [[models]]
@@ -40,7 +44,7 @@ name = "lab"
 url = "http://127.0.0.1:{port}/mcp"
 headers_from = {{ Authorization = "MCP_TEST_AUTH" }}
 require_approval = {{ big = "always" }}
-max_result_bytes = 2000
+max_result_chars = 2000
 
 [[mcp_servers]]
 name = "kept"
@@ -108,6 +112,10 @@ def test_a_run_calls_two_servers_logs_each_step_and_answers_with_their_results(u
         '/call lab.echo {"text": "こんにちは"}'
     )
     events = run_events(url, prompt)
+    # First, what the run was offered: each server's tools, as their servers listed them.
+    listed = [json.loads(data) for event, data in events[:3] if event == "tools"]
+    assert [listing["listed"] for listing in listed] == ["time", "lab"]
+    assert "get_current_time" in {tool["name"] for tool in listed[0]["tools"]}
     steps = steps_of(events)
     assert [(s["server"], s["tool"], s["status"]) for s in steps] == [
         ("time", "get_current_time", "in_progress"),
@@ -314,10 +322,182 @@ def test_an_answers_tool_calls_go_out_in_its_export_and_back_in_with_an_import(u
         assert imported.status_code == 201, imported.text
         again = client.get(f"/api/conversations/{imported.json()['ids'][0]}").json()
         assert again["items"][-1]["steps"] == answer["steps"]
+        # The Conversations API lists the call as an `mcp_call` item before its answer.
+        listed = client.get(f"/v1/conversations/{made['id']}/items", params={"order": "asc"})
+        items = ConversationItemList.model_validate(listed.json()).data
+        assert [item.type for item in items] == ["message", "mcp_call", "message"]
+        assert (items[1].name, items[1].status, items[1].output) == ("echo", "completed", "out")
+        newest = client.get(f"/v1/conversations/{made['id']}/items").json()
+        assert [item["type"] for item in newest["data"]] == ["message", "mcp_call", "message"]
+        assert newest["data"][0]["role"] == "assistant" and newest["last_id"].startswith("msg_")
+        # A share link shows its cards (the page draws them from the snapshot's steps), and a
+        # copy of it keeps them.
+        link = client.post(f"{path}/share").json()
+        page = client.get(link["url"]).text
+        (held,) = re.findall(r'data-steps="([^"]*)"', page)
+        assert json.loads(html.unescape(held)) == answer["steps"]
+        token = {"X-CSRFToken": client.cookies["csrftoken"]}  # the page gave this browser one
+        copied = client.post(f"/api/shares/{link['token']}/continue", headers=token)
+        assert copied.status_code == 201, copied.text
+        copied = copied.json()
+        assert (
+            client.get(f"/api/conversations/{copied['id']}").json()["items"][-1]["steps"]
+            == (answer["steps"])
+        )
         # A file's steps are checked as the rest of it is: nothing half-imported.
         answer["steps"][0]["status"] = "done"
-        refused = client.post("/api/conversations/import", json=exported)
+        refused = client.post("/api/conversations/import", json=exported, headers=token)
         assert refused.status_code == 400 and "steps[0].status" in refused.text, refused.text
+        answer["steps"][0].update(status="completed", asked="yes")
+        refused = client.post("/api/conversations/import", json=exported, headers=token)
+        assert refused.status_code == 400 and "steps[0].asked" in refused.text, refused.text
+
+
+CALL_EVENTS = CALLED  # a call's events in a Responses stream, in order (OpenAI's)
+
+
+def call_events(events: list, name: str | None = None) -> list:
+    """The events of a stream's `mcp_call` items (of one tool, `name`)."""
+    ids = {
+        e.item.id
+        for e in events
+        if getattr(e, "item", None) is not None
+        and e.item.type == "mcp_call"
+        and (name is None or e.item.name == name)
+    }
+    return [
+        e
+        for e in events
+        if (getattr(e, "item", None) is not None and e.item.id in ids)
+        or getattr(e, "item_id", None) in ids
+    ]
+
+
+def test_a_responses_client_may_ask_for_more_approvals_than_the_file_never_fewer(url):
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    prompt = '/call lab.echo {"text": "a"}\n/call lab.big {"size": 3}'
+
+    def asked(require_approval: object) -> list[str]:
+        tool = {"type": "mcp", "server_label": "lab", "require_approval": require_approval}
+        made = client.responses.create(
+            model="lab", input=prompt, tools=[tool], max_output_tokens=40
+        )
+        return [item.type for item in made.output[2:]]
+
+    # `echo` needs no approval in the file: asked for, it is asked about.
+    assert asked("always") == ["mcp_approval_request"]
+    assert asked({"always": {"tool_names": ["echo"]}}) == ["mcp_approval_request"]
+    # `big` needs one in the file: `never` does not loosen it.
+    assert asked("never") == ["mcp_call", "mcp_approval_request"]
+    assert asked({"never": {"tool_names": ["big"]}}) == ["mcp_call", "mcp_approval_request"]
+
+
+def test_a_responses_run_in_a_conversation_waits_for_its_decision_as_the_pages_do(url):
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    conversation = client.conversations.create()
+    events = client.responses.create(
+        model="lab",
+        input='/call lab.big {"size": 4}',
+        tools=[{"type": "mcp", "server_label": "lab"}],
+        conversation=conversation.id,
+        stream=True,
+        max_output_tokens=40,
+    )
+    with events:
+        seen = []
+        for event in events:
+            seen.append(event)
+            if event.type == "response.output_item.done" and event.item.type != "mcp_list_tools":
+                break
+        request = seen[-1].item
+        assert request.type == "mcp_approval_request"  # the stream stays open: the run waits
+        generation_id = seen[0].response.id.removeprefix("resp_")
+        answered = httpx.post(
+            f"{url}/api/generations/{generation_id}/approvals",
+            json={"call_id": request.id.removeprefix("mcpr_"), "approve": True},
+        )
+        assert answered.status_code == 202, answered.text
+        rest = list(events)
+    made = [e.item for e in rest if e.type == "response.output_item.done"]
+    assert (made[0].type, made[0].output, made[0].approval_request_id) == (
+        "mcp_call",
+        "xxxx",
+        request.id,
+    )
+    assert rest[-1].type in ("response.completed", "response.incomplete")
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_a_responses_run_ends_asking_and_a_new_response_answers_it(url, approve):
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    prompt = "\n".join(
+        [
+            '/call lab.echo {"text": "first"}',
+            '/call lab.big {"size": 10}',
+            '/call lab.echo {"text": "last"}',
+        ]
+    )
+    events = list(
+        client.responses.create(
+            model="lab",
+            input=prompt,
+            tools=[{"type": "mcp", "server_label": "lab"}],
+            stream=True,
+            max_output_tokens=80,
+        )
+    )
+    asked = events[-1].response
+    assert events[-1].type == "response.completed"
+    request = asked.output[-1]
+    assert [item.type for item in asked.output[1:]] == [
+        "mcp_list_tools",
+        "mcp_call",
+        "mcp_approval_request",
+    ]
+    assert (request.server_label, request.name, request.arguments) == ("lab", "big", '{"size": 10}')
+    requested = [
+        e for e in events if getattr(e, "item", None) is not None and e.item.id == request.id
+    ]
+    assert [(e.type, e.output_index) for e in requested] == [
+        ("response.output_item.added", 3),
+        ("response.output_item.done", 3),
+    ]
+
+    answer = {
+        "type": "mcp_approval_response",
+        "approval_request_id": request.id,
+        "approve": approve,
+    }
+    went_on = client.responses.create(
+        model="lab", previous_response_id=asked.id, input=[answer], max_output_tokens=80
+    )
+    assert went_on.status in ("completed", "incomplete") and went_on.id != asked.id
+    listed, big, last = went_on.output[1:]
+    assert listed.type == "mcp_list_tools"  # each response lists what its run offers
+    assert big.approval_request_id == request.id and last.approval_request_id is None
+    if approve:
+        assert (big.status, big.output) == ("completed", "x" * 10)
+        assert went_on.output_text.startswith("> first\n> xxxxxxxxxx\n> last\n")
+    else:
+        assert big.status == "failed" and "denied" in big.error.message
+        assert "> Error (denied): The person declined this call." in went_on.output_text
+    assert (last.name, last.output) == ("echo", "last")  # the run went on after it
+
+    # What cannot be answered: a request that is not one, or not the response's.
+    for wrong, said in [
+        ({**answer, "approval_request_id": "mcpr_nothing"}, "No request 'mcpr_nothing'"),
+        ({**answer, "approve": "yes"}, "must be a boolean"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(model="lab", previous_response_id=asked.id, input=[wrong])
+        assert said in str(refused.value)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="lab", input=[answer])
+    assert "previous_response_id" in str(refused.value)
+    mixed = [answer, {"role": "user", "content": "and then?"}]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="lab", previous_response_id=asked.id, input=mixed)
+    assert "go alone" in str(refused.value)
 
 
 def test_a_run_through_the_responses_api_read_by_the_official_client(url):
@@ -333,19 +513,48 @@ def test_a_run_through_the_responses_api_read_by_the_official_client(url):
         )
     )
     numbers = [event.sequence_number for event in events]
-    assert numbers == list(range(len(events)))  # one event per position, none twice
-    calls = [
-        e for e in events if getattr(e, "item", None) is not None and e.item.type == "mcp_call"
+    assert numbers == list(range(len(events)))  # every number once, in order
+    calls = call_events(events)
+    assert [e.type for e in calls] == CALL_EVENTS
+    assert {e.output_index for e in calls} == {2}
+    assert calls[0].item.arguments == "" and calls[1].delta == '{"text": "via openai"}'
+    assert calls[2].arguments == '{"text": "via openai"}'
+    done = calls[-1].item
+    assert (done.server_label, done.name, done.status) == ("lab", "echo", "completed")
+    assert done.output == "via openai" and done.approval_request_id is None
+
+    # Read again from within the call's events: the rest, the same, none twice.
+    after = calls[1].sequence_number
+    again = list(
+        client.responses.retrieve(events[0].response.id, stream=True, starting_after=after)
+    )
+    assert [(e.type, e.sequence_number) for e in again] == [
+        (e.type, e.sequence_number) for e in events[after + 1 :]
     ]
-    assert [(e.type, e.output_index, e.item.status) for e in calls] == [
-        ("response.output_item.added", 1, "calling"),
-        ("response.output_item.done", 1, "completed"),
-    ]
-    assert (calls[1].item.server_label, calls[1].item.name) == ("lab", "echo")
-    assert calls[1].item.output == "via openai"
     finished = events[-1]
     assert finished.type == "response.incomplete"  # at max_output_tokens, as any answer
-    assert [item.type for item in finished.response.output] == ["message", "mcp_call"]
+    assert [item.type for item in finished.response.output] == [
+        "message",
+        "mcp_list_tools",
+        "mcp_call",
+    ]
+    # What the run was offered, listed first (OpenAI's `mcp_list_tools`), as the server said.
+    listing = [
+        e
+        for e in events
+        if "mcp_list_tools" in e.type
+        or (getattr(e, "item", None) and e.item.type == "mcp_list_tools")
+    ]
+    assert [(e.type, e.output_index) for e in listing] == [
+        ("response.output_item.added", 1),
+        ("response.mcp_list_tools.in_progress", 1),
+        ("response.mcp_list_tools.completed", 1),
+        ("response.output_item.done", 1),
+    ]
+    assert listing[0].sequence_number == 4  # before anything of the answer
+    tools = {tool.name: tool for tool in listing[-1].item.tools}
+    assert {"echo", "big", "fail", "wait"} <= set(tools)
+    assert tools["echo"].input_schema["properties"]["text"]["type"] == "string"
     assert finished.response.output_text.startswith("> via openai\n")
     assert finished.response.tools[0].server_label == "lab"
 
@@ -353,16 +562,27 @@ def test_a_run_through_the_responses_api_read_by_the_official_client(url):
     failed = client.responses.create(
         model="lab", input='/call lab.fail {"reason": "no"}', tools=mcp, max_output_tokens=40
     )
-    call = failed.output[1]
+    call = failed.output[2]
     assert call.type == "mcp_call" and call.status == "failed"
     assert call.error.type == "mcp_tool_execution_error"
     kept = wait_until(lambda: client.responses.retrieve(failed.id), timeout=10)
-    assert kept.output[1].model_dump() == call.model_dump()
+    assert kept.output[2].model_dump() == call.model_dump()
 
     # A client names the deployment's servers by label, never an address or its own rules.
     for tool, said in [
         ({"type": "mcp", "server_label": "lab", "server_url": "http://x/mcp"}, "server_url"),
-        ({"type": "mcp", "server_label": "lab", "require_approval": "never"}, "require_approval"),
+        (
+            {"type": "mcp", "server_label": "lab", "require_approval": "sometimes"},
+            "must be `always`",
+        ),
+        (
+            {
+                "type": "mcp",
+                "server_label": "lab",
+                "require_approval": {"always": {"read_only": True}},
+            },
+            "tools[0].require_approval.always",
+        ),
         ({"type": "mcp", "server_label": "nowhere"}, "there is no MCP server 'nowhere'"),
         ({"type": "function", "name": "f", "parameters": {}}, "only `mcp` tools"),
     ]:

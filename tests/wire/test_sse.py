@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streaming.runs.steps import Listing, Step
 from streaming.wire import sse
 
 
@@ -112,3 +113,11 @@ def test_reasoning_and_tool_call_chunks_are_named_events_with_their_ids():
     assert sse.tool_calls_event(4, '[{"index":0}]') == (
         b'id: 4\nevent: tool_calls\ndata: {"tool_calls": [{"index":0}]}\n\n'
     )
+
+
+def test_a_runs_step_is_a_tool_call_event_and_its_listing_a_tools_event():
+    call = Step("c1", "lab", "echo", "{}").as_json()
+    assert sse.tool_call_event(5, call) == f"id: 5\nevent: tool_call\ndata: {call}\n\n".encode()
+    listing = Listing("lab", ({"name": "echo"},)).as_json()
+    assert listing.startswith(sse.LISTING)  # how the frame tells the two apart
+    assert sse.tool_call_event(6, listing) == f"id: 6\nevent: tools\ndata: {listing}\n\n".encode()
