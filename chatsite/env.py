@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -91,3 +93,17 @@ def env_url(name: str, schemes: tuple[str, ...], default: str = "") -> str:
     if parts.scheme != "unix" and not parts.hostname:
         raise ImproperlyConfigured(f"{name} names no host; got {value!r}")
     return value
+
+
+def env_json_object(name: str) -> dict[str, Any]:
+    """A JSON object ({} when unset)."""
+    value = _raw(name)
+    if value is None:
+        return {}
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise ImproperlyConfigured(f"{name} must be a JSON object: {error.msg}") from None
+    if not isinstance(parsed, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object; got {value[:60]!r}")
+    return parsed

@@ -15,7 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from streaming.core.config import SCHEDULINGS, Config, ConfigError
 from streaming.core.models_file import check_models
 
-from .env import env_bool, env_float, env_int, env_list, env_str, env_url
+from .env import env_bool, env_float, env_int, env_json_object, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -258,6 +258,29 @@ CONVERSATIONS_MAX_CHARS_PER_OWNER = env_int(
 CONVERSATIONS_WRITES_PER_MIN = env_int("CONVERSATIONS_WRITES_PER_MIN", 120, minimum=0)
 # A running answer's text is written to its item this often, so a crash keeps what was made.
 CONVERSATIONS_CHECKPOINT_S = env_float("CONVERSATIONS_CHECKPOINT_S", 2.0, minimum=0.1)
+
+# --- Files (docs/files.md) ----------------------------------------------------------------
+# One upload's bytes at most (413 past it), and all of one owner's files' together (409).
+FILES_MAX_BYTES = env_int("FILES_MAX_BYTES", 32 * 1024 * 1024, minimum=1024)
+FILES_MAX_BYTES_PER_OWNER = env_int("FILES_MAX_BYTES_PER_OWNER", 512 * 1024 * 1024, minimum=1024)
+# Where their bytes are kept: a Django storage backend (the file system in FILES_ROOT, or, say,
+# django-storages' "storages.backends.s3.S3Storage" with its options as JSON), no code needed.
+FILES_STORAGE = env_str("FILES_STORAGE", "django.core.files.storage.FileSystemStorage")
+FILES_STORAGE_OPTIONS = env_json_object("FILES_STORAGE_OPTIONS")
+FILES_ROOT = env_str("FILES_ROOT", str(BASE_DIR / "files"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "files": {
+        "BACKEND": FILES_STORAGE,
+        "OPTIONS": FILES_STORAGE_OPTIONS
+        or (
+            {"location": FILES_ROOT}
+            if FILES_STORAGE == "django.core.files.storage.FileSystemStorage"
+            else {}
+        ),
+    },
+}
 
 # --- Metrics (docs/metrics.md) -----------------------------------------------------------
 # Several server processes: a shared, emptied-at-start directory where each process writes its

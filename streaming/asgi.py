@@ -34,13 +34,13 @@ class BodyLimits:
         """Pass through, unless the body is over the limit or late."""
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        limit = self.max_bytes or config.current().limits.max_body_bytes
+        limit, named = (self.max_bytes, "") if self.max_bytes else _limit_for(scope["path"])
         try:
             declared, chunked = _body_framing(scope)
         except _BadLength:
             return await _refuse(send, 400, "invalid_request", "Content-Length is not a number.")
         if declared is not None and declared > limit:
-            return await _too_large(send, limit)
+            return await _too_large(send, limit, named)
         if declared == 0 or (declared is None and not chunked and scope["method"] in _BODILESS):
             return await self.app(scope, receive, send)
         timeout = (
@@ -51,14 +51,14 @@ class BodyLimits:
         arriving = _ArrivingBody(receive, timeout)
         try:
             if declared is None:
-                return await self._chunked(scope, arriving, send, limit)
+                return await self._chunked(scope, arriving, send, limit, named)
             await self.app(scope, arriving.receive, send)  # Django reads it through `arriving`
         finally:
             arriving.stop()
         if arriving.gave_up:
             await _late(send, timeout)
 
-    async def _chunked(self, scope, arriving: _ArrivingBody, send, limit: int) -> None:
+    async def _chunked(self, scope, arriving: _ArrivingBody, send, limit: int, named: str) -> None:
         """A chunked upload: read it here, bounded in size and time, then replay it to Django."""
         body, more = [], True
         size = 0
@@ -68,7 +68,7 @@ class BodyLimits:
                 return await _late(send, arriving.timeout_s) if arriving.gave_up else None
             size += len(message.get("body", b""))
             if size > limit:
-                return await _too_large(send, limit)
+                return await _too_large(send, limit, named)
             body.append(message.get("body", b""))
             more = message.get("more_body", False)
         replayed = False
@@ -81,6 +81,18 @@ class BodyLimits:
             return await arriving.receive()
 
         return await self.app(scope, replay, send)
+
+
+UPLOADS = ("/v1/files",)  # paths whose body is a file: FILES_MAX_BYTES, not STREAM_MAX_BODY_BYTES
+MULTIPART_ROOM = 64 * 1024  # bytes of a multipart body besides its file (boundaries, fields)
+
+
+def _limit_for(path: str) -> tuple[int, str]:
+    """The body limit of a request to `path`, and the setting it comes from."""
+    settings = config.current()
+    if path in UPLOADS:  # the file's own limit is checked once it is read (files/store.py)
+        return settings.files.max_bytes + MULTIPART_ROOM, "FILES_MAX_BYTES and 64 KiB of form"
+    return settings.limits.max_body_bytes, "STREAM_MAX_BODY_BYTES"
 
 
 _BODILESS = ("GET", "HEAD")  # without Content-Length or Transfer-Encoding: no body follows
@@ -158,8 +170,9 @@ def _body_framing(scope) -> tuple[int | None, bool]:
     return int(lengths[0]), chunked
 
 
-async def _too_large(send, limit: int) -> None:
-    await _refuse(send, 413, "body_too_large", f"The body is over {limit} bytes.")
+async def _too_large(send, limit: int, named: str) -> None:
+    said = f" ({named})" if named else ""
+    await _refuse(send, 413, "body_too_large", f"The body is over {limit:,} bytes{said}.")
 
 
 async def _late(send, timeout_s: float) -> None:

@@ -1,8 +1,8 @@
 """streaming/ in layers a newcomer can read (README, "How a token travels"): what may import what.
 
-core ← wire ← engines ← generations ← {fleet, ops, usage, runs, conversations} ← http ← the app root
-(asgi, lifecycle, deployment, urls, admin). Every import counts, inside functions and under
-TYPE_CHECKING too: a hidden import is still a dependency.
+core ← wire ← engines ← generations ← {fleet, ops, usage, runs, conversations, files} ← http ←
+the app root (asgi, lifecycle, deployment, urls, admin). Every import counts, inside functions
+and under TYPE_CHECKING too: a hidden import is still a dependency.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ RANK = {
     "usage": 4,
     "conversations": 4,
     "runs": 4,
+    "files": 4,
     "http": 5,
 }
 ROOT_RANK = 6  # asgi, lifecycle, deployment, urls, admin, apps, management: they tie the layers

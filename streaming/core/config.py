@@ -174,6 +174,14 @@ class ConversationSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class FileSettings:
+    """Files people upload (docs/files.md), per upload and per owner."""
+
+    max_bytes: int = setting("FILES_MAX_BYTES")
+    max_bytes_per_owner: int = setting("FILES_MAX_BYTES_PER_OWNER")
+
+
+@dataclass(frozen=True, slots=True)
 class SignInSettings:
     """Failed sign-ins counted per window before the next attempts are refused (0: no limit)."""
 
@@ -220,6 +228,7 @@ class Config:
     deterministic: DeterministicSettings
     fleet: FleetSettings
     conversations: ConversationSettings
+    files: FileSettings
     sign_in: SignInSettings
     observability: ObservabilitySettings
 

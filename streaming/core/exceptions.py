@@ -77,6 +77,30 @@ class ConversationLimit(StreamingError):
     default_message = "This conversation, or this owner's conversations, are at their limit."
 
 
+class FileTooLarge(StreamingError):
+    """An upload over FILES_MAX_BYTES."""
+
+    code = "file_too_large"
+    http_status = 413
+    default_message = "This file is over FILES_MAX_BYTES."
+
+
+class FilesFull(StreamingError):
+    """An owner's files would hold more than FILES_MAX_BYTES_PER_OWNER."""
+
+    code = "files_limit"
+    http_status = 409
+    default_message = "This owner's files are at FILES_MAX_BYTES_PER_OWNER; delete one first."
+
+
+class UnsupportedFile(StreamingError):
+    """A file of a kind not taken here, or one its reader cannot read."""
+
+    code = "unsupported_file"
+    http_status = 415
+    default_message = "This kind of file is not taken here."
+
+
 class MethodNotAllowed(StreamingError):
     """The endpoint exists but not for this method."""
 

@@ -18,12 +18,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from streaming.conversations import records, shown
 from streaming.conversations.answers import settle
 from streaming.core.exceptions import BadRequest, NotFound, UnsupportedParameter
-from streaming.core.text import is_number
 from streaming.http import turns
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
 from streaming.http.errors import openai_error_response
-from streaming.http.openai_dialect import check_metadata, check_parameters, owned
+from streaming.http.openai_dialect import check_metadata, check_parameters, list_limit, owned
 from streaming.http.openai_items import (
     conversation_object,
     input_items,
@@ -96,7 +95,7 @@ async def conversation_items(request: HttpRequest, conversation_id: str) -> Http
         added = await sync_to_async(records.append_at_end)(found, pairs)
         return JsonResponse(list_object(added, False))
     query = _query(request, {"after", "limit", "order", "include"})
-    limit = _limit(query.get("limit"))
+    limit = list_limit(query.get("limit"), LIST_LIMIT, LIST_LIMIT_MAX)
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):
         raise UnsupportedParameter("order", "`order` must be `asc` or `desc`.")
@@ -156,14 +155,3 @@ def _query(request: HttpRequest, accepted: set[str]) -> dict[str, Any]:
             continue
         query[name] = values[-1]
     return query
-
-
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return LIST_LIMIT
-    limit = int(raw) if is_number(raw) else 0
-    if not 1 <= limit <= LIST_LIMIT_MAX:
-        raise UnsupportedParameter(
-            "limit", f"`limit` must be an integer from 1 to {LIST_LIMIT_MAX}."
-        )
-    return limit

@@ -18,6 +18,7 @@ from django.http import HttpRequest
 
 from streaming.conversations import records
 from streaming.core.exceptions import BadRequest, NotFound, UnsupportedParameter
+from streaming.core.text import is_number
 from streaming.http.auth import conversation_owner
 from streaming.models import Conversation
 
@@ -121,3 +122,13 @@ async def owned(
         return await sync_to_async(records.get)(conversation_owner(request), conversation_id)
     except NotFound:
         raise ConversationNotFound(conversation_id, param) from None
+
+
+def list_limit(raw: str | None, default: int, maximum: int) -> int:
+    """A list's `?limit=` (`default` when absent): an integer from 1 to `maximum`, else a 400."""
+    if raw is None:
+        return default
+    limit = int(raw) if is_number(raw) else 0
+    if not 1 <= limit <= maximum:
+        raise UnsupportedParameter("limit", f"`limit` must be an integer from 1 to {maximum}.")
+    return limit

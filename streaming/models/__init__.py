@@ -1,6 +1,7 @@
 """The service's tables, one module per concept: the generation log and stored responses
-(log.py), conversations (conversations.py), who may ask (people.py), and usage and budgets
-(usage.py). Every layer imports them from here; they import nothing else of ours."""
+(log.py), conversations (conversations.py), who may ask (people.py), usage and budgets
+(usage.py), and the files people upload (files.py). Every layer imports them from here; they
+import nothing else of ours."""
 
 from streaming.models.conversations import (
     ANSWER_SETTINGS,
@@ -10,6 +11,7 @@ from streaming.models.conversations import (
     ItemStatus,
     SharedLink,
 )
+from streaming.models.files import StoredFile
 from streaming.models.log import GenerationLog, GenerationStatus, StoredResponse
 from streaming.models.people import KEY_PREFIX, ApiKey, SignInFailures, digest_of
 from streaming.models.usage import (
@@ -36,6 +38,7 @@ __all__ = [
     "ItemStatus",
     "SharedLink",
     "SignInFailures",
+    "StoredFile",
     "StoredResponse",
     "UsageCount",
     "UsageDay",

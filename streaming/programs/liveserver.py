@@ -191,6 +191,7 @@ def start_server(
     """
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.setdefault("DATABASE_URL", f"sqlite:///{tmp_dir / 'live.sqlite3'}")
+    full_env.setdefault("FILES_ROOT", str(tmp_dir / "files"))  # uploads beside its database
     if migrate:
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],

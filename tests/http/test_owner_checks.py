@@ -1,5 +1,5 @@
-"""Another owner's generation, conversation or response is 404 on every route, in one process
-and across two web processes of a fleet, and comes out untouched.
+"""Another owner's generation, conversation, response or file is 404 on every route, in one
+process and across two web processes of a fleet, and comes out untouched.
 
 PROBES is a table: one row per route and method that reaches something of someone's, with the
 ids of the first owner's things; every route of the URLconf is in it or in NOT_OWNED (what a
@@ -32,8 +32,8 @@ SECRET = "the secret word is marmalade"
 class Probe:
     """What the second owner sends: `path` and `body` name the first owner's things
     (`{gid}` a generation, `{cid}` a conversation, `{asked}` and `{answer}` its items, `{rid}`
-    a stored response, `{share}` a link to the conversation) and the asker's own conversation
-    (`{mine}`)."""
+    a stored response, `{share}` a link to the conversation, `{fid}` a file) and the asker's
+    own conversation (`{mine}`)."""
 
     route: str
     method: str
@@ -135,6 +135,10 @@ PROBES = [
     Probe("openai-conversation-item", "DELETE", "/v1/conversations/{cid}/items/{asked}"),
     Probe("openai-conversation-item", "GET", "/v1/conversations/{mine}/items/{asked}"),
     Probe("openai-conversation-item", "DELETE", "/v1/conversations/{mine}/items/{asked}"),
+    Probe("openai-files", "GET", "/v1/files", refused=(200,)),
+    Probe("openai-file", "GET", "/v1/files/{fid}"),
+    Probe("openai-file", "DELETE", "/v1/files/{fid}"),
+    Probe("openai-file-content", "GET", "/v1/files/{fid}/content"),
 ]
 
 # Routes (every method, or one) that reach nothing of anyone else's, and why.
@@ -143,6 +147,7 @@ NOT_OWNED = {
     "stream-direct": "makes the asker's own, streamed in the reply",
     "stats": "the engine's counters, nobody's generation",
     ("conversations", "POST"): "makes the asker's own",
+    ("openai-files", "POST"): "keeps the asker's own upload",
     "conversations-import": "makes the asker's own, from the asker's file",
     "engine": "the engine's defaults",
     "mcp-servers": "the MCP servers the asker may use, nobody's generation",
@@ -192,6 +197,21 @@ class Owner:
             # A browser's write as the page sends it, so that only the owner check can refuse.
             headers |= {"X-CSRFToken": token, "Origin": str(self.client.base_url).rstrip("/")}
         return self.client.request(method, path, json=body, headers=headers)
+
+    def upload(self, name: str, content: bytes) -> dict:
+        """`POST /v1/files` of one file, as the official client sends it (multipart)."""
+        headers = dict(self.headers)
+        token = self.client.cookies.get("csrftoken")
+        if token:
+            headers |= {"X-CSRFToken": token, "Origin": str(self.client.base_url).rstrip("/")}
+        reply = self.client.post(
+            "/v1/files",
+            files={"file": (name, content)},
+            data={"purpose": "user_data"},
+            headers=headers,
+        )
+        assert reply.status_code == 200, reply.text
+        return reply.json()
 
     def ok(self, method: str, path: str, body: Any = None, status: int = 200) -> dict:
         reply = self.send(method, path, body)
@@ -262,6 +282,7 @@ def things_of(first: Owner, model: str, anonymous: bool) -> dict[str, str]:
     assert first.send("GET", answer["generation"]["stream_url"]).status_code == 200
     things = {"cid": cid, "asked": asked["id"], "answer": answer["id"], "model": model}
     things["share"] = first.ok("POST", f"/api/conversations/{cid}/share", status=201)["token"]
+    things["fid"] = first.upload("notes.txt", SECRET.encode())["id"]
     body = {"model": model, "input": SECRET, "max_output_tokens": 2}
     if anonymous:
         things["rid"] = first.ok("POST", "/v1/responses", {**body, "conversation": cid})["id"]
@@ -287,6 +308,8 @@ def as_they_are(first: Owner, things: dict[str, str]) -> dict[str, Any]:
     state = {"conversation": seen, "metadata": kept["metadata"], "shared": shared}
     state["generation"] = first.ok("GET", f"/api/generations/{things['gid']}")["status"]
     state["response"] = first.ok("GET", f"/v1/responses/{things['rid']}")["status"]
+    state["file"] = first.ok("GET", f"/v1/files/{things['fid']}")
+    state["file content"] = first.send("GET", f"/v1/files/{things['fid']}/content").text
     return state
 
 
@@ -311,11 +334,12 @@ def check(probe: Probe, first: Owner, second: Owner, mine: str, anonymous: bool)
     assert reply.status_code in probe.refused, reply.text
     assert "marmalade" not in reply.text
     if reply.status_code == 200:  # a list of the asker's own (a refusal may echo the id asked)
-        assert things["cid"] not in reply.text
+        assert things["cid"] not in reply.text and things["fid"] not in reply.text
     assert as_they_are(first, things) == before
     first.ok("POST", f"/api/generations/{things['gid']}/cancel", status=202)
     first.ok("DELETE", f"/v1/responses/{things['rid']}")
     first.ok("DELETE", f"/api/conversations/{things['cid']}")
+    first.ok("DELETE", f"/v1/files/{things['fid']}")
 
 
 @pytest.mark.parametrize(

@@ -110,6 +110,7 @@ def running_fleet(
     env = {
         "REDIS_URL": redis.url,
         "DATABASE_URL": f"sqlite:///{directory / 'log.sqlite3'}",
+        "FILES_ROOT": str(directory / "files"),  # one storage, as one database
         "WORKER_HEARTBEAT_S": "0.3",
         "WORKER_TIMEOUT_S": "2.5",
         **(env or {}),

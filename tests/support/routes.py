@@ -18,6 +18,7 @@ SAMPLES = {
     "conversation_id": "conv_" + "0123456789abcdef" * 2,
     "item_id": "msg_" + "0123456789abcdef" * 2,
     "response_id": "resp_" + "0123456789abcdef" * 2,
+    "file_id": "file-" + "0123456789abcdef01234567",
     "model": "some-model",
     "object_id": "1",
     "content_type_id": "1",

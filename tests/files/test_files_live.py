@@ -1,0 +1,96 @@
+"""`/v1/files` through the official `openai` client against a live server: a file uploaded,
+listed, read back, deleted; each refusal with OpenAI's error and its status."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from tests.files.documents import PNG_1x1, docx_of, pdf_of
+from tests.support.live import LiveServer, start_server
+
+pytestmark = pytest.mark.live
+
+MAX_BYTES = 200_000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[LiveServer]:
+    live = start_server(
+        tmp_path_factory.mktemp("files"),
+        env={"FILES_MAX_BYTES": str(MAX_BYTES), "FILES_MAX_BYTES_PER_OWNER": "1000000"},
+    )
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def client(server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+
+def test_a_file_is_uploaded_listed_read_back_and_deleted_by_the_official_client(client):
+    files = {
+        "report.pdf": pdf_of(["Quarterly report"]),
+        "letter.docx": docx_of(["Dear team,"]),
+        "notes.md": "# メモ\n".encode(),
+        "dot.png": PNG_1x1,
+    }
+    made = {
+        name: client.files.create(file=(name, content), purpose="user_data")
+        for name, content in files.items()
+    }
+    for name, created in made.items():
+        assert (created.filename, created.bytes, created.purpose, created.status) == (
+            name,
+            len(files[name]),
+            "user_data",
+            "processed",
+        )
+        assert created.id.startswith("file-")
+        assert client.files.retrieve(created.id) == created
+        assert client.files.content(created.id).read() == files[name]
+    listed = [f.id for f in client.files.list()]
+    assert listed[:4] == [made[name].id for name in reversed(files)]  # newest first
+    first_page = client.files.list(order="asc", limit=2)
+    assert [f.id for f in first_page.data] == [made["report.pdf"].id, made["letter.docx"].id]
+    assert first_page.has_more  # and the client pages on from its last id:
+    assert [f.id for f in first_page] == [made[name].id for name in files]
+    for created in made.values():
+        assert client.files.delete(created.id).deleted
+        with pytest.raises(openai.NotFoundError):
+            client.files.retrieve(created.id)
+
+
+def test_the_content_is_an_attachment_never_shown_as_a_page(server, client):
+    created = client.files.create(
+        file=("page.md", b"<script>alert(1)</script>"), purpose="user_data"
+    )
+    reply = server.client().get(f"/v1/files/{created.id}/content")
+    assert reply.headers["content-type"] == "text/plain; charset=utf-8"
+    assert reply.headers["content-disposition"] == "attachment; filename*=UTF-8''page.md"
+    assert reply.headers["x-content-type-options"] == "nosniff"
+    client.files.delete(created.id)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "status", "said"),
+    [
+        ("big.txt", b"x" * (MAX_BYTES + 1), 413, "FILES_MAX_BYTES"),
+        ("huge.txt", b"x" * (MAX_BYTES + 100_000), 413, "FILES_MAX_BYTES and 64 KiB"),  # unread
+        ("tool.exe", b"MZ\x90\x00\x03\x00\x00\x00", 415, "binary data"),
+        ("broken.pdf", b"%PDF-1.7 nothing more", 415, "pdf file cannot be read"),
+    ],
+)
+def test_each_refusal_is_openais_error_with_its_status(client, name, content, status, said):
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.files.create(file=(name, content), purpose="user_data")
+    assert refused.value.status_code == status and said in str(refused.value)
+    assert [f.filename for f in client.files.list()] == []  # nothing kept
+
+
+def test_only_user_data_is_taken(client):
+    with pytest.raises(openai.BadRequestError, match="`purpose` must be user_data"):
+        client.files.create(file=("a.txt", b"a"), purpose="fine-tune")
