@@ -35,7 +35,7 @@ from streaming.engines.deterministic import DeterministicEngine
 from streaming.programs.liveserver import ROOT, free_port, stop_process, wait_until
 from streaming.runs.loop import RunEngine
 from streaming.runs.servers import McpServers
-from streaming.runs.steps import step_of
+from streaming.runs.steps import ENDED
 
 RESULTS = Path(__file__).parent / "results"
 TOKEN = "Bearer test-secret-token"  # what tests/support/mcp_http_server.py checks
@@ -85,7 +85,9 @@ async def runs(engine: RunEngine, count: int, steps: int) -> dict[str, float]:
         async for batch in stream.batches():
             now = time.perf_counter()
             for chunk in batch:
-                ended = chunk.kind == ChunkKind.STEP and step_of(chunk.text).status != "in_progress"
+                ended = (
+                    chunk.kind == ChunkKind.STEP and json.loads(chunk.text).get("status") in ENDED
+                )
                 times.append((now, ended))
         assert stream.finish_reason is not None, stream.error
         gaps += [

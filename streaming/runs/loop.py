@@ -28,13 +28,12 @@ from streaming.engines.base import Engine, TaskEngine
 from streaming.runs.approvals import WAIT_S as APPROVAL_WAIT_S
 from streaming.runs.approvals import Approvals, LocalApprovals
 from streaming.runs.servers import McpServers, Tool
-from streaming.runs.steps import MAX_CALL_ID, Listing, Step
+from streaming.runs.steps import ENDED, MAX_CALL_ID, Listing, Step
 from streaming.wire.openai_format import merge_tool_calls
 
 MAX_STEPS = 8  # model calls that may call tools; the one after them must answer
 SEPARATOR = "__"  # a function's name: <server>__<tool> (servers.Tool.as_function)
 # What a call in flight when its worker stopped says, to the model and the person.
-ENDED = ("completed", "failed")  # a call's last statuses
 DECLINED = ("The person declined this call.", "denied")  # what the model reads, and the code
 INTERRUPTED = "The call was in flight when its model worker stopped; it was not made again."
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from streaming.core.stream import TokenStream
 
+ENDED = ("completed", "failed")  # a call's last statuses
 MAX_CALL_ID = 64  # characters of a call's id kept (a model's own ids are shorter)
 Status = Literal["awaiting_approval", "in_progress", "completed", "failed"]
 
@@ -56,11 +57,6 @@ class Listing:
         """The event's text."""
         data = {key: value for key, value in asdict(self).items() if value != ""}
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-
-def step_of(text: str) -> Step:
-    """An event's text back as a Step."""
-    return Step(**json.loads(text))
 
 
 def log_of(steps: list[dict[str, object]]) -> list[dict[str, object]]:
