@@ -104,14 +104,16 @@ async def admit(
     api: str = "native",
     conversation_owner: str | None = None,
     model: str | None = None,
+    body: bytes | None = None,
 ) -> tuple[Generation, Options]:
     """A new generation for this request (not started), and what else its body asked for;
     `conversation_owner`: the owner of the conversation it answers in, if any; `model`: the
-    model it names (model_choice.py; None: the default)."""
+    model it names (model_choice.py; None: the default); `body`: the body to parse, where not
+    the request's own (its file parts read in: file_parts.py)."""
     await limits().hit(principal(request))
     chosen = await chosen_model(request, model)
     engine = chosen.engine
-    generation_request, options = parse(request.body, engine)
+    generation_request, options = parse(request.body if body is None else body, engine)
     engine.check_request(generation_request)
     await allowed_servers(request, chosen, generation_request.mcp_servers)
     asker = principal(request)

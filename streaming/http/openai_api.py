@@ -26,6 +26,7 @@ from streaming.core.stream import TokenStream
 from streaming.engines.base import Engine
 from streaming.engines.models import MODELS, Model
 from streaming.engines.startup import ready_engine
+from streaming.http import file_parts
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.errors import openai_error_response
 from streaming.http.event_stream import event_stream, open_event_stream
@@ -285,7 +286,11 @@ class CompletionCollector:
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     """`POST /v1/chat/completions`, streamed or not."""
     generation, options = await admit(
-        request, parse_chat_body, api="openai", model=named_model(request.body)
+        request,
+        parse_chat_body,
+        api="openai",
+        model=named_model(request.body),
+        body=await file_parts.read_in(request, request.body, "chat"),
     )
     engine = generation.engine
     await start_new(request, generation)

@@ -33,7 +33,7 @@ from streaming.generations import stored
 from streaming.generations.answer import event_id
 from streaming.generations.registry import REGISTRY, Generation
 from streaming.generations.whereabouts import Position
-from streaming.http import response_conversation
+from streaming.http import file_parts, response_conversation
 from streaming.http.admission import admit, api_view, start_new
 from streaming.http.auth import may_see, principal
 from streaming.http.errors import openai_error_response
@@ -162,7 +162,7 @@ class ResponseCollector:
 @api_view("POST", errors=openai_error_response)
 async def create_response(request: HttpRequest) -> HttpResponse:
     """`POST /v1/responses`: streamed, waited for, or left to run in the background."""
-    body = parse_response_body(request.body)
+    body = parse_response_body(await file_parts.read_in(request, request.body, "responses"))
     history, body = await _previous(request, body)
     linked = await response_conversation.link(request, body)
     generation, spec = await admit(

@@ -14,13 +14,18 @@ from tests.support.live import LiveServer, start_server
 pytestmark = pytest.mark.live
 
 MAX_BYTES = 200_000
+PROMPT_CHARS = 8_000  # the files of one request take at most 6,000 characters of it
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[LiveServer]:
     live = start_server(
         tmp_path_factory.mktemp("files"),
-        env={"FILES_MAX_BYTES": str(MAX_BYTES), "FILES_MAX_BYTES_PER_OWNER": "1000000"},
+        env={
+            "FILES_MAX_BYTES": str(MAX_BYTES),
+            "FILES_MAX_BYTES_PER_OWNER": "1000000",
+            "STREAM_MAX_PROMPT_CHARS": str(PROMPT_CHARS),
+        },
     )
     yield live
     live.stop()
@@ -94,3 +99,65 @@ def test_each_refusal_is_openais_error_with_its_status(client, name, content, st
 def test_only_user_data_is_taken(client):
     with pytest.raises(openai.BadRequestError, match="`purpose` must be user_data"):
         client.files.create(file=("a.txt", b"a"), purpose="fine-tune")
+
+
+def words(count: int) -> str:
+    return " ".join(f"word{n}" for n in range(count))
+
+
+def test_a_files_text_reaches_the_model_through_each_api_cut_to_its_share(client):
+    short = client.files.create(file=("short.md", words(300).encode()), purpose="user_data")
+    long = client.files.create(file=("long.txt", words(5_000).encode()), purpose="user_data")
+    asked = "What does it say?"
+
+    def responses_prompt(*files: str) -> int:
+        parts = [{"type": "input_file", "file_id": f} for f in files]
+        content = [*parts, {"type": "input_text", "text": asked}]
+        made = client.responses.create(
+            model=client.models.list().data[0].id,
+            input=[{"role": "user", "content": content}],
+            max_output_tokens=2,
+        )
+        return made.usage.input_tokens
+
+    alone = responses_prompt()
+    with_short = responses_prompt(short.id)
+    assert with_short - alone >= 300  # its 300 words were read, and its mark
+    # Over its share of STREAM_MAX_PROMPT_CHARS: cut, not refused, the model told so.
+    with_long = responses_prompt(long.id)
+    assert alone + 600 < with_long < alone + 6_000 // 5 + 100
+    both = responses_prompt(short.id, long.id)
+    assert both < alone + 6_000 // 5 + 200  # the two share it
+
+    chat = client.chat.completions.create(
+        model=client.models.list().data[0].id,
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "file", "file": {"file_id": short.id}},
+                    {"type": "text", "text": asked},
+                ],
+            }
+        ],
+        max_tokens=2,
+    )
+    assert chat.usage.prompt_tokens - alone >= 300
+
+
+def test_a_file_part_names_an_uploaded_document(client):
+    image = client.files.create(file=("dot.png", PNG_1x1), purpose="user_data")
+    model = client.models.list().data[0].id
+    for part, error, said in [
+        ({"type": "input_file", "file_id": "file-" + "0" * 24}, openai.NotFoundError, "No file"),
+        ({"type": "input_file", "file_id": image.id}, openai.BadRequestError, "is an image"),
+        (
+            {"type": "input_file", "filename": "a.txt", "file_data": "data:text/plain;base64,YQ=="},
+            openai.BadRequestError,
+            "send its bytes to /v1/files first",
+        ),
+    ]:
+        with pytest.raises(error, match=said):
+            client.responses.create(
+                model=model, input=[{"role": "user", "content": [part]}], max_output_tokens=2
+            )

@@ -50,6 +50,8 @@ class Probe:
 
 
 ANY_MESSAGE = {"content": "x"}
+FILE_PART = {"type": "input_file", "file_id": "{fid}"}
+CHAT_FILE_PART = {"type": "file", "file": {"file_id": "{fid}"}}
 PROBES = [
     Probe("generation-state", "GET", "/api/generations/{gid}", across=True),
     Probe("stream", "GET", "/api/generations/{gid}/stream", across=True),
@@ -111,6 +113,18 @@ PROBES = [
         "/v1/responses",
         {"model": "{model}", "input": "x", "conversation": "{cid}"},
     ),
+    Probe(
+        "openai-responses",
+        "POST",
+        "/v1/responses",
+        {"model": "{model}", "input": [{"role": "user", "content": [FILE_PART]}]},
+    ),
+    Probe(
+        "openai-chat-completions",
+        "POST",
+        "/v1/chat/completions",
+        {"model": "{model}", "messages": [{"role": "user", "content": [CHAT_FILE_PART]}]},
+    ),
     Probe("openai-response", "GET", "/v1/responses/{rid}", across=True),
     Probe("openai-response", "GET", "/v1/responses/{rid}?stream=true", across=True),
     Probe("openai-response", "DELETE", "/v1/responses/{rid}", across=True),
@@ -152,7 +166,6 @@ NOT_OWNED = {
     "engine": "the engine's defaults",
     "mcp-servers": "the MCP servers the asker may use, nobody's generation",
     "usage": "the asker's own tokens (tests/http/test_budgets.py: another's are not counted)",
-    "openai-chat-completions": "makes the asker's own, answered in the reply",
     "openai-conversations": "makes the asker's own",
     "openai-models": "the model",
     "openai-model": "the model",
