@@ -21,6 +21,9 @@ NOT_OURS = {
     "DJANGO_ALLOWED_HOSTS",
     "DATABASE_URL",
     "SQLITE_BUSY_TIMEOUT_S",  # DATABASES' OPTIONS
+    "FILES_STORAGE",  # STORAGES["files"], Django's to read
+    "FILES_STORAGE_OPTIONS",
+    "FILES_ROOT",
 }
 
 
