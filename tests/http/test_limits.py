@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -58,8 +59,11 @@ async def test_service_wide_cap_is_503_with_retry_after(engine, fresh_limits):
     await first.disconnect()
 
 
-async def test_rate_per_minute_covers_every_api(engine, fresh_limits):
+async def test_rate_per_minute_covers_every_api(engine, fresh_limits, monkeypatch):
     fresh_limits.STREAM_RATE_PER_MIN = 3
+    # The count is per calendar minute: held in the middle of one, so that the test never
+    # straddles its end (the count would start afresh, and the fourth request pass).
+    monkeypatch.setattr(limits, "time", SimpleNamespace(time=lambda: 60 * 28_000_000 + 30.0))
     chat = {"model": engine.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
     sent = [
         Exchange("POST", "/api/generations", body(prompt="a", max_tokens=2)),
