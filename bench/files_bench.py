@@ -57,28 +57,24 @@ print(peak() - before, time.perf_counter() - started, len(text))
 """
 
 
-def pdf_of_size(megabytes: float) -> bytes:
-    """A PDF of text pages, about `megabytes` long (uncompressed page streams)."""
-    page_text = (
-        "BT /F1 10 Tf 40 800 Td 12 TL "
-        + " ".join(f"({LINE} {n}) '" for n in range(LINES_PER_PAGE))
-        + " ET"
-    )
-    pages = max(1, int(megabytes * 1e6 / (len(page_text) + 200)))
-    objects: list[str] = ["<< /Type /Catalog /Pages 2 0 R >>", ""]
+def pdf_of_pages(pages: list[list[str]]) -> bytes:
+    """A PDF showing each page's lines (ASCII) in Helvetica, with a correct cross-reference
+    table: what a PDF reader expects, written by hand (tests/files/documents.py's too)."""
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "",  # the page tree, once its pages are numbered
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
     kids = []
-    font = 3
-    objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    for _ in range(pages):
-        content = len(objects) + 1
-        objects.append(f"<< /Length {len(page_text)} >>\nstream\n{page_text}\nendstream")
-        page = len(objects) + 1
-        kids.append(f"{page} 0 R")
+    for lines in pages:
+        text = "BT /F1 10 Tf 40 800 Td 12 TL " + " ".join(f"({line}) '" for line in lines) + " ET"
+        objects.append(f"<< /Length {len(text)} >>\nstream\n{text}\nendstream")
+        kids.append(f"{len(objects) + 1} 0 R")
         objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 842] /Contents {content} 0 R "
-            f"/Resources << /Font << /F1 {font} 0 R >> >> >>"
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 842] /Contents {len(objects)} 0 R "
+            "/Resources << /Font << /F1 3 0 R >> >> >>"
         )
-    objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {pages} >>"
+    objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(pages)} >>"
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
     offsets = []
@@ -92,6 +88,13 @@ def pdf_of_size(megabytes: float) -> bytes:
         f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{table}\n%%EOF\n".encode()
     )
     return out.getvalue()
+
+
+def pdf_of_size(megabytes: float) -> bytes:
+    """A PDF of text pages, about `megabytes` long (uncompressed page streams)."""
+    lines = [f"{LINE} {n}" for n in range(LINES_PER_PAGE)]
+    page_bytes = sum(len(line) + 5 for line in lines) + 231  # its stream, and its objects
+    return pdf_of_pages([lines] * max(1, int(megabytes * 1e6 / page_bytes)))
 
 
 def png_of_size(megabytes: float) -> bytes:

@@ -335,19 +335,19 @@ def items_before(stream: TokenStream, position: int) -> wire.RunItems:
     elsewhere a chunk is one event)."""
     items = wire.RunItems(wire.PREAMBLE_EVENTS + (0 if stream.stats.steps else position))
     if stream.stats.steps and position:
-        items.count([(chunk.kind, chunk.text) for chunk in _run_log(stream)[:position]])
+        items.count([(chunk.kind, chunk.text) for chunk in _run_log(stream, position)])
     return items
 
 
-def _run_log(stream: TokenStream) -> list[Chunk]:
-    """A run's log, from its first chunk: its numbering counts them all, so a log no longer
-    kept whole (past STREAM_RESUME_MAX_BYTES) cannot be read again from the middle."""
+def _run_log(stream: TokenStream, stop: int | None = None) -> list[Chunk]:
+    """A run's log from its first chunk (to `stop`): its numbering counts them all, so a log
+    no longer kept whole (past STREAM_RESUME_MAX_BYTES) cannot be read again from the middle."""
     if not stream.complete:
         raise Gone(
             "This run's events are numbered from its whole log, which is no longer kept "
             "(STREAM_RESUME_MAX_BYTES); GET it without `stream` for its final state."
         )
-    return stream.chunks()
+    return stream.chunks(stop)
 
 
 def _position(stream: TokenStream, after: int) -> tuple[int, int]:

@@ -4,33 +4,12 @@ from __future__ import annotations
 
 import io
 
+from bench.files_bench import pdf_of_pages
+
 
 def pdf_of(lines: list[str]) -> bytes:
-    """A PDF of one page showing `lines` (ASCII) in Helvetica, with a correct cross-reference
-    table: what a PDF reader expects, written by hand."""
-    text = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) '" for line in lines) + " ET"
-    objects = [
-        "<< /Type /Catalog /Pages 2 0 R >>",
-        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        "/Resources << /Font << /F1 5 0 R >> >> >>",
-        f"<< /Length {len(text)} >>\nstream\n{text}\nendstream",
-        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(f"{number} 0 obj\n{body}\nendobj\n".encode())
-    table = out.tell()
-    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
-    for offset in offsets:
-        out.write(f"{offset:010d} 00000 n \n".encode())
-    out.write(
-        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{table}\n%%EOF\n".encode()
-    )
-    return out.getvalue()
+    """A PDF of one page showing `lines` (ASCII)."""
+    return pdf_of_pages([lines])
 
 
 def docx_of(paragraphs: list[str]) -> bytes:
