@@ -25,13 +25,15 @@ from streaming.http.auth import (
 from streaming.http.sign_in import SignInForm, answers_refusals
 
 # The page loads only its own files and talks only to its own origin; with no inline script
-# allowed, markup that ever slipped past the sanitizer still could not run.
+# allowed, markup that ever slipped past the sanitizer still could not run. `blob:` images are
+# the thumbnails of files attached and not sent yet (URL.createObjectURL: only a script of this
+# origin makes them).
 CONTENT_SECURITY_POLICY = "; ".join(
     [
         "default-src 'self'",
         "script-src 'self'",
         "style-src 'self'",
-        "img-src 'self' data:",
+        "img-src 'self' data: blob:",
         "connect-src 'self'",
         "object-src 'none'",
         "base-uri 'none'",

@@ -1,5 +1,6 @@
 // The JSON side of the API (docs/api.md): generations (cancel, inspect), the engine's
-// defaults, and the person's conversations on the server (docs/conversations.md).
+// defaults, the person's conversations on the server (docs/conversations.md), and the files
+// they attach (docs/files.md).
 
 /** A refusal from the API: its HTTP status and the contract's {"error": {code, message}};
  * `details`, what else the error says, for the page to word (a budget's figures: `budget`). */
@@ -15,6 +16,7 @@ export class ApiError extends Error {
 
 const generationsUrl = document.body?.dataset.generationsUrl || "/api/generations";
 const conversationsUrl = document.body?.dataset.conversationsUrl || "/api/conversations";
+const filesUrl = "/v1/files";
 
 // Django's CSRF middleware wants the cookie's token echoed in a header on every POST.
 function csrfToken() {
@@ -45,12 +47,14 @@ async function requestJson(method, url, body, raw) {
   } catch {
     // A proxy's HTML error page or an empty 202: the status says enough.
   }
-  if (!response.ok) {
-    const { code, message, ...details } = data?.error ?? {};
-    throw new ApiError(response.status, code ?? `http_${response.status}`,
-      message ?? `${response.status} ${response.statusText}`, details);
-  }
+  if (!response.ok) throw refusal(response.status, response.statusText, data);
   return data;
+}
+
+/** The ApiError of a reply that is not a success: its body's {"error": {code, message, …}}. */
+function refusal(status, statusText, data) {
+  const { code, message, ...details } = data?.error ?? {};
+  return new ApiError(status, code ?? `http_${status}`, message ?? `${status} ${statusText}`, details);
 }
 
 /** POST the cancel_url: the server aborts the generation in its engine. */
@@ -136,8 +140,9 @@ export function deleteConversation(id) {
   return requestJson("DELETE", conversationUrl(id));
 }
 
-/** POST a message {content, after?} → the branch, ending with it and its answer (created, not
- * started: its `generation.stream_url` starts it). */
+/** POST a message {content, after?, files?} (`files`: the ids of the person's files it
+ * attaches, in order) → the branch, ending with it and its answer (created, not started: its
+ * `generation.stream_url` starts it). */
 export function sendMessage(id, body) {
   return requestJson("POST", conversationUrl(id, "/messages"), body);
 }
@@ -156,6 +161,49 @@ export function showItem(id, itemId) {
  * here") → the new conversation. */
 export function forkConversation(id, itemId) {
   return requestJson("POST", conversationUrl(id, `/items/${encodeURIComponent(itemId)}/fork`));
+}
+
+// --- files (docs/files.md) ---------------------------------------------------------------------
+
+/** POST /v1/files (multipart: `file`, `purpose` user_data) → OpenAI's file object {id, bytes,
+ * filename, …}. By XMLHttpRequest, as fetch() says nothing of an upload's progress:
+ * `onProgress(sent, total)` as the bytes go, `onSent()` once all are sent (the server then
+ * reads the file, before it answers). Returns {done: the promise of the file object (an
+ * ApiError when refused; code `aborted` after abort()), abort}. */
+export function uploadFile(file, { onProgress, onSent } = {}) {
+  const xhr = new XMLHttpRequest();
+  const done = new Promise((resolve, reject) => {
+    xhr.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable) onProgress?.(event.loaded, event.total);
+    });
+    xhr.upload.addEventListener("load", () => onSent?.());
+    xhr.addEventListener("load", () => {
+      const data = xhr.response; // null where the body is not JSON (a proxy's page)
+      if (xhr.status >= 200 && xhr.status < 300 && data) resolve(data);
+      else reject(refusal(xhr.status, xhr.statusText, data));
+    });
+    xhr.addEventListener("error", () => reject(new ApiError(0, "network_error", "Network error")));
+    xhr.addEventListener("abort", () => reject(new ApiError(0, "aborted", "Aborted")));
+  });
+  const form = new FormData();
+  form.append("purpose", "user_data");
+  form.append("file", file);
+  xhr.open("POST", filesUrl);
+  xhr.responseType = "json";
+  xhr.setRequestHeader("Accept", "application/json");
+  xhr.setRequestHeader("X-CSRFToken", csrfToken());
+  xhr.send(form);
+  return { done, abort: () => xhr.abort() };
+}
+
+/** DELETE one of the person's files. */
+export function deleteFile(id) {
+  return requestJson("DELETE", `${filesUrl}/${encodeURIComponent(id)}`);
+}
+
+/** Where a file's bytes are read (an image's thumbnail). */
+export function fileContentUrl(id) {
+  return `${filesUrl}/${encodeURIComponent(id)}/content`;
 }
 
 // --- shared links (docs/conversations.md, "Sharing") -----------------------------------------

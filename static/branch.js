@@ -28,7 +28,10 @@ export function blankConversation() {
 /** The page's message for a server item (an answer still running: its last checkpoint). */
 export function messageFromItem(item) {
   const message = { id: item.id, role: item.role, content: item.content, alternatives: item.alternatives };
-  if (item.role !== "assistant") return message;
+  if (item.role !== "assistant") {
+    if (item.attachments?.length) message.attachments = item.attachments; // the files it names
+    return message;
+  }
   const generation = item.generation;
   message.feedback = item.feedback ?? null;
   message.model = item.model ?? null; // which model made it
@@ -109,6 +112,8 @@ export function claimItems(conversation, branch, pending) {
   pending.forEach((message, i) => {
     if (!items[i] || items[i].role !== message.role) return;
     message.id = items[i].id;
+    // Its files as the server tells them (their kind, how much of each the model read).
+    if (items[i].attachments?.length) message.attachments = items[i].attachments;
     if (message.role === "assistant") message.model = items[i].model ?? null; // which model makes it
     conversation.byId.set(message.id, message);
   });

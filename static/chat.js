@@ -1,10 +1,11 @@
 // The chat page: the person's conversations, kept on the server (docs/conversations.md), the one
-// open, the composer, and the answer streaming in it (one at a time).
+// open, the composer with its attached files, and the answer streaming in it (one at a time).
 
 import {
   createConversation, decideToolCall, fetchConversation, forkConversation, rateAnswer, regenerateItem,
   sendMessage, showItem, updateConversation,
 } from "./api.js";
+import { Attachments, sentFiles } from "./attachments.js";
 import { applyBranch, blankConversation, claimItems, listed } from "./branch.js";
 import { ConversationList } from "./conversation-list.js";
 import { EarlierMessages, reaching } from "./earlier.js";
@@ -106,6 +107,15 @@ const shareDialog = new ShareDialog(byId("share-dialog"), {
 const picker = new ModelPicker(byId("model-picker"), byId("model-status"), {
   onChange: (model) => chooseModel(model),
   onAvailability: () => updateControls(),
+});
+const attachments = new Attachments({
+  composer: els.form,
+  prompt: els.prompt,
+  list: byId("attachments"),
+  input: byId("attach-input"),
+  button: byId("attach-button"),
+  announce,
+  onChange: () => updateControls(),
 });
 const earlier = new EarlierMessages({
   button: byId("load-earlier"), scroller: els.messages, pane, conversation: () => current, announce, onError: showError,
@@ -229,7 +239,8 @@ function updateControls() {
   const busy = active !== null;
   els.app.classList.toggle("busy", busy); // hides Edit, Regenerate and the alternatives' buttons
   els.send.hidden = busy;
-  els.send.disabled = !picker.usable; // the model chosen cannot serve now: said under the picker
+  // The model chosen cannot serve now (said under the picker), or a file is still uploading.
+  els.send.disabled = !picker.usable || attachments.busy;
   els.stop.hidden = !busy;
   els.stop.disabled = busy && active.generation.stopRequested;
   els.shareButton.hidden = !current.id; // a new chat has nothing on the server to share yet
@@ -317,20 +328,39 @@ function lastIdBefore(index) {
   return current.messages.slice(0, index).findLast((message) => message.id)?.id ?? null;
 }
 
+/** A message's body: its text, where it goes (`after`; undefined: at the end) and its files. */
+function messageBody(content, after, files) {
+  const body = after === undefined ? { content } : { content, after };
+  if (files?.length) body.files = files.map((file) => file.id);
+  return body;
+}
+
 function send() {
   const content = els.prompt.value.trim();
   if (!content || active || !picker.usable) return;
-  const asked = { id: null, role: "user", content };
+  if (attachments.busy) {
+    announce(t("attach.wait"));
+    return;
+  }
+  const chips = attachments.take();
+  const files = sentFiles(chips);
+  const asked = { id: null, role: "user", content, attachments: files };
   // After the last message shown here, whatever another tab shows of the same conversation.
-  const after = lastIdBefore(current.messages.length);
+  const after = lastIdBefore(current.messages.length) ?? undefined;
   const answered = ask([...current.messages, asked], [asked],
-    (id) => sendMessage(id, after === null ? { content } : { content, after }));
+    (id) => sendMessage(id, messageBody(content, after, files)));
   els.prompt.value = "";
   resizePrompt(els.prompt);
   answered.then((answer) => {
-    // Refused before any answer (a budget used up, a limit): the server kept nothing of it, so
-    // the words go back to the composer, unless something new was typed there meanwhile.
-    if (answer.meta.state !== "error" || answer.meta.generationId || els.prompt.value) return;
+    // Refused before any answer (a budget used up, a limit, an image to a model that reads
+    // none): the server kept nothing of it, so its files go back to the composer, and its
+    // words too unless something new was typed there meanwhile.
+    if (answer.meta.state !== "error" || answer.meta.generationId) {
+      attachments.release(chips);
+      return;
+    }
+    attachments.restore(chips);
+    if (els.prompt.value) return;
     els.prompt.value = content;
     resizePrompt(els.prompt);
   });
@@ -343,13 +373,16 @@ function regenerate(view) {
   ask(current.messages.slice(0, -1), [], (id) => regenerateItem(id, message.id));
 }
 
-/** An edited message is a new one beside it (its alternative), sent after the same parent. */
+/** An edited message is a new one beside it (its alternative), sent after the same parent,
+ * with the same files. */
 function edit(view, content) {
   const index = current.messages.indexOf(view.message);
   if (active || index < 0) return;
-  const asked = { id: null, role: "user", content };
+  const files = view.message.attachments ?? [];
+  const asked = { id: null, role: "user", content, attachments: files };
   const after = lastIdBefore(index);
-  ask([...current.messages.slice(0, index), asked], [asked], (id) => sendMessage(id, { content, after }), index);
+  ask([...current.messages.slice(0, index), asked], [asked],
+    (id) => sendMessage(id, messageBody(content, after, files)), index);
 }
 
 /** Show the previous or next alternative of a message, and the branch through it. */

@@ -88,6 +88,22 @@ const MESSAGES = {
     "state.tool": "Calling {name}…",
     "state.approval": "Waiting for your approval of {name}…",
     "stat.finish": "finish: {reason}",
+    // Files attached to a message (attachments.js): a chip each above the text box, then on the
+    // message sent.
+    attach: "Attach files",
+    attachments: "Attached files",
+    "attach.remove": "Remove {name}",
+    "attach.uploading": "Uploading…",
+    "attach.progress": "Uploading {name}",
+    "attach.reading": "Reading…",
+    "attach.ready": "Ready",
+    "attach.refused": "Not taken: {reason}",
+    "attach.wait": "Wait until the files are uploaded.",
+    "attach.read": "read {read} of {total} characters",
+    "announce.attach.added": "{name} attached, uploading.",
+    "announce.attach.ready": "{name} is ready.",
+    "announce.attach.refused": "{name} refused: {reason}",
+    "announce.attach.removed": "{name} removed.",
     timelineLabel: "Token arrivals: {count} over {seconds} s, longest gap {gap} ms",
     startFailed: "Could not start: {message}",
     "announce.started": "Generating the answer…",
@@ -210,6 +226,7 @@ const MESSAGES = {
     "error.file_too_large": "This file is larger than this service takes.",
     "error.files_limit": "Your files are at their limit: delete one first.",
     "error.unsupported_file": "This kind of file is not taken here.",
+    "error.images_not_seen": "This model is not shown images: choose a model that takes them, or send the message without the image.",
     "error.gone": "The server no longer keeps this answer.",
     "error.already_streaming": "This answer is already being read elsewhere.",
     "error.method_not_allowed": "The server refused the request.",
@@ -311,6 +328,20 @@ const MESSAGES = {
     "state.tool": "{name} を呼び出しています…",
     "state.approval": "{name} の承認を待っています…",
     "stat.finish": "終了理由: {reason}",
+    attach: "ファイルを添付",
+    attachments: "添付ファイル",
+    "attach.remove": "{name} を取り除く",
+    "attach.uploading": "アップロード中…",
+    "attach.progress": "{name} をアップロード中",
+    "attach.reading": "読み込み中…",
+    "attach.ready": "準備完了",
+    "attach.refused": "受け付けられませんでした: {reason}",
+    "attach.wait": "ファイルのアップロードが終わるまでお待ちください。",
+    "attach.read": "{total} 文字中 {read} 文字を読みました",
+    "announce.attach.added": "{name} を添付しました。アップロードしています。",
+    "announce.attach.ready": "{name} の準備ができました。",
+    "announce.attach.refused": "{name} は受け付けられませんでした: {reason}",
+    "announce.attach.removed": "{name} を取り除きました。",
     timelineLabel: "トークン到着: {seconds} 秒間に {count} 個、最大間隔 {gap} ms",
     startFailed: "開始できませんでした: {message}",
     "announce.started": "回答を生成しています…",
@@ -428,6 +459,7 @@ const MESSAGES = {
     "error.file_too_large": "このファイルは受け付けられる大きさを超えています。",
     "error.files_limit": "ファイルの容量が上限に達しています。先にどれかを削除してください。",
     "error.unsupported_file": "この種類のファイルは受け付けていません。",
+    "error.images_not_seen": "このモデルには画像を渡せません。画像を扱えるモデルを選ぶか、画像を外して送ってください。",
     "error.gone": "この回答はサーバーに保存されていません。",
     "error.already_streaming": "この回答は別の画面で読み込み中です。",
     "error.method_not_allowed": "サーバーがリクエストを拒否しました。",
@@ -499,6 +531,25 @@ export function formatNumber(value, decimals = 0) {
   const grouped = whole.replace(/\B(?=(\d{3})+$)/g, group);
   const sign = value < 0 && Number(whole + (fraction ?? "")) !== 0 ? "-" : "";
   return sign + grouped + (fraction === undefined ? "" : point + fraction);
+}
+
+const SIZE_UNITS = ["B", "KB", "MB", "GB"]; // of 1,024 each, as file managers write them
+
+/** A size in bytes as a person reads it: "512 B", "340 KB", "1.2 MB" (a decimal below 10). */
+export function formatSize(bytes) {
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < SIZE_UNITS.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  // Rounded as shown: 1,023.6 KB is "1.0 MB", not "1,024 KB".
+  if (unit < SIZE_UNITS.length - 1 && Math.round(value) >= 1024) {
+    value /= 1024;
+    unit += 1;
+  }
+  const decimals = unit > 0 && value < 9.95 ? 1 : 0;
+  return `${formatNumber(value, decimals)} ${SIZE_UNITS[unit]}`;
 }
 
 const MONTHS_EN = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];

@@ -1,8 +1,9 @@
-// One message on screen: its text (Markdown for answers), its alternatives ("‹ 2 / 3 ›"), Edit
-// for a person's message, and for answers a status line with latency numbers, the token
-// timeline, and Copy / Regenerate, and a run's tool calls as cards above the text
-// (tool-cards.js); on every message, "New chat from here".
+// One message on screen: its text (Markdown for answers), its alternatives ("‹ 2 / 3 ›"), for
+// a person's message Edit and the files attached (attachments.js), and for answers a status
+// line with latency numbers, the token timeline, and Copy / Regenerate, and a run's tool calls
+// as cards above the text (tool-cards.js); on every message, "New chat from here".
 
+import { attachmentList } from "./attachments.js";
 import { FeedbackControl } from "./feedback.js";
 import { LIVE_STATES } from "./generation.js";
 import { errorText, formatNumber, t } from "./i18n.js";
@@ -50,6 +51,8 @@ export class MessageView {
     this.lastStep = null; // the last full step, while catching up: {chars, at}
     this.streamedIn = false;
     this.frame = 0; // the pending requestAnimationFrame of refreshSoon, if any
+    this.attachments = null; // the list of a person's files shown
+    this.shownAttachments = undefined; // the message's array it shows
 
     const isAnswer = message.role === "assistant";
     this.el = element("article", `message message-${message.role}`);
@@ -120,13 +123,26 @@ export class MessageView {
     this.update(performance.now());
   }
 
-  /** Show what the server said of the message since: its id, its alternatives. */
+  /** Show what the server said of the message since: its id, its alternatives, its files. */
   sync() {
+    if (this.message.attachments !== this.shownAttachments) this.#showAttachments();
     const id = this.message.id;
     if (id && this.el.dataset.itemId !== id) this.el.dataset.itemId = id;
     if (this.forkButton.hidden === Boolean(id)) this.forkButton.hidden = !id;
     this.alternatives.set(this.message.alternatives);
     this.feedback?.set(this.message.feedback);
+  }
+
+  /** The files attached to a person's message, above its text (the server's reply to a
+   * message sent says more of them than the page knew: a new list). */
+  #showAttachments() {
+    const attachments = this.message.attachments;
+    this.shownAttachments = attachments;
+    const list = attachments?.length ? attachmentList(attachments) : null;
+    if (this.attachments && list) this.attachments.replaceWith(list);
+    else if (list) this.body.before(list);
+    else this.attachments?.remove();
+    this.attachments = list;
   }
 
   /** The regenerate button says which model a new answer would come from, where that is not

@@ -22,10 +22,11 @@ from streaming.models import Conversation, ConversationItem, ItemStatus
 ROLES = ("user", "assistant", "system", "developer")
 
 
-def check_items(items: list[tuple[str, str]]) -> None:
-    """BadRequest unless every (role, content) has a known role and a length within bounds."""
+def check_items(items: list[tuple[str, ...]]) -> None:
+    """BadRequest unless every (role, content, …) has a known role and a length within
+    bounds."""
     limit = config.current().conversations.max_item_chars
-    for position, (role, content) in enumerate(items):
+    for position, (role, content, *_) in enumerate(items):
         if role not in ROLES:
             raise BadRequest(f"items[{position}].role must be one of {', '.join(ROLES)}.")
         if len(content) > limit:

@@ -10,12 +10,22 @@ holds. Like records.py, synchronous: the views call it in the request's thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from django.db.models import Q
 
 from streaming.models import Conversation, ConversationItem
 
 EVERY = 2**31 - 1  # steps: no bound (the path ends at its root)
+
+
+class Turn(NamedTuple):
+    """A turn as a model is to see it: its role, its text and its files (the item's
+    `attachments`, read in by http/attachments.py)."""
+
+    role: str
+    content: str
+    files: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -25,14 +35,16 @@ class Branch:
     conversation: Conversation
     items: list[ConversationItem]  # root first
 
-    def messages(self) -> list[tuple[str, str]]:
-        """(role, content) of the branch, the settings' system prompt first; answers that
-        came to nothing are left out."""
+    def messages(self) -> list[Turn]:
+        """The turns of the branch, the settings' system prompt first; answers that came to
+        nothing are left out."""
         turns = (
-            [("system", self.conversation.system_prompt)] if self.conversation.system_prompt else []
+            [Turn("system", self.conversation.system_prompt)]
+            if self.conversation.system_prompt
+            else []
         )
         turns += [
-            (item.role, item.content)
+            Turn(item.role, item.content, tuple(item.attachments or ()))
             for item in self.items
             if item.content or item.role != "assistant"
         ]

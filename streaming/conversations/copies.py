@@ -14,6 +14,10 @@ from streaming.conversations import branches, records
 from streaming.core.exceptions import BadRequest
 from streaming.models import ANSWER_SETTINGS, Conversation, ConversationItem, ItemStatus
 
+# What a copied item keeps besides its text and status, where it has them: an answer's tool
+# calls, a message's files (a copy for someone else names files they cannot read: shown as gone).
+KEPT = {"steps", "attachments"}
+
 
 def turns_of(items: list[ConversationItem]) -> list[dict[str, Any]]:
     """The finished items of a branch as copies keep them, an answer's tool calls with it: an
@@ -25,6 +29,7 @@ def turns_of(items: list[ConversationItem]) -> list[dict[str, Any]]:
             "status": item.status,
             "finish_reason": item.finish_reason,
             **({"steps": item.steps} if item.steps else {}),
+            **({"attachments": item.attachments} if item.attachments else {}),
         }
         for item in items
         if item.status != ItemStatus.IN_PROGRESS and (item.content or item.role != "assistant")
@@ -55,10 +60,11 @@ def create_from(
         )
         made = branches.branch(created).items
         for item, turn in zip(made, turns, strict=True):
-            if turn["status"] != ItemStatus.COMPLETED or turn["finish_reason"] or "steps" in turn:
+            if turn["status"] != ItemStatus.COMPLETED or turn["finish_reason"] or set(turn) & KEPT:
                 ConversationItem.objects.filter(pk=item.pk).update(
                     status=turn["status"],
                     finish_reason=turn["finish_reason"],
                     steps=turn.get("steps"),
+                    attachments=turn.get("attachments"),
                 )
     return created

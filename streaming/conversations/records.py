@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +22,8 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Length
 
-from streaming.conversations import bounds
+from streaming.conversations import attachments, bounds
+from streaming.conversations.branches import Turn
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, ConversationLimit, NotFound
 from streaming.core.text import searchable, storable
@@ -117,23 +119,27 @@ def update(conversation: Conversation, **fields: Any) -> Conversation:
     return conversation
 
 
-def delete(conversation: Conversation) -> list[str]:
-    """Delete a conversation and every item; the generation ids of its answers (their logs
-    are the caller's to free)."""
-    generation_ids = [
-        gid
-        for gid in conversation.items.exclude(generation_id="").values_list(
-            "generation_id", flat=True
-        )
-    ]
+@dataclass(frozen=True)
+class Deleted:
+    """What a deleted conversation leaves to its caller to free."""
+
+    generation_ids: list[str]  # its answers' (their logs)
+    file_ids: list[str]  # its messages' files (freed where nothing else uses them)
+
+
+def delete(conversation: Conversation) -> Deleted:
+    """Delete a conversation and every item."""
+    items = conversation.items.all()
+    generation_ids = list(items.exclude(generation_id="").values_list("generation_id", flat=True))
+    file_ids = sorted(attachments.named(items))
     conversation.delete()
-    return generation_ids
+    return Deleted(generation_ids, file_ids)
 
 
 def adopt(anonymous: str, owner: str) -> int:
     """A person signed in: the conversations of their browser's anonymous owner become theirs,
-    the most recent first, as many as CONVERSATIONS_MAX_PER_OWNER leaves room for. How many
-    stay with `anonymous`."""
+    the most recent first, as many as CONVERSATIONS_MAX_PER_OWNER leaves room for, with the
+    files their messages name. How many stay with `anonymous`."""
     with transaction.atomic():
         bounds.one_create_at_a_time(owner)  # adopting is creating, as far as the cap goes
         room = config.current().conversations.max_per_owner - count_for(owner)
@@ -141,6 +147,7 @@ def adopt(anonymous: str, owner: str) -> int:
         chosen = list(newest.values_list("pk", flat=True)[: max(room, 0)])
         Conversation.objects.filter(pk__in=chosen).update(owner=owner)
         SharedLink.objects.filter(conversation__in=chosen).update(owner=owner)  # their links too
+        attachments.adopt(anonymous, owner, chosen)
         return count_for(anonymous)
 
 
@@ -169,9 +176,9 @@ def append(
     generation_id: str = "",
     last_id: str = "",
 ) -> list[ConversationItem]:
-    """Add `items` ((role, content)) after `after` (None: as first items, beside any there),
-    the last one with `status`, `generation_id` and `last_id` (its id, if not a new one: a
-    response's output item id); the branch shown now ends with them."""
+    """Add `items` ((role, content), or Turns with their files) after `after` (None: as first
+    items, beside any there), the last one with `status`, `generation_id` and `last_id` (its
+    id, if not a new one: a response's output item id); the branch shown now ends with them."""
     items = list(items)
     bounds.check_items(items)
     with transaction.atomic():
@@ -332,10 +339,11 @@ def _append_all(
         raise ConversationLimit(
             f"At most {limit} items in one conversation (every branch counted); start a new one."
         )
-    bounds.add_chars(conversation, sum(len(content) for _, content in items))
+    turns = [Turn(*item) for item in items]
+    bounds.add_chars(conversation, sum(len(turn.content) for turn in turns))
     stamp, made = now(), []
     depth = after.depth + 1 if after is not None else 0
-    for position, (role, content) in enumerate(items):
+    for position, (role, content, files) in enumerate(turns):
         last = position == len(items) - 1
         after = ConversationItem.objects.create(
             item_id=(last_id if last and last_id else new_item_id()),
@@ -347,12 +355,13 @@ def _append_all(
             content_folded=searchable(content),
             status=status if last else ItemStatus.COMPLETED,
             generation_id=generation_id if last else "",
+            attachments=list(files) or None,
             created_at=stamp,
         )
         made.append(after)
         depth += 1
     title = conversation.title or next(
-        (content.strip()[:TITLE_CHARS] for role, content in items if role == "user"), ""
+        (turn.content.strip()[:TITLE_CHARS] for turn in turns if turn.role == "user"), ""
     )
     Conversation.objects.filter(pk=conversation.pk).update(
         current=after, updated_at=stamp, title=title, title_folded=searchable(title)

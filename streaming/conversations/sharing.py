@@ -24,6 +24,7 @@ LINKS_PER_OWNER = 100  # live links of one owner, at most (and revoked ones kept
 # What a link shows of a branch: the person's turns and the model's, never the instructions
 # (`system`, `developer`), which are the sharer's settings like the rest.
 SHOWN_ROLES = ("user", "assistant")
+NAMED = ("filename", "kind", "size", "image")  # what a link shows of a file: never its id or bytes
 TOKEN_BYTES = 24  # of randomness in a link's token: 32 URL-safe characters
 
 
@@ -57,8 +58,15 @@ def share(conversation: Conversation) -> SharedLink:
 
 def shown(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The turns a link shows and a copy of it holds: the person's and the model's only (a
-    link made before this held instructions too)."""
-    return [turn for turn in turns if turn["role"] in SHOWN_ROLES]
+    link made before this held instructions too), a message's files by their names alone."""
+    return [_named_files(turn) for turn in turns if turn["role"] in SHOWN_ROLES]
+
+
+def _named_files(turn: dict[str, Any]) -> dict[str, Any]:
+    if not turn.get("attachments"):
+        return turn
+    named = [{key: file[key] for key in NAMED if key in file} for file in turn["attachments"]]
+    return {**turn, "attachments": named}
 
 
 def live_link(token: str) -> SharedLink:

@@ -34,6 +34,7 @@ class ImportedItem:
     finish_reason: str
     created_at: datetime | None
     steps: list[dict[str, Any]] | None = None  # an answer's tool calls (runs/steps.py)
+    attachments: list[dict[str, Any]] | None = None  # a message's files, by name
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ def _create(owner: str, imported: ImportedConversation) -> Conversation:
             status=ItemStatus.CUT if item.status == ItemStatus.IN_PROGRESS else item.status,
             finish_reason=item.finish_reason,
             steps=item.steps,
+            attachments=item.attachments,
             created_at=item.created_at or stamp,
         )
     if imported.current is not None:

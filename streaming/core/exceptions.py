@@ -41,6 +41,12 @@ class UnsupportedParameter(BadRequest):
         self.param = param
 
 
+class ImagesNotSeen(UnsupportedParameter):
+    """An image for a model whose entry has no `vision = true` (docs/files.md)."""
+
+    code = "images_not_seen"
+
+
 class PromptTooLong(BadRequest):
     """The prompt alone does not fit the model's context window."""
 

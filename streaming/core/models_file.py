@@ -43,10 +43,14 @@ ENGINE_OPTIONS: dict[str, dict[str, type | tuple[type, ...]]] = {
 }
 REQUIRED = {"openai": ("url",)}  # an upstream has no default address
 DTYPES = ("auto", "float32", "bfloat16")  # as STREAMING_DTYPE
-COMMON = {"name", "engine", "groups", "default", "tools"}
+COMMON = {"name", "engine", "groups", "default", "tools", "vision", "max_image_side"}
 # The engines that can call the file's MCP servers (`tools = true`): an upstream by its function
 # tools, the lab's by a scripted prompt; the packaged SmolLM2 is not trained to call tools.
 TOOL_ENGINES = ("openai", "deterministic")
+# The engines that can be shown images (`vision = true`): an upstream, as OpenAI's image parts.
+VISION_ENGINES = ("openai",)
+MAX_IMAGE_SIDE = 2048  # pixels: an image's longer side, by default (OpenAI's own largest)
+IMAGE_SIDES = (64, 8192)  # the least and most `max_image_side` may be
 KIND_NAMES = {
     (str,): "a string",
     (int,): "a whole number",
@@ -66,6 +70,8 @@ class ModelSpec:
     groups: tuple[str, ...] | None  # Django group names allowed; None: everyone
     default: bool
     tools: bool = False  # may call the file's MCP servers
+    vision: bool = False  # may be shown images (docs/files.md)
+    max_image_side: int = MAX_IMAGE_SIDE  # pixels: an image is downscaled to fit it
 
 
 def check_models(config: Config) -> None:
@@ -211,6 +217,17 @@ def _spec(where: str, table: Any) -> ModelSpec:
             f"{where}.tools: the {engine} engine does not call tools "
             f"(only {', '.join(TOOL_ENGINES)})"
         )
+    vision = bool(_field(where, table, "vision", bool))
+    if vision and engine not in VISION_ENGINES:
+        raise ConfigError(
+            f"{where}.vision: the {engine} engine is shown no images "
+            f"(only {', '.join(VISION_ENGINES)})"
+        )
+    side = _field(where, table, "max_image_side", int)
+    if side is not None and not IMAGE_SIDES[0] <= side <= IMAGE_SIDES[1]:
+        raise ConfigError(
+            f"{where}.max_image_side: must be {IMAGE_SIDES[0]} to {IMAGE_SIDES[1]} pixels"
+        )
     return ModelSpec(
         name=name,
         engine=engine,
@@ -218,6 +235,8 @@ def _spec(where: str, table: Any) -> ModelSpec:
         groups=None if groups is None else tuple(groups),
         default=bool(_field(where, table, "default", bool)),
         tools=tools,
+        vision=vision,
+        max_image_side=side or MAX_IMAGE_SIDE,
     )
 
 

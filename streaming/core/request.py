@@ -16,6 +16,15 @@ PROMPT_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 
 
 @dataclass(frozen=True, slots=True)
+class Image:
+    """An image of a message, for a model that sees them (`vision = true`): where it stands in
+    the message's text, and the image itself, prepared for the model (files/images.py)."""
+
+    at: int  # characters of the message's content before it
+    url: str  # a `data:image/…;base64,` URL
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One chat turn."""
 
@@ -24,6 +33,7 @@ class Message:
     # JSON of the OpenAI fields besides role and content (`tool_calls`, `tool_call_id`, `name`),
     # kept only for an upstream that acts on them (the `openai` engine).
     extra: str = ""
+    images: tuple[Image, ...] = ()  # only for a model with `vision = true` (docs/files.md)
 
 
 @dataclass(frozen=True, slots=True)

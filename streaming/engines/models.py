@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from streaming.core.config import Config
 from streaming.core.exceptions import EngineUnavailable
-from streaming.core.models_file import ModelSpec, read_models, worker_specs
+from streaming.core.models_file import MAX_IMAGE_SIDE, ModelSpec, read_models, worker_specs
 from streaming.core.request import GenerationRequest
 from streaming.core.runtime import Part
 from streaming.engines.base import Engine
@@ -33,6 +33,8 @@ class Model:
     groups: tuple[str, ...] | None = None  # Django group names allowed; None: everyone
     default: bool = True
     tools: bool = False  # may call the file's MCP servers (a run: runs/loop.py)
+    vision: bool = False  # may be shown images (http/file_parts.py)
+    max_image_side: int = MAX_IMAGE_SIDE  # pixels: an image is downscaled to fit it
 
     @property
     def name(self) -> str:
@@ -106,7 +108,15 @@ def models_of(
         specs = tuple(worker_specs(specs, names, path))
     return Models(
         [
-            Model(engine_for(spec), spec.name, spec.groups, spec.default, spec.tools)
+            Model(
+                engine_for(spec),
+                spec.name,
+                spec.groups,
+                spec.default,
+                spec.tools,
+                spec.vision,
+                spec.max_image_side,
+            )
             for spec in specs
         ]
     )

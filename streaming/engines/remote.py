@@ -29,12 +29,13 @@ from streaming.core.exceptions import (
     StreamingError,
 )
 from streaming.core.fields import FIELDS
-from streaming.core.request import GenerationRequest, Message
+from streaming.core.request import GenerationRequest
 from streaming.core.stream import TokenStream
 from streaming.engines.acceptance import Acceptances
 from streaming.engines.base import TaskEngine
 from streaming.engines.remote_reader import UpstreamReader
 from streaming.engines.upstream import UpstreamConnection, UpstreamError, UpstreamPool
+from streaming.wire import openai_format
 from streaming.wire.origin import Origin
 
 logger = logging.getLogger(__name__)
@@ -240,7 +241,7 @@ class RemoteEngine(TaskEngine):
         """The upstream request: our validated parameters, streamed, with usage at the end."""
         body: dict[str, Any] = {
             "model": self.remote_model,
-            "messages": [_message(m) for m in request.messages],
+            "messages": [openai_format.chat_message(m) for m in request.messages],
             "max_tokens": request.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -353,16 +354,6 @@ class RemoteEngine(TaskEngine):
             return EngineBusy(message, retry_after_s=_retry_after(response))
         logger.warning("remote engine: upstream answered %s: %s", status, message)
         return EngineUnavailable(f"The upstream answered {status}: {message}")
-
-
-def _message(message: Message) -> dict[str, Any]:
-    """A turn for the upstream, with the fields only it acts on (`tool_calls`, …)."""
-    turn: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.extra:
-        turn.update(json.loads(message.extra))
-        if not message.content and "tool_calls" in turn:
-            turn["content"] = None  # an assistant turn that only called tools, as OpenAI has it
-    return turn
 
 
 def _message_of(body: bytes) -> str:

@@ -4,19 +4,25 @@ an engine's cache of it serves them), cut to its share of the prompt with the mo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from streaming.models import StoredFile
+
+if TYPE_CHECKING:
+    from streaming.files.store import Received
 
 FILES_SHARE = 0.75  # of STREAM_MAX_PROMPT_CHARS that one request's files may take together
 CUT = "[Only the first {read:,} of {total:,} characters of {name} fit here; the rest is not shown.]"
 
 
-def marked(found: StoredFile, room: int) -> tuple[str, int]:
+def marked(found: StoredFile | Received, room: int) -> tuple[str, int]:
     """`found`'s text as the model reads it, at most `room` characters of it, and how many of
-    its characters it holds."""
+    its characters it holds (a file sent inline has no id)."""
     text = found.text
     read = max(0, min(len(text), room))
     name = found.filename.replace('"', "'")
-    parts = [f'<file name="{name}" id="{found.file_id}">', text[:read]]
+    named = f' id="{found.file_id}"' if found.file_id else ""
+    parts = [f'<file name="{name}"{named}>', text[:read]]
     if read < len(text) or found.text_cut:
         total = len(text) if not found.text_cut else max(len(text), read + 1)
         parts.append(CUT.format(read=read, total=total, name=name))

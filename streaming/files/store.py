@@ -14,13 +14,13 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import Sum
 
-from streaming.conversations import bounds
+from streaming.conversations import attachments, bounds
 from streaming.conversations.records import now
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, FilesFull, FileTooLarge, NotFound, UnsupportedFile
 from streaming.files.kinds import HEAD_BYTES, KINDS, Kind, UnsupportedKind, kind_of
 from streaming.files.texts import UnreadableFile, text_of
-from streaming.models import StoredFile
+from streaming.models import ConversationItem, StoredFile
 
 ID_PREFIX = "file-"
 HASH_CHUNK = 1024 * 1024  # bytes read at a time for its digest
@@ -119,6 +119,12 @@ def media_type(found: StoredFile) -> str:
     return KINDS[found.kind].media_type
 
 
+def content(found: StoredFile) -> bytes:
+    """A file's bytes, whole (at most FILES_MAX_BYTES)."""
+    with storage().open(found.stored_as, "rb") as opened:
+        return b"".join(iter(lambda: opened.read(HASH_CHUNK), b""))
+
+
 def get(owner: str, file_id: str) -> StoredFile:
     """The owner's file of that id; FileNotFound for any other, whoever owns it."""
     found = StoredFile.objects.filter(owner=owner, file_id=file_id).first()
@@ -148,6 +154,21 @@ def delete(owner: str, file_id: str) -> None:
     found = get(owner, file_id)
     found.delete()
     storage().delete(found.stored_as)
+
+
+def free_unused(owner: str, file_ids: list[str]) -> int:
+    """Delete those of the owner's files (of a deleted conversation) that no message of theirs
+    names any more; how many."""
+    if not file_ids:
+        return 0
+    still = attachments.named(ConversationItem.objects.filter(conversation__owner=owner))
+    freed = 0
+    for found in StoredFile.objects.filter(owner=owner, file_id__in=file_ids):
+        if found.file_id not in still:
+            found.delete()
+            storage().delete(found.stored_as)
+            freed += 1
+    return freed
 
 
 def _kind(upload: UploadedFile) -> Kind:

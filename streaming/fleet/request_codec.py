@@ -9,7 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 from streaming.core.fields import FIELDS
-from streaming.core.request import Answered, Continuation, Fault, GenerationRequest, Message
+from streaming.core.request import (
+    Answered,
+    Continuation,
+    Fault,
+    GenerationRequest,
+    Image,
+    Message,
+)
 
 REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequest))
 # Fields added after the format was fixed (`Field.late`): sent only when set, so that the message
@@ -32,10 +39,8 @@ UNLESS_DEFAULT = {
 # A field whose value is no plain scalar: (to the message, from it), for a value not None.
 CARRIED: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "messages": (
-        lambda messages: [
-            [m.role, m.content, m.extra] if m.extra else [m.role, m.content] for m in messages
-        ],
-        lambda turns: tuple(Message(*turn) for turn in turns),
+        lambda messages: [_turn_message(m) for m in messages],
+        lambda turns: tuple(_turn(*turn) for turn in turns),
     ),
     "fault": (lambda fault: [fault.at, fault.code, fault.kind], lambda at: Fault(*at)),
     "stop": (list, tuple),
@@ -50,6 +55,20 @@ CARRIED: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
         lambda went_on: Continuation(*went_on[:2], tuple(went_on[2]) if len(went_on) > 2 else ()),
     ),
 }
+
+
+def _turn_message(message: Message) -> list[Any]:
+    """[role, content], then `extra` and `images` ([at, url] each) only where it has them."""
+    turn: list[Any] = [message.role, message.content]
+    if message.extra or message.images:
+        turn.append(message.extra)
+    if message.images:
+        turn.append([[image.at, image.url] for image in message.images])
+    return turn
+
+
+def _turn(role: str, content: str, extra: str = "", images: Any = ()) -> Message:
+    return Message(role, content, extra, tuple(Image(at, url) for at, url in images))
 
 
 def _went_on_message(went_on: Continuation) -> list[Any]:

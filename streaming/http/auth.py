@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
@@ -126,7 +127,7 @@ async def authenticate(request: HttpRequest) -> None:
     user = await request.auser() if hasattr(request, "auser") else None
     if user is not None and user.is_authenticated:
         # The session cookie rides along with any cross-site request: its POSTs need the token.
-        _check_csrf(request)
+        await _check_csrf_of(request)
         request.stream_principal = f"user:{user.pk}"
         request.stream_owner_required = True
         return
@@ -135,7 +136,7 @@ async def authenticate(request: HttpRequest) -> None:
     if anonymous_token(request) is not None:
         # The owner cookie rides along too (SameSite=Lax lets other pages of the same site,
         # another port of this host, send it): its writes need the token; cookieless ones don't.
-        _check_csrf(request)
+        await _check_csrf_of(request)
     request.stream_owner_required = False
 
 
@@ -149,6 +150,15 @@ async def _key_row(key: str) -> ApiKey | None:
     if row.last_used_at is None or now - row.last_used_at > LAST_USED_EVERY:
         await ApiKey.objects.filter(pk=row.pk).aupdate(last_used_at=now)
     return row
+
+
+async def _check_csrf_of(request: HttpRequest) -> None:
+    """`_check_csrf`, off the event loop for a multipart body: Django's check reads the form
+    (an upload's whole body, spooled to disk) before it looks at the header."""
+    if request.content_type == "multipart/form-data":
+        await sync_to_async(_check_csrf, thread_sensitive=False)(request)
+    else:
+        _check_csrf(request)
 
 
 def _check_csrf(request: HttpRequest) -> None:

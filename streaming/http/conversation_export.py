@@ -58,6 +58,8 @@ def _item_file(item: ConversationItem, ids: dict[int, str]) -> dict[str, Any]:
     }
     if item.steps:
         kept["steps"] = item.steps  # an answer's tool calls (docs/tools.md)
+    if item.attachments:
+        kept["attachments"] = item.attachments  # a message's files, by name (docs/files.md)
     return kept
 
 
@@ -80,6 +82,7 @@ def markdown(conversation: Conversation) -> str:
         heading = HEADINGS.get(item.role, item.role)
         ending = "" if item.status == ItemStatus.COMPLETED else f" ({item.status})"
         calls = "".join(_call_line(step) for step in item.steps or ())
+        calls += "".join(f"- Attached: {named['filename']}\n" for named in item.attachments or ())
         body = f"{calls}\n{item.content}" if calls else item.content
         parts.append(f"## {heading}{ending}\n\n{body}\n")
     return "\n".join(parts)

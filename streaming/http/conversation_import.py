@@ -22,7 +22,9 @@ from streaming.conversations import transfer
 from streaming.conversations.transfer import ImportedConversation, ImportedItem
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, InvalidImport, UnsupportedParameter
+from streaming.files.kinds import KINDS
 from streaming.http.admission import api_view
+from streaming.http.attachments import MAX_FILES
 from streaming.http.auth import conversation_owner, principal
 from streaming.http.conversation_export import VERSION
 from streaming.http.conversations_api import SETTINGS, settings_of, title_of
@@ -41,7 +43,9 @@ MAX_PER_IMPORT = 100
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 CONVERSATION_KEYS = {"id", "title", "created_at", "metadata", "settings", "current", "items"}
-EXTRA_ITEM_KEYS = {"parent", "created_at", "finish_reason", "chat_status", "steps"}
+EXTRA_ITEM_KEYS = {"parent", "created_at", "finish_reason", "chat_status", "steps", "attachments"}
+# A message's file as an export names it (attachments.py's record): its bytes never travel.
+ATTACHMENT_KEYS = {"id": str, "filename": str, "kind": str, "size": int, "image": bool}
 MAX_STEPS = 64  # tool calls one imported answer may hold
 STEP_KEYS = {field.name for field in dataclasses.fields(Step)}  # runs/steps.py's
 STEP_STATUSES = get_args(Status)
@@ -131,7 +135,8 @@ def _item(raw: Any, where: str) -> ImportedItem:
         raise InvalidImport(where, "must be a message item (an object).")
     _known(raw, ITEM_KEYS | EXTRA_ITEM_KEYS, where)
     try:
-        role, content = input_item(
+        # The files its parts name are its `attachments` (below): read from there alone.
+        role, content, _ = input_item(
             {k: raw[k] for k in ("type", "role", "content") if k in raw}, where
         )
     except UnsupportedParameter as error:
@@ -157,7 +162,38 @@ def _item(raw: Any, where: str) -> ImportedItem:
         finish_reason=finish_reason,
         created_at=_moment(raw.get("created_at"), f"{where}.created_at"),
         steps=_steps(raw.get("steps"), role, f"{where}.steps"),
+        attachments=_attachments(raw.get("attachments"), role, f"{where}.attachments"),
     )
+
+
+def _attachments(raw: Any, role: str, where: str) -> list[dict[str, Any]] | None:
+    """A message's files by name, kind and size (and id: read again only by their owner)."""
+    if raw is None or raw == []:
+        return None
+    if role != "user" or not isinstance(raw, list) or len(raw) > MAX_FILES:
+        raise InvalidImport(where, f"must be a message's list of at most {MAX_FILES} files.")
+    for index, named in enumerate(raw):
+        at = f"{where}[{index}]"
+        if not isinstance(named, dict) or not {"filename", "kind", "size"} <= set(named):
+            raise InvalidImport(at, "must be a file with its filename, kind and size.")
+        _known(named, set(ATTACHMENT_KEYS) | {"read", "total"}, at)
+        for key, kind in ATTACHMENT_KEYS.items():
+            if key in named and (type(named[key]) is not kind or named[key] == ""):
+                raise InvalidImport(f"{at}.{key}", f"must be a {kind.__name__}.")
+        if named["kind"] not in KINDS:
+            raise InvalidImport(f"{at}.kind", f"must be one of {', '.join(KINDS)}.")
+    return [
+        {
+            "id": named.get("id", ""),
+            "filename": named["filename"][:255],
+            "kind": named["kind"],
+            "size": named["size"],
+            "image": KINDS[named["kind"]].image,
+            "read": None,
+            "total": None,
+        }
+        for named in raw
+    ]
 
 
 def _steps(raw: Any, role: str, where: str) -> list[dict[str, Any]] | None:

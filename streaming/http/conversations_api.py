@@ -22,12 +22,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.conversations import branches, copies, feedback, records, search
 from streaming.conversations.answers import settle
+from streaming.conversations.branches import Turn
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, NotFound
 from streaming.core.models_file import NAME_MAX
+from streaming.core.request import Message
 from streaming.core.text import is_number
 from streaming.engines.models import MODELS
-from streaming.http import turns
+from streaming.http import attachments, turns
 from streaming.http.admission import api_view, publish
 from streaming.http.auth import conversation_owner
 from streaming.http.feedback_api import feedback_json
@@ -82,6 +84,7 @@ def _item_json(
         "alternatives": {"ids": alternatives, "index": alternatives.index(item.item_id)},
         "feedback": feedback_json(rated),
         "steps": item.steps or [],  # an ended answer's tool calls (docs/tools.md)
+        "attachments": item.attachments or [],  # a message's files (docs/files.md)
     }
 
 
@@ -198,8 +201,7 @@ async def conversation(request: HttpRequest, conversation_id: str) -> HttpRespon
     """
     found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
     if request.method == "DELETE":
-        generation_ids = await sync_to_async(records.delete)(found)
-        await turns.let_go(generation_ids)
+        await turns.delete(found)
         return JsonResponse({"id": conversation_id, "deleted": True})
     if request.method == "PATCH":
         data = decode_json_object(request.body)
@@ -224,15 +226,17 @@ async def conversation(request: HttpRequest, conversation_id: str) -> HttpRespon
 
 @api_view("POST")
 async def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    """`POST /api/conversations/<id>/messages` `{"content", "after"?}`: the person's message
-    after `after` (an item id; null: as a new first message; absent: at the end of the branch
-    shown, an edit when it names an earlier item's parent), and its answer, created."""
+    """`POST /api/conversations/<id>/messages` `{"content", "files"?, "after"?}`: the person's
+    message (with the owner's files: attachments.py) after `after` (an item id; null: as a new
+    first message; absent: at the end of the branch shown, an edit when it names an earlier
+    item's parent), and its answer, created."""
     found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
     data = decode_json_object(request.body)
-    refuse_unknown(data, {"content", "after"})
+    refuse_unknown(data, {"content", "files", "after"})
     content = data.get("content")
-    if not isinstance(content, str) or not content.strip():
-        raise BadRequest("`content` must be a non-empty string.")
+    files = await attachments.attach(found.owner, data.get("files"))
+    if not isinstance(content, str) or not (content.strip() or files):
+        raise BadRequest("`content` must be a non-empty string (or empty, with `files`).")
     if "after" not in data:
         after, whole = None, True
     elif data["after"] is None:
@@ -243,13 +247,16 @@ async def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
         raise BadRequest("`after` must be an item id or null.")
     branch = await sync_to_async(branches.branch)(found, after, whole=whole)
     after_item = branch.items[-1] if branch.items else None
+    read = await attachments.read_in(
+        request, found, [*branch.messages(), Turn("user", content, files)], None
+    )
     return await _answered(
         request,
         found,
-        [*branch.messages(), ("user", content)],
+        read.messages,
         lambda generation_id: records.append(
             found,
-            [("user", content), ("assistant", "")],
+            [Turn("user", content, tuple(read.last)), ("assistant", "")],
             after=after_item,
             status=ItemStatus.IN_PROGRESS,
             generation_id=generation_id,
@@ -272,10 +279,11 @@ async def regenerate(request: HttpRequest, conversation_id: str, item_id: str) -
         raise BadRequest("Only an answer can be regenerated.")
     asked = await sync_to_async(lambda: answer.parent)()
     branch = await sync_to_async(branches.branch)(found, asked, whole=False)
+    read = await attachments.read_in(request, found, branch.messages(), model)
     return await _answered(
         request,
         found,
-        branch.messages(),
+        read.messages,
         lambda generation_id: records.answer_beside(found, answer, generation_id),
         model=model,
     )
@@ -284,7 +292,7 @@ async def regenerate(request: HttpRequest, conversation_id: str, item_id: str) -
 async def _answered(
     request: HttpRequest,
     found: Conversation,
-    asked: list[tuple[str, str]],
+    asked: list[Message],
     write: Callable[[str], Any],
     model: str | None = None,
 ) -> HttpResponse:

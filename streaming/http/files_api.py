@@ -24,7 +24,6 @@ from streaming.models import StoredFile
 PURPOSES = ("user_data",)  # what a person's files are for here (OpenAI's for chat inputs)
 FIELDS = {"file", "purpose"}
 LIST_LIMIT, LIST_LIMIT_MAX = 10_000, 10_000  # OpenAI's default and bound for `limit`
-READ_CHUNK = 256 * 1024  # bytes of a file's content sent at a time
 
 
 def file_object(found: StoredFile) -> dict[str, Any]:
@@ -80,7 +79,7 @@ async def file_content(request: HttpRequest, file_id: str) -> HttpResponse:
     """`GET` the bytes of one of the asker's files, as an attachment (never shown inline: its
     content is whatever its uploader sent)."""
     found = await sync_to_async(store.get)(conversation_owner(request), file_id)
-    body = await sync_to_async(_read, thread_sensitive=False)(found)
+    body = await sync_to_async(store.content, thread_sensitive=False)(found)
     response = HttpResponse(body, content_type=store.media_type(found))
     response["Content-Disposition"] = f"attachment; filename*=UTF-8''{_quoted(found.filename)}"
     response["X-Content-Type-Options"] = "nosniff"
@@ -104,11 +103,6 @@ def _received(request: HttpRequest, owner: str) -> tuple[store.Received, str]:
         raise UnsupportedParameter("file", "`file` is required: one file, as multipart form data.")
     received = store.receive(upload, purpose)
     return received, store.write(owner, received, upload)
-
-
-def _read(found: StoredFile) -> bytes:
-    with store.storage().open(found.stored_as, "rb") as opened:
-        return b"".join(iter(lambda: opened.read(READ_CHUNK), b""))
 
 
 def _quoted(name: str) -> str:

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from streaming.conversations import records, shown
 from streaming.conversations.answers import settle
 from streaming.core.exceptions import BadRequest, NotFound, UnsupportedParameter
-from streaming.http import turns
+from streaming.http import attachments, turns
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
 from streaming.http.errors import openai_error_response
@@ -52,9 +52,12 @@ async def create_conversation(request: HttpRequest) -> HttpResponse:
     check_parameters(data, {"items", "metadata"}, {})
     check_metadata(data.get("metadata"))
     raw = data.get("items")
-    pairs = [] if raw in (None, []) else input_items(raw, "items")
+    owner = conversation_owner(request)
+    said = await attachments.attach_all(
+        owner, [] if raw in (None, []) else input_items(raw, "items")
+    )
     created = await sync_to_async(records.create)(
-        conversation_owner(request), metadata=data.get("metadata") or {}, items=pairs
+        owner, metadata=data.get("metadata") or {}, items=said
     )
     return JsonResponse(conversation_object(created))
 
@@ -67,7 +70,7 @@ async def conversation_detail(request: HttpRequest, conversation_id: str) -> Htt
     data = decode_json_object(request.body) if request.method == "POST" else {}
     found = await owned(request, conversation_id)
     if request.method == "DELETE":
-        await turns.let_go(await sync_to_async(records.delete)(found))
+        await turns.delete(found)
         return JsonResponse(
             {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
         )
@@ -90,9 +93,10 @@ async def conversation_items(request: HttpRequest, conversation_id: str) -> Http
         check_parameters(data, {"items"}, {})
         if data.get("items") is None:
             raise UnsupportedParameter("items", "`items` is required: a list of message items.")
-        pairs = input_items(data["items"], "items")
+        said = input_items(data["items"], "items")
         found = await owned(request, conversation_id)
-        added = await sync_to_async(records.append_at_end)(found, pairs)
+        said = await attachments.attach_all(found.owner, said)
+        added = await sync_to_async(records.append_at_end)(found, said)
         return JsonResponse(list_object(added, False))
     query = _query(request, {"after", "limit", "order", "include"})
     limit = list_limit(query.get("limit"), LIST_LIMIT, LIST_LIMIT_MAX)

@@ -10,25 +10,35 @@ naming where it is, never dropped without a word.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from streaming.conversations.branches import Turn
 from streaming.core.exceptions import UnsupportedParameter
+from streaming.core.request import Image
+from streaming.files.images import is_prepared
 from streaming.models import Conversation, ConversationItem, ItemStatus
 from streaming.wire.responses_mcp import mcp_call_item
 
 MAX_ITEMS = 20  # OpenAI's bound on the items added at once
 ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
+# A file part of an item, as OpenAI's types have it, naming a file uploaded here (its keys).
+FILE_PARTS = {
+    "input_file": {"type", "file_id", "filename"},
+    "input_image": {"type", "file_id", "detail"},
+}
 PART_KEYS = {"type", "text", "annotations", "logprobs"}
 ITEM_KEYS = {"type", "role", "content", "status", "id"}
 # Ours (ItemStatus) as OpenAI's three: an answer that ended short of its end is `incomplete`.
 STATUS = {ItemStatus.COMPLETED: "completed", ItemStatus.IN_PROGRESS: "in_progress"}
 
 
-def input_items(raw: Any, where: str, *, limit: int | None = MAX_ITEMS) -> list[tuple[str, str]]:
-    """`raw` (a string: one user message; or message items) as (role, content) pairs."""
+def input_items(raw: Any, where: str, *, limit: int | None = MAX_ITEMS) -> list[Turn]:
+    """`raw` (a string: one user message; or message items) as turns, each with the ids of
+    the files its `input_file` and `input_image` parts name (attachments.py reads them)."""
     if isinstance(raw, str):
-        return [("user", raw)]
+        return [Turn("user", raw)]
     if not isinstance(raw, list) or not raw:
         raise UnsupportedParameter(where, f"`{where}` must be a non-empty list of message items.")
     if limit is not None and len(raw) > limit:
@@ -38,8 +48,9 @@ def input_items(raw: Any, where: str, *, limit: int | None = MAX_ITEMS) -> list[
     return [input_item(item, f"{where}[{position}]") for position, item in enumerate(raw)]
 
 
-def input_item(item: Any, where: str) -> tuple[str, str]:
-    """One message item, `{"role", "content"}` (`type: "message"` optional), as (role, text).
+def input_item(item: Any, where: str) -> Turn:
+    """One message item, `{"role", "content"}` (`type: "message"` optional), as a turn: its
+    role, its text and the ids of the files it names.
 
     An `id` is not kept (items get ids of ours); `status`, when given, must be `completed`.
     """
@@ -58,50 +69,92 @@ def input_item(item: Any, where: str) -> tuple[str, str]:
         raise UnsupportedParameter(
             f"{where}.status", f"`{where}.status`: only completed items can be added."
         )
-    return role_and_text(item, where)
+    role = _role(item, where)
+    said = _content(item.get("content"), f"{where}.content", images=False, files=True)
+    return Turn(role, said.text, said.files)
 
 
-def role_and_text(item: dict[str, Any], where: str) -> tuple[str, str]:
-    """A message item's role (one of ROLES) and its content's text: the Conversations API's
-    items and the Responses API's `input` read by this one function."""
+def role_and_content(item: dict[str, Any], where: str) -> tuple[str, str, tuple[Image, ...]]:
+    """A message item's role, its content's text and its images, each where it stands in the
+    text (made ready by file_parts.py): the Responses API's `input`."""
+    said = _content(item.get("content"), f"{where}.content", images=True)
+    return _role(item, where), said.text, said.images
+
+
+def _role(item: dict[str, Any], where: str) -> str:
     role = item.get("role")
     if role not in ROLES:
         raise UnsupportedParameter(
             f"{where}.role", f"`{where}.role` must be one of {', '.join(ROLES)}."
         )
-    return role, _text(item.get("content"), f"{where}.content")
+    return role
 
 
-def _text(content: Any, where: str) -> str:
+@dataclass(frozen=True)
+class Said:
+    """A message item's content read: its text, its images, the files it names."""
+
+    text: str
+    images: tuple[Image, ...] = ()
+    files: tuple[str, ...] = ()
+
+
+def _content(content: Any, where: str, *, images: bool = False, files: bool = False) -> Said:
+    """Text parts, and where asked prepared images (`images`) or parts naming an uploaded
+    file by its id (`files`: `input_file`, `input_image`)."""
     if isinstance(content, str):
-        return content
+        return Said(content)
     if not isinstance(content, list):
         raise UnsupportedParameter(where, f"`{where}` must be a string or a list of text parts.")
-    texts = []
+    texts: list[str] = []
+    found: list[Image] = []
+    named: list[str] = []
+    at = 0
     for index, part in enumerate(content):
-        at = f"{where}[{index}]"
+        where_part = f"{where}[{index}]"
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in TEXT_PARTS:
+        if images and kind == "input_image" and is_prepared(part.get("image_url")):
+            found.append(Image(at, part["image_url"]))
+        elif files and kind in FILE_PARTS:
+            named.append(_file_part(part, kind, where_part))
+        else:
+            texts.append(_text_part(part, kind, where_part))
+            at += len(texts[-1])
+    return Said("".join(texts), tuple(found), tuple(named))
+
+
+def _file_part(part: dict[str, Any], kind: str, at: str) -> str:
+    """The id of the file an `input_file` or `input_image` part names."""
+    file_id = part.get("file_id")
+    if set(part) - FILE_PARTS[kind] or not isinstance(file_id, str) or not file_id:
+        raise UnsupportedParameter(
+            at,
+            f"`{at}` must name an uploaded file by its `file_id` ({', '.join(FILE_PARTS[kind])} "
+            "only): upload its bytes to /v1/files first.",
+        )
+    return file_id
+
+
+def _text_part(part: Any, kind: Any, at: str) -> str:
+    if kind not in TEXT_PARTS:
+        raise UnsupportedParameter(
+            at,
+            f"`{at}` is a {str(kind)[:40]!r} part: only text parts "
+            f"({', '.join(TEXT_PARTS)}) are supported here; audio and refusals are not.",
+        )
+    extra = sorted(set(part) - PART_KEYS)
+    if extra or not isinstance(part.get("text"), str):
+        raise UnsupportedParameter(
+            at,
+            f'`{at}` must be {{"type", "text"}} with a string '
+            "`text`" + (f"; `{extra[0]}` is not supported." if extra else "."),
+        )
+    for key in ("annotations", "logprobs"):
+        if part.get(key) not in (None, []):
             raise UnsupportedParameter(
-                at,
-                f"`{at}` is a {str(kind)[:40]!r} part: only text parts "
-                f"({', '.join(TEXT_PARTS)}) are supported; images, "
-                "files, audio and refusals are not.",
+                f"{at}.{key}", f"`{at}.{key}` must be empty: they are not kept."
             )
-        extra = sorted(set(part) - PART_KEYS)
-        if extra or not isinstance(part.get("text"), str):
-            raise UnsupportedParameter(
-                at,
-                f'`{at}` must be {{"type", "text"}} with a string '
-                "`text`" + (f"; `{extra[0]}` is not supported." if extra else "."),
-            )
-        for key in ("annotations", "logprobs"):
-            if part.get(key) not in (None, []):
-                raise UnsupportedParameter(
-                    f"{at}.{key}", f"`{at}.{key}` must be empty: they are not kept."
-                )
-        texts.append(part["text"])
-    return "".join(texts)
+    return part["text"]
 
 
 def status_of(item: ConversationItem) -> str:
@@ -110,7 +163,8 @@ def status_of(item: ConversationItem) -> str:
 
 
 def item_object(item: ConversationItem) -> dict[str, Any]:
-    """A `Message` item: an answer's text as `output_text`, anything else's as `input_text`."""
+    """A `Message` item: an answer's text as `output_text`, anything else's as `input_text`
+    after the files it names (`input_file`, `input_image`)."""
     if item.role == "assistant":
         part = {"type": "output_text", "text": item.content, "annotations": [], "logprobs": []}
     else:
@@ -120,8 +174,14 @@ def item_object(item: ConversationItem) -> dict[str, Any]:
         "type": "message",
         "role": item.role,
         "status": status_of(item),
-        "content": [part],
+        "content": [*(_named_file(named) for named in item.attachments or ()), part],
     }
+
+
+def _named_file(named: dict[str, Any]) -> dict[str, Any]:
+    if named["image"]:
+        return {"type": "input_image", "file_id": named.get("id"), "detail": "auto"}
+    return {"type": "input_file", "file_id": named.get("id"), "filename": named["filename"]}
 
 
 def with_calls(item: ConversationItem, newest_first: bool) -> list[dict[str, Any]]:

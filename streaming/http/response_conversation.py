@@ -18,10 +18,11 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
 from streaming.conversations import branches, records
-from streaming.core.request import GenerationRequest
+from streaming.conversations.branches import Turn
+from streaming.core.request import GenerationRequest, Message
 from streaming.engines.base import Engine
 from streaming.generations.registry import Generation
-from streaming.http import turns
+from streaming.http import attachments, turns
 from streaming.http.openai_dialect import owned
 from streaming.http.openai_items import input_items
 from streaming.http.responses_body import ResponseBody
@@ -34,16 +35,20 @@ class Linked:
     """A response's conversation: what it is given to answer, and the items it wrote."""
 
     conversation: Conversation
-    shown: list[tuple[str, str]]  # the branch shown as the model sees it, system prompt first
+    shown: list[Message]  # the branch shown as the model sees it, system prompt first
     after: ConversationItem | None  # the branch's last item: the input follows it
-    added: list[tuple[str, str]]  # the input, as items
+    added: list[Turn]  # the input, as items
     written: list[ConversationItem] = field(default_factory=list)
 
     def build(self, body: ResponseBody, engine: Engine) -> tuple[GenerationRequest, ResponseSpec]:
         """The request (instructions, the branch, the input; cut to fit) and its spec."""
         body.check_model(engine.model)
         instructions = body.data.get("instructions")
-        asked = [*([("system", instructions)] if instructions else []), *self.shown, *self.added]
+        asked = [
+            *([Message("system", instructions)] if instructions else []),
+            *self.shown,
+            *(Message(turn.role, turn.content) for turn in self.added),
+        ]
         request = turns.request_for(asked, engine, self.conversation, **body.sampling())
         return body.with_servers(request, "wait"), body.spec(request, engine.model)
 
@@ -79,4 +84,8 @@ async def link(request: HttpRequest, body: ResponseBody) -> Linked | None:
     found = await owned(request, body.conversation_id, "conversation")
     added = input_items(body.data["input"], "input", limit=None)
     branch = await sync_to_async(branches.branch)(found)
-    return Linked(found, branch.messages(), branch.items[-1] if branch.items else None, added)
+    model = body.data.get("model")
+    read = await attachments.read_in(
+        request, found, branch.messages(), model if isinstance(model, str) else None, asking=False
+    )
+    return Linked(found, read.messages, branch.items[-1] if branch.items else None, added)

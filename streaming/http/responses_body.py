@@ -25,7 +25,7 @@ from streaming.http.openai_dialect import (
     flag,
     is_none_or,
 )
-from streaming.http.openai_items import ITEM_KEYS, role_and_text
+from streaming.http.openai_items import ITEM_KEYS, role_and_content
 from streaming.http.validation import build_request, decode_json_object, parse_messages
 from streaming.wire.responses_format import ID_PREFIX, ResponseSpec
 
@@ -107,7 +107,8 @@ class ResponseBody:
         ]
         request = build_request(
             messages=parse_messages(
-                {"messages": [{"role": m.role, "content": m.content} for m in turns]}
+                {"messages": [{"role": m.role, "content": m.content} for m in turns]},
+                [m.images for m in turns],
             ),
             **self.sampling(),
         )
@@ -256,5 +257,5 @@ def _message(item: Any, where: str) -> Message:
             f'`{where}` must be a message item ({{"role", '
             '"content"}); other item types are not supported.',
         )
-    role, content = role_and_text(item, where)
-    return Message(SEEN_AS.get(role, role), content)
+    role, content, images = role_and_content(item, where)
+    return Message(SEEN_AS.get(role, role), content, images=images)

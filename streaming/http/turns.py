@@ -13,12 +13,15 @@ import dataclasses
 from itertools import takewhile
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
+from streaming.conversations import records
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, PromptTooLong
 from streaming.core.request import GenerationRequest, Message
 from streaming.engines.base import Engine
+from streaming.files import store
 from streaming.generations.registry import REGISTRY, Generation
 from streaming.generations.whereabouts import whereabouts
 from streaming.http.admission import admit
@@ -49,15 +52,15 @@ def check_settings(settings: dict[str, Any], engine: Engine) -> None:
 
 
 def request_for(
-    turns: list[tuple[str, str]], engine: Engine, conversation: Conversation, **asked: Any
+    turns: list[Message], engine: Engine, conversation: Conversation, **asked: Any
 ) -> GenerationRequest:
-    """The request answering `turns` with the conversation's settings, cut to what fits;
-    `asked`: build_request's arguments from the request itself, which win where set (a
-    Responses API body's `max_output_tokens`, say)."""
+    """The request answering `turns` (their files read in: attachments.py) with the
+    conversation's settings, cut to what fits; `asked`: build_request's arguments from the
+    request itself, which win where set (a Responses API body's `max_output_tokens`, say)."""
     messages = [
-        Message("system" if role == "developer" else role, content)
-        for role, content in turns
-        if role in (*ROLES_SEEN, "developer")
+        dataclasses.replace(turn, role="system") if turn.role == "developer" else turn
+        for turn in turns
+        if turn.role in (*ROLES_SEEN, "developer")
     ]
     if not messages or messages[-1].role != "user":
         raise BadRequest("The branch must end with a person's message to be answered.")
@@ -101,7 +104,7 @@ def request_for(
 async def answer(
     request: HttpRequest,
     conversation: Conversation,
-    turns: list[tuple[str, str]],
+    turns: list[Message],
     model: str | None = None,
 ) -> Generation:
     """The generation of an answer to `turns`: admitted and registered, not started (its
@@ -131,9 +134,18 @@ def forget(generation: Generation) -> None:
     REGISTRY.get().discard(generation)
 
 
+async def delete(conversation: Conversation) -> None:
+    """A conversation deleted, then what it leaves: its answers stopped if they still run,
+    their logs freed here and (REDIS_URL) in Redis, so that nothing of them stays readable; its
+    files that no other message of its owner's names."""
+    deleted = await sync_to_async(records.delete)(conversation)
+    await let_go(deleted.generation_ids)
+    await sync_to_async(store.free_unused)(conversation.owner, deleted.file_ids)
+
+
 async def let_go(generation_ids: list[str]) -> None:
-    """A deleted conversation's answers: stopped if they still run, their logs freed here and
-    (REDIS_URL) in Redis, so that nothing of them stays readable."""
+    """Answers taken away: stopped if they still run, their logs freed here and (REDIS_URL)
+    in Redis, so that nothing of them stays readable."""
     where = whereabouts()
     for generation_id in generation_ids:
         await where.forget(generation_id)

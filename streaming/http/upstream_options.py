@@ -13,7 +13,8 @@ import json
 from typing import Any
 
 from streaming.core.exceptions import BadRequest
-from streaming.core.request import Message
+from streaming.core.request import Image, Message
+from streaming.files.images import is_prepared
 
 # parameter → the JSON types it may have (the upstream checks the rest)
 UPSTREAM_FIELDS: dict[str, tuple[type, ...]] = {
@@ -84,6 +85,24 @@ def text_of_parts(parts: list[Any]) -> str | None:
     return "".join(part["text"] for part in parts)
 
 
+def content_of_parts(parts: list[Any]) -> tuple[str, tuple[Image, ...]] | None:
+    """The text of OpenAI content parts and their images, each where it stands in the text
+    (made ready by file_parts.py: a `data:image/` URL); None when one is neither."""
+    texts: list[str] = []
+    images: list[Image] = []
+    at = 0
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+            at += len(part["text"])
+        elif kind == "image_url" and is_prepared((part.get("image_url") or {}).get("url")):
+            images.append(Image(at, part["image_url"]["url"]))
+        else:
+            return None
+    return "".join(texts), tuple(images)
+
+
 def _turn(item: Any, where: str) -> Message:
     if not isinstance(item, dict) or not set(item) <= {"role", "content"} | TURN_FIELDS:
         raise BadRequest(
@@ -93,14 +112,15 @@ def _turn(item: Any, where: str) -> Message:
     role = ROLES.get(item.get("role"))
     if role is None:
         raise BadRequest(f"{where}.role must be one of {', '.join(ROLES)}.")
-    content = item.get("content")
+    content, images = item.get("content"), ()
     if isinstance(content, list):
-        content = text_of_parts(content)
-        if content is None:
-            raise BadRequest(f"{where}.content: only text content parts are supported.")
+        read = content_of_parts(content)
+        if read is None:
+            raise BadRequest(f"{where}.content: only text and image content parts are supported.")
+        content, images = read
     if content is None and "tool_calls" in item:
         content = ""  # an assistant turn that only called tools
     if not isinstance(content, str):
         raise BadRequest(f"{where}.content must be a string or a list of text parts.")
     extra = {name: item[name] for name in TURN_FIELDS if name in item}
-    return Message(role, content, json.dumps(extra, ensure_ascii=False) if extra else "")
+    return Message(role, content, json.dumps(extra, ensure_ascii=False) if extra else "", images)

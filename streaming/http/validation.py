@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.http import HttpRequest
@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from streaming.core import config, text
 from streaming.core.exceptions import BadRequest
 from streaming.core.fields import BY_NAME, Dialect, Naming, accepted, asked, parse_asked
-from streaming.core.request import GenerationRequest, Message
+from streaming.core.request import GenerationRequest, Image, Message
 from streaming.http.openai_dialect import check_model, check_model_named
 from streaming.http.upstream_options import UPSTREAM_FIELDS, take_upstream_options
 
@@ -158,8 +158,11 @@ def sampling(name: str, value: Any) -> Any:
     return BY_NAME[name].parse(value, high=highs(config.current().limits).get(name))
 
 
-def parse_messages(data: dict[str, Any]) -> tuple[Message, ...]:
-    """`prompt` (a string) or `messages` (chat turns), exactly one of them."""
+def parse_messages(
+    data: dict[str, Any], images: Sequence[tuple[Image, ...]] = ()
+) -> tuple[Message, ...]:
+    """`prompt` (a string) or `messages` (chat turns), exactly one of them; `images`: each
+    message's, where a caller has read them (responses_body.py)."""
     has_prompt, has_messages = "prompt" in data, "messages" in data
     if has_prompt == has_messages:
         raise BadRequest("Send exactly one of `prompt` (a string) or `messages` (a list).")
@@ -170,10 +173,10 @@ def parse_messages(data: dict[str, Any]) -> tuple[Message, ...]:
         if not prompt.strip():
             raise BadRequest("`prompt` must not be empty.")
         return (Message("user", prompt),)
-    return _chat_messages(data["messages"])
+    return _chat_messages(data["messages"], images)
 
 
-def _chat_messages(raw: Any) -> tuple[Message, ...]:
+def _chat_messages(raw: Any, images: Sequence[tuple[Image, ...]]) -> tuple[Message, ...]:
     if not isinstance(raw, list) or not raw:
         raise BadRequest("`messages` must be a non-empty list.")
     limit = config.current().limits.max_messages
@@ -189,7 +192,8 @@ def _chat_messages(raw: Any) -> tuple[Message, ...]:
             raise BadRequest(f"{where}.role must be one of {', '.join(ROLES)}.")
         if not isinstance(content, str):
             raise BadRequest(f"{where}.content must be a string.")
-        messages.append(Message(role, content))
-    if not any(m.content.strip() for m in messages if m.role == "user"):
+        shown = images[position] if position < len(images) else ()
+        messages.append(Message(role, content, images=shown))
+    if not any(m.content.strip() or m.images for m in messages if m.role == "user"):
         raise BadRequest("`messages` needs at least one non-empty user message.")
     return tuple(messages)

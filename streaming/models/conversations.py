@@ -102,6 +102,9 @@ class ConversationItem(models.Model):
     # An answer's tool calls once it has ended, each as its last `tool_call` event (runs/steps.py);
     # null: none (nullable, as `model`).
     steps = models.JSONField(null=True, blank=True)
+    # A person's message's files (docs/files.md): [{id, filename, kind, size, image, read, total}]
+    # as it was sent; the bytes and text stay with the file (StoredFile), kept by its owner.
+    attachments = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from streaming.core.exceptions import STREAM_ERROR_MESSAGES
+from streaming.core.request import Message
 
 # Our error codes as OpenAI spells them, where it has a name of its own; the rest keep ours.
 OPENAI_CODES = {"context_length": "context_length_exceeded"}
@@ -218,3 +219,30 @@ def completion(
         ],
         "usage": usage_of(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens),
     }
+
+
+def chat_message(message: Message) -> dict[str, Any]:
+    """A turn as chat completions has it, for an upstream: with the fields only it acts on
+    (`tool_calls`, …) and its images as `image_url` parts in their places."""
+    turn: dict[str, Any] = {"role": message.role, "content": _content(message)}
+    if message.extra:
+        turn.update(json.loads(message.extra))
+        if not message.content and "tool_calls" in turn:
+            turn["content"] = None  # an assistant turn that only called tools, as OpenAI has it
+    return turn
+
+
+def _content(message: Message) -> str | list[dict[str, Any]]:
+    """Its text, or with images its parts in order: OpenAI's `text` and `image_url` parts."""
+    if not message.images:
+        return message.content
+    parts: list[dict[str, Any]] = []
+    start = 0
+    for image in message.images:
+        if image.at > start:
+            parts.append({"type": "text", "text": message.content[start : image.at]})
+        parts.append({"type": "image_url", "image_url": {"url": image.url}})
+        start = image.at
+    if start < len(message.content):
+        parts.append({"type": "text", "text": message.content[start:]})
+    return parts

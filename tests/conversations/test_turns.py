@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from streaming.core.exceptions import BadRequest, PromptTooLong
+from streaming.core.request import Message
 from streaming.engines.deterministic import DeterministicEngine
 from streaming.http.turns import request_for
 from streaming.models import Conversation
@@ -25,11 +26,11 @@ class SmallWindow(DeterministicEngine):
             raise PromptTooLong()
 
 
-def turns(count: int) -> list[tuple[str, str]]:
+def turns(count: int) -> list[Message]:
     return (
-        [("system", "S" * 10)]
-        + [(("user", "assistant")[i % 2], f"{i:03d}" + "x" * 7) for i in range(count)]
-        + [("user", "last")]
+        [Message("system", "S" * 10)]
+        + [Message(("user", "assistant")[i % 2], f"{i:03d}" + "x" * 7) for i in range(count)]
+        + [Message("user", "last")]
     )
 
 
@@ -51,10 +52,12 @@ def test_characters_are_cut_first_without_the_engine(settings):
 
 def test_a_last_message_that_alone_does_not_fit_is_refused():
     with pytest.raises(PromptTooLong):
-        request_for([("user", "x" * 100)], SmallWindow(window=50), Conversation())
+        request_for([Message("user", "x" * 100)], SmallWindow(window=50), Conversation())
     with pytest.raises(BadRequest):
         request_for(
-            [("user", "hi"), ("assistant", "hello")], SmallWindow(window=50), Conversation()
+            [Message("user", "hi"), Message("assistant", "hello")],
+            SmallWindow(window=50),
+            Conversation(),
         )
 
 
@@ -63,7 +66,7 @@ def test_the_conversations_settings_go_with_its_answers_and_the_request_wins():
         temperature=0.4, top_p=0.8, max_tokens=9, repetition_penalty=1.3, presence_penalty=0.5
     )
     engine = SmallWindow(window=10**6)
-    request = request_for([("user", "hi")], engine, conversation, presence_penalty=0.25)
+    request = request_for([Message("user", "hi")], engine, conversation, presence_penalty=0.25)
     assert (request.temperature, request.top_p, request.max_tokens) == (0.4, 0.8, 9)
     assert (request.repetition_penalty, request.frequency_penalty) == (1.3, None)
     assert request.presence_penalty == 0.25

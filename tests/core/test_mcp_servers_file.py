@@ -72,6 +72,14 @@ def test_a_server_asks_approval_unless_the_file_says_never(tmp_path):
             '[[models]]\nname = "m"\nengine = "transformers"\ntools = true\n',
             "models[0].tools: the transformers engine does not call tools",
         ),
+        (
+            '[[models]]\nname = "m"\nengine = "deterministic"\nvision = true\n',
+            "models[0].vision: the deterministic engine is shown no images (only openai)",
+        ),
+        (
+            '[[models]]\nname = "m"\nengine = "openai"\nurl = "http://x"\nmax_image_side = 9\n',
+            "models[0].max_image_side: must be 64 to 8192 pixels",
+        ),
     ],
 )
 def test_each_mistake_names_the_file_the_table_and_the_field(tmp_path, text, expected):

@@ -8,7 +8,7 @@ import json
 
 import msgpack  # what the Redis channel layer carries messages in
 
-from streaming.core.request import Answered, Fault, GenerationRequest, Message
+from streaming.core.request import Answered, Fault, GenerationRequest, Image, Message
 from streaming.fleet.request_codec import request_from_message, request_message
 
 REQUEST = GenerationRequest(
@@ -50,6 +50,19 @@ def test_tool_turns_and_upstream_options_travel_with_the_request():
         upstream_options='{"tools": []}',
     )
     assert request_from_message(json.loads(json.dumps(request_message(request)))) == request
+
+
+def test_images_travel_in_their_places_and_a_message_without_reads_as_before():
+    url = "data:image/png;base64,iVBORw0KGgo="
+    request = GenerationRequest(
+        id="g3",
+        messages=(Message("user", "Before. After.", images=(Image(8, url),)), Message("user", "x")),
+        max_tokens=5,
+    )
+    carried = request_message(request)
+    assert carried["messages"] == [["user", "Before. After.", "", [[8, url]]], ["user", "x"]]
+    for through in (json.loads(json.dumps(carried)), msgpack.unpackb(msgpack.packb(carried))):
+        assert request_from_message(through) == request
 
 
 def test_penalties_travel_with_the_request_only_when_set():

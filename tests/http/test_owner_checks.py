@@ -75,6 +75,12 @@ PROBES = [
         "/api/conversations/{mine}/messages",
         {"content": "x", "after": "{asked}"},
     ),
+    Probe(
+        "conversation-send",
+        "POST",
+        "/api/conversations/{mine}/messages",
+        {"content": "x", "files": ["{fid}"]},
+    ),
     Probe("conversation-regenerate", "POST", "/api/conversations/{cid}/items/{answer}/regenerate"),
     Probe("conversation-regenerate", "POST", "/api/conversations/{mine}/items/{answer}/regenerate"),
     Probe("conversation-show", "POST", "/api/conversations/{cid}/items/{asked}/show"),
