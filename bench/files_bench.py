@@ -189,10 +189,49 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             f"{row['server']['seconds']:.2f} s; direct +{row['direct']['peak_rise_mib']:.1f} MiB, "
             f"{row['direct']['seconds']:.2f} s"
         )
+    shown = [shown_to_a_model("noise.png", png_of_size(args.image_mb))]
+    shown.append(shown_to_a_model("photo.jpg", photo_of_megapixels(12)))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=2))
+    args.out.write_text(json.dumps({"uploads": rows, "shown": shown}, indent=2))
     print(f"wrote {args.out}")
     return rows
+
+
+def photo_of_megapixels(megapixels: float) -> bytes:
+    """A camera-sized JPEG (4:3) of blotchy colours, about a phone photo's bytes."""
+    from PIL import Image
+
+    width = int((megapixels * 1e6 * 4 / 3) ** 0.5)
+    height = width * 3 // 4
+    bands = [Image.effect_noise((width // 6, height // 6), 90) for _ in range(3)]
+    photo = Image.merge("RGB", bands).resize((width, height), Image.Resampling.BICUBIC)
+    out = io.BytesIO()
+    photo.save(out, "JPEG", quality=92)
+    return out.getvalue()
+
+
+def shown_to_a_model(name: str, content: bytes, max_side: int = 2048) -> dict[str, Any]:
+    """An image made ready for a vision model (files/images.py, as each request that shows it
+    does): its time, best of three, and the size of what is sent."""
+    from streaming.files.images import prepared
+
+    times, ready = [], None
+    for _ in range(3):
+        started = time.perf_counter()
+        ready = prepared(content, max_side)
+        times.append(time.perf_counter() - started)
+    row = {
+        "file": name,
+        "mb": len(content) / 1e6,
+        "seconds": min(times),
+        "sent_mb": len(ready.url) / 1e6,
+        "shown": f"{ready.width}×{ready.height}",
+    }
+    print(
+        f"{name} {row['mb']:.1f} MB shown to a model: {row['seconds']:.2f} s, "
+        f"{row['shown']}, {row['sent_mb']:.2f} MB as a data URL"
+    )
+    return row
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from streaming.core import config
 from streaming.core.exceptions import UnsupportedFile, UnsupportedParameter
+from streaming.engines.models import Model
 from streaming.files import store
 from streaming.files.context import marked, rooms
 from streaming.files.images import UnreadableImage, prepared
@@ -64,22 +66,40 @@ def looked_up(owner: str, sources: list[Source]) -> list[Source]:
     return looked
 
 
-def given(sources: list[Source], max_prompt_chars: int, max_side: int) -> list[Shown]:
+@dataclass(frozen=True)
+class Room:
+    """What the attachments of one request may take: of the prompt's characters, of the
+    model's window (tokens, where it has one), and an image's longer side (pixels)."""
+
+    max_prompt_chars: int
+    window_tokens: int | None
+    max_side: int
+
+
+def room_of(model: Model) -> Room:
+    """The room a request to `model` gives its attachments."""
+    window = model.engine.context_tokens or None  # 0: not known (yet)
+    return Room(config.current().limits.max_prompt_chars, window, model.max_image_side)
+
+
+def given(sources: list[Source], room: Room) -> list[Shown]:
     """What each looked-up source gives its message, in order: the documents' texts share
-    their part of `max_prompt_chars` (files/context.py), images are prepared within `max_side`
-    pixels. Reads and decodes: call it off the event loop."""
+    their part of the prompt and the window (files/context.py), images are prepared within
+    `room.max_side` pixels. Reads and decodes: call it off the event loop."""
     documents = {
         index: _document(source) for index, source in enumerate(sources) if not source.image
     }
-    sizes = [len(document.text) for document in documents.values()]
-    room = dict(zip(documents, rooms(sizes, max_prompt_chars), strict=True))
+    texts = [document.text for document in documents.values()]
+    room_of = dict(
+        zip(documents, rooms(texts, room.max_prompt_chars, room.window_tokens), strict=True)
+    )
     shown = []
     for index, source in enumerate(sources):
         if source.image:
-            shown.append(Shown(image=_image(source, max_side)))
+            shown.append(Shown(image=_image(source, room.max_side)))
             continue
         document = documents[index]
-        text, read = marked(document, room[index])
+        text, read = marked(document, room_of[index])
         shown.append(Shown(text=text, read=read, total=len(document.text)))
     return shown
 

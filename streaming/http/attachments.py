@@ -14,7 +14,6 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
 from streaming.conversations.branches import Turn
-from streaming.core import config
 from streaming.core.exceptions import BadRequest, ImagesNotSeen
 from streaming.core.request import Image, Message
 from streaming.files import attached, store
@@ -83,20 +82,19 @@ async def read_in(
     if not records:
         return Read([Message(turn.role, turn.content) for turn in turns], [])
     rows = await sync_to_async(_rows)(conversation.owner, [r.get("id", "") for r in records])
-    vision, max_side, name = False, 0, ""
-    if any(record["image"] for record in records):  # which model, and what it sees
-        chosen = await chosen_model(request, model or conversation.model or None)
-        vision, max_side, name = chosen.vision, chosen.max_image_side, chosen.name
-        if asking and not vision and any(record["image"] for record in turns[-1].files):
-            raise ImagesNotSeen("files", attached.no_vision(name))
+    chosen = await chosen_model(request, model or conversation.model or None)
+    vision, name = chosen.vision, chosen.name
+    if asking and not vision and any(record["image"] for record in turns[-1].files):
+        raise ImagesNotSeen("files", attached.no_vision(name))
     sources = [
         attached.Source(where="files", found=rows[record["id"]], image=record["image"])
         for record in records
         if _shown(record, rows, vision)
     ]
-    limit = config.current().limits.max_prompt_chars
     given = iter(
-        await sync_to_async(attached.given, thread_sensitive=False)(sources, limit, max_side)
+        await sync_to_async(attached.given, thread_sensitive=False)(
+            sources, attached.room_of(chosen)
+        )
     )
     messages, last = [], []
     for turn in turns:

@@ -73,16 +73,14 @@ async def read_in(request: HttpRequest, body: bytes, api: Api) -> bytes:
     owner = conversation_owner(request)
     sources = await sync_to_async(attached.looked_up)(owner, [part.source for part in found])
     images = [part for part, source in zip(found, sources, strict=True) if source.image]
-    max_side = 0
-    if images:
-        if len(images) > MAX_IMAGES:
-            raise BadRequest(f"A request may hold at most {MAX_IMAGES} images.")
-        model = await chosen_model(request, named_model(body))
-        if not model.vision:
-            raise ImagesNotSeen(images[0].where, attached.no_vision(model.name))
-        max_side = model.max_image_side
-    limit = config.current().limits.max_prompt_chars
-    given = await sync_to_async(attached.given, thread_sensitive=False)(sources, limit, max_side)
+    if len(images) > MAX_IMAGES:
+        raise BadRequest(f"A request may hold at most {MAX_IMAGES} images.")
+    model = await chosen_model(request, named_model(body))
+    if images and not model.vision:
+        raise ImagesNotSeen(images[0].where, attached.no_vision(model.name))
+    given = await sync_to_async(attached.given, thread_sensitive=False)(
+        sources, attached.room_of(model)
+    )
     for part, shown in zip(found, given, strict=True):
         part.parts[part.index] = (
             _image_part(shape, shown.image)

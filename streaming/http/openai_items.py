@@ -130,7 +130,7 @@ def _file_part(part: dict[str, Any], kind: str, at: str) -> str:
         raise UnsupportedParameter(
             at,
             f"`{at}` must name an uploaded file by its `file_id` ({', '.join(FILE_PARTS[kind])} "
-            "only): upload its bytes to /v1/files first.",
+            "only): a conversation's items keep files by id, not given inline.",
         )
     return file_id
 

@@ -38,5 +38,13 @@ def test_a_file_over_its_room_is_cut_and_the_model_told_where():
 
 
 def test_a_requests_files_share_three_quarters_of_the_prompt_in_order():
-    assert rooms([100, 200], 1_000) == [100, 200]
-    assert rooms([600, 600, 10], 1_000) == [600, 150, 0]
+    assert rooms(["a" * 100, "b" * 200], 1_000) == [100, 200]
+    assert rooms(["a" * 600, "b" * 600, "c" * 10], 1_000) == [600, 150, 0]
+
+
+def test_and_half_of_the_models_window_counted_as_the_prompt_is():
+    words = "one two three " * 100  # 300 of PROMPT_TOKEN's tokens, 14 characters a word's three
+    # A window of 200 tokens: 100 for the files, the first file's 100 words, none for the next.
+    assert rooms([words, words], 100_000, window_tokens=200) == [len("one two three " * 33) + 3, 0]
+    assert rooms(["日本語の文書"], 100_000, window_tokens=8) == [4]  # a token per character
+    assert rooms([words], 100_000, window_tokens=None) == [len(words)]

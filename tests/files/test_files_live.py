@@ -193,6 +193,9 @@ def test_a_file_sent_inline_is_read_and_not_kept(client):
     part = {"type": "file", "file": {"filename": "w.docx", "file_data": inline}}
     assert prompt(part) - prompt() >= 200  # a Word document's words, read in the request
     assert len(client.files.list().data) == kept
+    report = client.files.create(file=("r.pdf", pdf_of([words(20)] * 10)), purpose="user_data")
+    by_id = {"type": "file", "file": {"file_id": report.id}}
+    assert prompt(by_id) - prompt() >= 200  # a PDF's, read at its upload
 
 
 def test_a_conversations_items_name_files_and_each_answer_reads_them(client):
