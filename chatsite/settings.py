@@ -191,6 +191,9 @@ STREAMING_CONTEXT_TOKENS = env_int("STREAMING_CONTEXT_TOKENS", 0)
 STREAMING_REMOTE_URL = env_url("STREAMING_REMOTE_URL", ("http", "https"))  # openai: required
 STREAMING_REMOTE_MODEL = env_str("STREAMING_REMOTE_MODEL", "")
 STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
+# What a router in front of the upstream's replicas is told (the conversation's key, the person,
+# their priority): a preset (vllm-router, llm-d, dynamo, sglang) or a JSON table of header names.
+STREAMING_REMOTE_ROUTING = env_str("STREAMING_REMOTE_ROUTING", "")
 # Connecting to the upstream fails fast; a read waits this long for its next byte (0 = forever).
 STREAMING_REMOTE_CONNECT_TIMEOUT_S = env_float(
     "STREAMING_REMOTE_CONNECT_TIMEOUT_S", 5.0, minimum=0.0, exclusive=True

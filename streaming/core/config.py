@@ -124,6 +124,15 @@ class RemoteSettings:
     key: str = setting("STREAMING_REMOTE_KEY", repr=False)  # never in a log line
     connect_timeout_s: float = setting("STREAMING_REMOTE_CONNECT_TIMEOUT_S")
     read_timeout_s: float = setting("STREAMING_REMOTE_READ_TIMEOUT_S")  # 0: forever
+    routing: str = setting("STREAMING_REMOTE_ROUTING")  # core/routing.py: a preset, or JSON
+
+    def __post_init__(self) -> None:
+        from streaming.core.routing import RoutingError, parse_routing  # it needs the request
+
+        try:
+            parse_routing(self.routing, "STREAMING_REMOTE_ROUTING")
+        except RoutingError as error:
+            raise ConfigError(str(error)) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ Every mistake is a `ConfigError` naming the file, the table (`models[1]`) and th
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -33,13 +34,14 @@ from typing import Any
 
 from streaming.core.config import Config, ConfigError
 from streaming.core.mcp_servers_file import McpServerSpec, check_variables, read_mcp_servers
+from streaming.core.routing import RoutingError, parse_routing
 
 NAME_MAX = 200  # characters of a model's name, as the log row keeps it
 # Each engine's own options and their types; anything else in its table is a mistake.
 ENGINE_OPTIONS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "deterministic": {"ttft_ms": (int, float), "tps": (int, float), "step_ms": (int, float)},
     "transformers": {"model": str, "dtype": str, "max_batch": int, "context_tokens": int},
-    "openai": {"url": str, "upstream_model": str, "key_env": str},
+    "openai": {"url": str, "upstream_model": str, "key_env": str, "routing": (str, dict)},
 }
 REQUIRED = {"openai": ("url",)}  # an upstream has no default address
 DTYPES = ("auto", "float32", "bfloat16")  # as STREAMING_DTYPE
@@ -57,6 +59,7 @@ KIND_NAMES = {
     (int, float): "a number",
     (list,): "a list",
     (bool,): "true or false",
+    (str, dict): "a preset's name or a table",
 }
 
 
@@ -134,8 +137,13 @@ def spec_config(config: Config, spec: ModelSpec, *, where: str = "") -> Config:
         if key_env and not key:
             where = where or f"STREAMING_MODELS file {config.engine.models_file}: {spec.name}"
             raise ConfigError(f"{where}.key_env: the variable {key_env} is not set")
+        routing = options.get("routing", "")
         remote = dataclasses.replace(
-            remote, url=options["url"], model=options.get("upstream_model", ""), key=key
+            remote,
+            url=options["url"],
+            model=options.get("upstream_model", ""),
+            key=key,
+            routing=routing if isinstance(routing, str) else json.dumps(routing),
         )
     pace = {"ttft_ms": "ttft_ms", "tps": "tokens_per_s", "step_ms": "step_ms"}
     deterministic = dataclasses.replace(
@@ -268,6 +276,11 @@ def _check_options(where: str, engine: str, options: dict[str, Any]) -> None:
     for key in ("model", "upstream_model", "key_env"):
         if key in options and not options[key].strip():
             raise ConfigError(f"{where}.{key}: must not be empty")
+    if "routing" in options:
+        try:
+            parse_routing(options["routing"], f"{where}.routing")
+        except RoutingError as error:
+            raise ConfigError(str(error)) from None
 
 
 def _check_together(where: str, specs: list[ModelSpec]) -> None:

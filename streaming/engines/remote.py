@@ -16,8 +16,10 @@ import logging
 from typing import Any
 
 import httpx
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from streaming.core import routing as router
 from streaming.core.capabilities import Capabilities
 from streaming.core.config import Config
 from streaming.core.exceptions import (
@@ -73,6 +75,9 @@ class RemoteEngine(TaskEngine):
                 api_key=remote.key,
                 connect_timeout_s=remote.connect_timeout_s,
                 read_timeout_s=remote.read_timeout_s or None,
+                routing=router.parse_routing(
+                    remote.routing, "STREAMING_REMOTE_ROUTING", settings.SECRET_KEY.encode()
+                ),
             )
         except ValueError as error:  # a URL that cannot be a base URL
             raise ImproperlyConfigured(f"STREAMING_REMOTE_URL: {error}") from None
@@ -85,6 +90,7 @@ class RemoteEngine(TaskEngine):
         api_key: str = "",
         connect_timeout_s: float = 5.0,
         read_timeout_s: float | None = 300.0,
+        routing: router.Routing = router.NO_ROUTING,
     ) -> None:
         super().__init__()
         if not base_url:
@@ -102,6 +108,7 @@ class RemoteEngine(TaskEngine):
         self._client: httpx.AsyncClient | None = None  # for /models only
         self._pool: UpstreamPool | None = None
         self._acceptances = Acceptances()  # the upstream's answer to each request
+        self.routing = routing  # what a router of replicas is told (core/routing.py)
 
     @property
     def own_model(self) -> str:
@@ -257,6 +264,8 @@ class RemoteEngine(TaskEngine):
             body["stop"] = list(request.stop)  # the upstream stops at them, and leaves them out
         if request.upstream_options:
             body.update(json.loads(request.upstream_options))  # tools, tool_choice, … as sent
+        if self.routing and request.person:  # ours, whatever `user` a client sent
+            body["user"] = router.opaque_person(request.person, self.routing.secret)
         return body
 
     def request_bytes(self, request: GenerationRequest) -> bytes:
@@ -264,6 +273,8 @@ class RemoteEngine(TaskEngine):
         body = json.dumps(self.body_of(request)).encode()
         origin = self.origin
         auth = f"Authorization: Bearer {self.api_key}\r\n" if self.api_key else ""
+        if self.routing:
+            auth += router.routing_headers(self.routing, request)
         head = (
             f"POST {origin.prefix}/chat/completions HTTP/1.1\r\n"
             f"Host: {origin.host_header}\r\nAccept: text/event-stream\r\n"

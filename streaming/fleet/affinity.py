@@ -15,22 +15,19 @@ from __future__ import annotations
 
 from hashlib import blake2b
 
+from streaming.core import routing
 from streaming.core.request import GenerationRequest
 from streaming.fleet.assignments import WorkerInfo
 
 
 def conversation_key(request: GenerationRequest) -> bytes | None:
-    """What every turn of one conversation begins with (its messages up to its first user
-    message), or None for a first turn: nothing of it is cached anywhere yet."""
+    """The conversation's key (core/routing.py's, as a router of replicas is told it), or
+    None for a first turn: nothing of it is cached anywhere yet."""
     messages = request.messages
     first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
     if first_user is None or first_user == len(messages) - 1:
         return None
-    digest = blake2b(digest_size=16)
-    for message in messages[: first_user + 1]:
-        digest.update(f"{message.role}\0{len(message.content)}\0".encode())
-        digest.update(message.content.encode("utf-8", "surrogatepass"))
-    return digest.digest()
+    return routing.conversation_key(request)
 
 
 def home_of(key: bytes, live: list[WorkerInfo]) -> WorkerInfo | None:

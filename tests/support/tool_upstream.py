@@ -2,7 +2,7 @@
 `uvicorn tests.support.tool_upstream:app`. Offered tools, it calls the first whose name ends
 in `__echo` with `{"text": "from upstream"}` (`finish_reason: tool_calls`, the arguments in two
 pieces); after a tool's result, it says what the tool said. Every request's body is kept:
-`GET /requests`."""
+`GET /requests`, and its headers: `GET /headers`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tests.support.thinking_upstream import _chunk, _frame, _json
 
 MODEL = "toolish"
 requests: list[dict] = []
+headers: list[dict[str, str]] = []
 
 
 async def app(scope, receive, send) -> None:
@@ -32,10 +33,15 @@ async def app(scope, receive, send) -> None:
         return await _json(send, 200, {"object": "list", "data": [{"id": MODEL}]})
     if path == "/requests":
         return await _json(send, 200, {"requests": requests})
+    if path == "/headers":
+        return await _json(send, 200, {"headers": headers})
     if path != "/v1/chat/completions":
         return await _json(send, 404, {"error": {"message": "no such path"}})
     data = json.loads(body)
     requests.append(data)
+    headers.append(
+        {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+    )
     deltas, finish = _answer(data)
     await send(
         {
