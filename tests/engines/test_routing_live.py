@@ -5,16 +5,14 @@ body's `user`; a client's own headers and `user` of those names never reach the 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from streaming.programs.liveserver import ROOT, free_port, stop_process, wait_until
 from tests.http.test_owner_checks import Owner, browser
+from tests.support import tool_upstream
 from tests.support.live import LiveServer, iter_sse, start_server
 
 pytestmark = pytest.mark.live
@@ -31,17 +29,8 @@ routing = "vllm-router"
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "tests.support.tool_upstream:app", "--port", str(port)],
-        cwd=ROOT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: httpx.get(f"{base}/v1/models", timeout=1).status_code == 200, 20)
+    with tool_upstream.serving() as base:
         yield base
-    finally:
-        stop_process(process)
 
 
 @pytest.fixture(scope="module")

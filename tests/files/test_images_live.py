@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import base64
 import io
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +15,8 @@ import openai
 import pytest
 from PIL import Image
 
-from streaming.programs.liveserver import ROOT, free_port, stop_process, wait_until
 from tests.files.documents import PNG_1x1, photo_of, png_of
+from tests.support import tool_upstream
 from tests.support.live import LiveServer, start_server
 
 pytestmark = pytest.mark.live
@@ -42,17 +40,8 @@ max_image_side = {side}
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "tests.support.tool_upstream:app", "--port", str(port)],
-        cwd=ROOT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: httpx.get(f"{base}/v1/models", timeout=1).status_code == 200, 20)
+    with tool_upstream.serving() as base:
         yield base
-    finally:
-        stop_process(process)
 
 
 @pytest.fixture(scope="module")

@@ -4,16 +4,16 @@ sent the tools as functions, then the call and its result as turns."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from streaming.programs.liveserver import ROOT, free_port, stop_process, wait_until
+from streaming.programs.liveserver import free_port, stop_process
 from tests.runs.test_mcp_servers import _serve
+from tests.support import tool_upstream
 from tests.support.live import iter_sse, start_server
 
 pytestmark = pytest.mark.live
@@ -36,24 +36,13 @@ AUTH = {"MCP_TEST_AUTH": "Bearer test-secret-token"}
 
 
 def test_an_upstream_model_calls_a_tool_and_reads_its_result(tmp_path: Path):
-    port, upstream_port = free_port(), free_port()
+    port = free_port()
     tools = _serve(port, env=AUTH)
-    upstream = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "tests.support.tool_upstream:app",
-            "--port",
-            str(upstream_port),
-        ],
-        cwd=ROOT,
-    )
-    base = f"http://127.0.0.1:{upstream_port}"
-    try:
-        wait_until(lambda: httpx.get(f"{base}/v1/models", timeout=1).status_code == 200, 20)
+    with contextlib.ExitStack() as stack:
+        stack.callback(stop_process, tools)
+        base = stack.enter_context(tool_upstream.serving())
         models = tmp_path / "models.toml"
-        models.write_text(MODELS.format(upstream=upstream_port, port=port))
+        models.write_text(MODELS.format(upstream=base.rsplit(":", 1)[1], port=port))
         front = start_server(
             tmp_path, env={**AUTH, "STREAMING_MODELS": str(models)}, ready_path="/readyz"
         )
@@ -96,6 +85,3 @@ def test_an_upstream_model_calls_a_tool_and_reads_its_result(tmp_path: Path):
             "tool_call_id": "call_up",
             "name": "lab__echo",
         }
-    finally:
-        stop_process(upstream)
-        stop_process(tools)

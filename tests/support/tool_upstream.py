@@ -6,7 +6,13 @@ pieces); after a tool's result, it says what the tool said. Every request's body
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
 
 from tests.support.thinking_upstream import _chunk, _frame, _json
 
@@ -85,3 +91,20 @@ def _answer(data: dict) -> tuple[list[dict], str]:
         {"tool_calls": [{"index": 0, "function": {"arguments": '{"text": '}}]},
         {"tool_calls": [{"index": 0, "function": {"arguments": '"from upstream"}'}}]},
     ], "tool_calls"
+
+
+@contextlib.contextmanager
+def serving() -> Iterator[str]:
+    """This upstream in a uvicorn of its own on a free port: its base URL, once it answers."""
+    from streaming.programs.liveserver import ROOT, free_port, stop_process, wait_until
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", f"{__name__}:app", "--port", str(port)], cwd=ROOT
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: httpx.get(f"{base}/v1/models", timeout=1).status_code == 200, 20)
+        yield base
+    finally:
+        stop_process(process)
