@@ -194,6 +194,9 @@ STREAMING_REMOTE_KEY = env_str("STREAMING_REMOTE_KEY", "")
 # What a router in front of the upstream's replicas is told (the conversation's key, the person,
 # their priority): a preset (vllm-router, llm-d, dynamo, sglang) or a JSON table of header names.
 STREAMING_REMOTE_ROUTING = env_str("STREAMING_REMOTE_ROUTING", "")
+# Several replicas of the upstream without a router: their base URLs, comma-separated (our own
+# affinity picks one per conversation; STREAMING_REMOTE_URL then unset or the first of them).
+STREAMING_REMOTE_URLS = env_str("STREAMING_REMOTE_URLS", "")
 # Connecting to the upstream fails fast; a read waits this long for its next byte (0 = forever).
 STREAMING_REMOTE_CONNECT_TIMEOUT_S = env_float(
     "STREAMING_REMOTE_CONNECT_TIMEOUT_S", 5.0, minimum=0.0, exclusive=True

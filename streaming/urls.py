@@ -158,6 +158,8 @@ urlpatterns = [
     path("v1/models", openai_api.list_models, name="openai-models"),
     path("v1/models/<path:model>", openai_api.retrieve_model, name="openai-model"),
     path("healthz", native_api.healthz, name="healthz"),
+    # vLLM's name for it: a router of replicas (vllm-router) probes /health before it routes.
+    path("health", native_api.healthz, name="health"),
     path("readyz", native_api.readyz, name="readyz"),
     path("metrics", scrapers_only(metrics.metrics_view), name="metrics"),
 ]

@@ -125,8 +125,17 @@ class RemoteSettings:
     connect_timeout_s: float = setting("STREAMING_REMOTE_CONNECT_TIMEOUT_S")
     read_timeout_s: float = setting("STREAMING_REMOTE_READ_TIMEOUT_S")  # 0: forever
     routing: str = setting("STREAMING_REMOTE_ROUTING")  # core/routing.py: a preset, or JSON
+    replicas: str = setting("STREAMING_REMOTE_URLS")  # comma-separated base URLs, or ""
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The replicas' base URLs (none: the one `url`)."""
+        return tuple(url.strip() for url in self.replicas.split(",") if url.strip())
 
     def __post_init__(self) -> None:
+        for url in self.urls:
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(f"STREAMING_REMOTE_URLS: {url!r} is not an http(s) URL")
         from streaming.core.routing import RoutingError, parse_routing  # it needs the request
 
         try:

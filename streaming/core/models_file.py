@@ -41,9 +41,15 @@ NAME_MAX = 200  # characters of a model's name, as the log row keeps it
 ENGINE_OPTIONS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "deterministic": {"ttft_ms": (int, float), "tps": (int, float), "step_ms": (int, float)},
     "transformers": {"model": str, "dtype": str, "max_batch": int, "context_tokens": int},
-    "openai": {"url": str, "upstream_model": str, "key_env": str, "routing": (str, dict)},
+    "openai": {
+        "url": str,
+        "urls": list,
+        "upstream_model": str,
+        "key_env": str,
+        "routing": (str, dict),
+    },
 }
-REQUIRED = {"openai": ("url",)}  # an upstream has no default address
+REQUIRED: dict[str, tuple[str, ...]] = {}  # (an upstream needs one of `url` and `urls`)
 DTYPES = ("auto", "float32", "bfloat16")  # as STREAMING_DTYPE
 COMMON = {"name", "engine", "groups", "default", "tools", "vision", "max_image_side"}
 # The engines that can call the file's MCP servers (`tools = true`): an upstream by its function
@@ -138,9 +144,11 @@ def spec_config(config: Config, spec: ModelSpec, *, where: str = "") -> Config:
             where = where or f"STREAMING_MODELS file {config.engine.models_file}: {spec.name}"
             raise ConfigError(f"{where}.key_env: the variable {key_env} is not set")
         routing = options.get("routing", "")
+        urls = options.get("urls", [])
         remote = dataclasses.replace(
             remote,
-            url=options["url"],
+            url=options.get("url") or urls[0],
+            replicas=",".join(urls),
             model=options.get("upstream_model", ""),
             key=key,
             routing=routing if isinstance(routing, str) else json.dumps(routing),
@@ -270,9 +278,8 @@ def _check_options(where: str, engine: str, options: dict[str, Any]) -> None:
             raise ConfigError(f"{where}.{key}: must be 0 or more")
     if options.get("dtype", "auto") not in DTYPES:
         raise ConfigError(f"{where}.dtype: must be one of {', '.join(DTYPES)}")
-    url = options.get("url")
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise ConfigError(f"{where}.url: must be an http:// or https:// URL")
+    if engine == "openai":
+        _check_urls(where, options)
     for key in ("model", "upstream_model", "key_env"):
         if key in options and not options[key].strip():
             raise ConfigError(f"{where}.{key}: must not be empty")
@@ -281,6 +288,19 @@ def _check_options(where: str, engine: str, options: dict[str, Any]) -> None:
             parse_routing(options["routing"], f"{where}.routing")
         except RoutingError as error:
             raise ConfigError(str(error)) from None
+
+
+def _check_urls(where: str, options: dict[str, Any]) -> None:
+    """An upstream's one `url`, or its replicas' `urls`: http(s) URLs, each once."""
+    if ("url" in options) == ("urls" in options):
+        raise ConfigError(f"{where}: needs exactly one of url (an upstream) and urls (replicas)")
+    key = "urls" if "urls" in options else "url"
+    urls = options["urls"] if key == "urls" else [options["url"]]
+    if not urls or len(set(map(str, urls))) < len(urls):
+        raise ConfigError(f"{where}.urls: must list each replica's URL once")
+    for url in urls:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}.{key}: must be an http:// or https:// URL")
 
 
 def _check_together(where: str, specs: list[ModelSpec]) -> None:

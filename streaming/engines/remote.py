@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
-import httpx
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
@@ -36,7 +36,9 @@ from streaming.core.stream import TokenStream
 from streaming.engines.acceptance import Acceptances
 from streaming.engines.base import TaskEngine
 from streaming.engines.remote_reader import UpstreamReader
+from streaming.engines.replicas import Replica, Replicas
 from streaming.engines.upstream import UpstreamConnection, UpstreamError, UpstreamPool
+from streaming.engines.upstream_models import ModelList, message_of
 from streaming.wire import openai_format
 from streaming.wire.origin import Origin
 
@@ -55,7 +57,6 @@ class RemoteEngine(TaskEngine):
     # Tools, tool_choice, reasoning_effort, … reach the upstream; it decides the rest.
     capabilities = Capabilities(upstream_options=True, penalties=True)
     sampling_defaults = None  # unset temperature and top_p are not sent: the upstream's apply
-    HEALTH_TIMEOUT_S = 5.0  # /models must answer within this for /readyz
     ERROR_BODY_LIMIT = 64 * 1024  # bytes of an upstream error body we read for its message
     ERROR_BODY_WAIT_S = 5.0  # how long we wait for that body's end before using what came
     ATTEMPTS = 2  # sends of one request when the connection breaks before any answer
@@ -78,6 +79,7 @@ class RemoteEngine(TaskEngine):
                 routing=router.parse_routing(
                     remote.routing, "STREAMING_REMOTE_ROUTING", settings.SECRET_KEY.encode()
                 ),
+                urls=remote.urls,
             )
         except ValueError as error:  # a URL that cannot be a base URL
             raise ImproperlyConfigured(f"STREAMING_REMOTE_URL: {error}") from None
@@ -91,22 +93,21 @@ class RemoteEngine(TaskEngine):
         connect_timeout_s: float = 5.0,
         read_timeout_s: float | None = 300.0,
         routing: router.Routing = router.NO_ROUTING,
+        urls: Sequence[str] = (),
     ) -> None:
         super().__init__()
-        if not base_url:
-            raise ValueError("the openai engine needs the upstream's base URL")
-        self.base_url = base_url.rstrip("/")
+        # Where requests go: `urls` (replicas), else the one `base_url` (ValueError: no URL).
+        self.replicas = Replicas(urls or ([base_url] if base_url else []), self._new_pool)
+        self.base_url = self.replicas.all[0].base_url  # the one `/models` asks (all the same)
         self.remote_model = model  # "" until the upstream names its one model (preflight, start)
-        self._unreachable = False  # its last `/models` failed to connect (logged then)
         self.api_key = api_key
         # Connecting is quick or broken: fail fast. Reading waits for a model that may think
         # for a long time between tokens (prompt processing); our own heartbeat keeps the
         # client's connection alive meanwhile, so the read limit only catches a dead upstream.
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
-        self.origin = Origin.parse(self.base_url)  # ValueError for a URL that is not one
-        self._client: httpx.AsyncClient | None = None  # for /models only
-        self._pool: UpstreamPool | None = None
+        auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.models = ModelList(self.base_url, auth, connect_timeout_s)  # its GET /models
         self._acceptances = Acceptances()  # the upstream's answer to each request
         self.routing = routing  # what a router of replicas is told (core/routing.py)
 
@@ -115,35 +116,25 @@ class RemoteEngine(TaskEngine):
         """The upstream's model name, as `/v1/models` shows it."""
         return self.remote_model
 
-    @property
-    def pool(self) -> UpstreamPool:
-        """UpstreamConnections for the streams (made on first use, on the serving loop)."""
-        if self._pool is None:
-            self._pool = UpstreamPool(
-                self.origin,
-                connect_timeout_s=self.connect_timeout_s,
-                keepalive_s=self.KEEPALIVE_EXPIRY_S,
-                max_idle=self.MAX_IDLE,
-            )
-        return self._pool
+    def _new_pool(self, origin: Origin) -> UpstreamPool:
+        """UpstreamConnections to one replica, for the streams."""
+        return UpstreamPool(
+            origin,
+            connect_timeout_s=self.connect_timeout_s,
+            keepalive_s=self.KEEPALIVE_EXPIRY_S,
+            max_idle=self.MAX_IDLE,
+        )
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """An httpx client for the health check (made on first use, on the serving loop)."""
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                base_url=self.base_url,
-                headers=self._headers(),
-                timeout=self._health_timeout(),
-                limits=httpx.Limits(keepalive_expiry=self.KEEPALIVE_EXPIRY_S),
-            )
-        return self._client
+    def close(self) -> None:
+        """Stop probing replicas; close idle connections."""
+        self.replicas.close()
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-
-    def _health_timeout(self) -> httpx.Timeout:
-        return httpx.Timeout(self.HEALTH_TIMEOUT_S, connect=self.connect_timeout_s)
+    def totals(self) -> dict[str, Any]:
+        """The counters, and each replica's where there are several (the models page)."""
+        totals: dict[str, Any] = super().totals()
+        if len(self.replicas) > 1:
+            totals["replicas"] = [replica.describe() for replica in self.replicas.all]
+        return totals
 
     def generate(self, request: GenerationRequest) -> TokenStream:
         """Start the upstream request; readers wait in `accepted()` for its answer."""
@@ -171,73 +162,21 @@ class RemoteEngine(TaskEngine):
         Several (or none) is a configuration error. An upstream that does not answer yet is
         not: `start()` asks again until it does, and /readyz says 503 meanwhile.
         """
-        if self.remote_model:
-            return
-        try:
-            response = httpx.get(
-                f"{self.base_url}/models", headers=self._headers(), timeout=self._health_timeout()
-            )
-        except httpx.HTTPError as error:
-            logger.warning(
-                "the upstream %s does not answer (%s); its model is asked for again until it does",
-                self.base_url,
-                _describe(error),
-            )
-            return
-        if response.status_code == 200:
-            try:
-                self.remote_model = self._only_model(_served_models(response))
-            except ValueError as error:
-                raise ImproperlyConfigured(f"STREAMING_REMOTE_URL: {error}") from None
-        # Any other answer is start()'s to report, as a 503 with the upstream's words.
+        if not self.remote_model and (served := self.models.served_now()) is not None:
+            self.remote_model = self.models.only_model(served)
 
     async def start(self) -> None:
         """Ready at once with STREAMING_REMOTE_MODEL; without it, once the upstream names the
         one model it serves (EngineUnavailable until it answers)."""
         if not self.remote_model:
-            self.remote_model = self._only_model(await self._models())
+            self.remote_model = self.models.only_model(await self.models.served())
             logger.info("the upstream %s serves %s", self.base_url, self.remote_model)
+        self.replicas.start_probing(lambda replica: self.models.answers(replica.base_url))
         self.ready = True
-
-    def _only_model(self, served: list[str]) -> str:
-        """The model to ask for when STREAMING_REMOTE_MODEL leaves it to the upstream."""
-        if len(served) == 1:
-            return served[0]
-        raise ImproperlyConfigured(
-            f"STREAMING_REMOTE_MODEL is not set and the upstream {self.base_url} serves "
-            + (
-                f"{len(served)} models ({', '.join(served)}): set it to one of them"
-                if served
-                else "no model"
-            )
-        )
-
-    async def _models(self) -> list[str]:
-        """The ids the upstream's `GET /models` lists; EngineUnavailable when it cannot say."""
-        try:
-            response = await self.client.get("/models", timeout=self.HEALTH_TIMEOUT_S)
-        except httpx.HTTPError as error:
-            # Clients are told what failed; the address and httpx's words (they name hosts
-            # inside the deployment) stay in the log, once per outage (probes ask often).
-            if not self._unreachable:
-                reason = _describe(error)
-                logger.warning("the upstream %s is unreachable: %s", self.base_url, reason)
-            self._unreachable = True
-            raise EngineUnavailable("The upstream is unreachable.") from None
-        self._unreachable = False
-        if response.status_code != 200:
-            raise EngineUnavailable(
-                f"The upstream answered /models with "
-                f"{response.status_code}: {_message_of(response.content)}"
-            )
-        try:
-            return _served_models(response)
-        except ValueError as error:
-            raise EngineUnavailable(f"The upstream's model list: {error}.") from None
 
     async def check_health(self) -> None:
         """The upstream answers `GET /models` and lists our model."""
-        served = await self._models()
+        served = await self.models.served()
         if self.remote_model not in served:
             raise EngineUnavailable(
                 f"The upstream does not serve {self.remote_model!r} "
@@ -268,10 +207,10 @@ class RemoteEngine(TaskEngine):
             body["user"] = router.opaque_person(request.person, self.routing.secret)
         return body
 
-    def request_bytes(self, request: GenerationRequest) -> bytes:
-        """The whole HTTP request for one generation."""
+    def request_bytes(self, request: GenerationRequest, replica: Replica) -> bytes:
+        """The whole HTTP request for one generation, to `replica`."""
         body = json.dumps(self.body_of(request)).encode()
-        origin = self.origin
+        origin = replica.origin
         auth = f"Authorization: Bearer {self.api_key}\r\n" if self.api_key else ""
         if self.routing:
             auth += router.routing_headers(self.routing, request)
@@ -284,9 +223,11 @@ class RemoteEngine(TaskEngine):
 
     async def _run(self, stream: TokenStream) -> None:
         reader, acceptances = UpstreamReader(stream), self._acceptances
-        reusable = False
+        reusable, replica = False, None
         try:
-            connection = await self._send(self.request_bytes(stream.request), reader)
+            replica, connection = await self.replicas.sent(
+                stream.request, lambda to: self._send(stream.request, reader, to)
+            )
             if connection.status != 200:
                 try:
                     async with asyncio.timeout(self.ERROR_BODY_WAIT_S):
@@ -325,19 +266,24 @@ class RemoteEngine(TaskEngine):
         finally:
             acceptances.give(stream)  # ended unanswered: its readers learn how from it
             reader.stop()
+            if replica is not None:
+                self.replicas.done(replica)
             if reader.connection is not None:
-                if reusable:
-                    self.pool.release(reader.connection)
+                if reusable and replica is not None:
+                    self.replicas.pool_of(replica).release(reader.connection)
                 else:
                     reader.connection.close()  # an abort: the upstream sees the disconnect
 
-    async def _send(self, request: bytes, reader: UpstreamReader) -> UpstreamConnection:
-        """The request sent and the upstream's head in; sent again on a fresh connection if a
-        pooled one turns out closed before any answer."""
+    async def _send(
+        self, request: GenerationRequest, reader: UpstreamReader, replica: Replica
+    ) -> UpstreamConnection:
+        """The request sent to `replica` and its head in; sent again on a fresh connection if
+        a pooled one turns out closed before any answer."""
+        sent = self.request_bytes(request, replica)
         for attempt in range(self.ATTEMPTS):
-            connection = reader.connection = await self.pool.acquire()
+            connection = reader.connection = await self.replicas.pool_of(replica).acquire()
             connection.send(
-                request,
+                sent,
                 read_timeout_s=self.read_timeout_s,
                 body_limit=self.ERROR_BODY_LIMIT,
                 body_callback=reader.feed,
@@ -355,7 +301,7 @@ class RemoteEngine(TaskEngine):
 
     def _refusal(self, response: UpstreamConnection) -> StreamingError:
         """An upstream's non-200 as the error our client gets before its stream."""
-        message = _message_of(bytes(response.body)) or f"The upstream answered {response.status}."
+        message = message_of(bytes(response.body)) or f"The upstream answered {response.status}."
         status = response.status
         if status in (400, 422):  # 422: TGI's validation errors
             return BadRequest(message)
@@ -367,34 +313,8 @@ class RemoteEngine(TaskEngine):
         return EngineUnavailable(f"The upstream answered {status}: {message}")
 
 
-def _message_of(body: bytes) -> str:
-    """The message of an upstream error body: OpenAI's, TGI's (`"error": str`) or the text."""
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        return body.decode("utf-8", "replace").strip()[:500]
-    error = payload.get("error") if isinstance(payload, dict) else None
-    if isinstance(error, dict):
-        return str(error.get("message") or "")
-    if isinstance(error, str):
-        return error
-    return str(payload)[:500]
-
-
-def _served_models(response: httpx.Response) -> list[str]:
-    """The model ids of a `GET /models` answer; ValueError when it is not OpenAI's list."""
-    try:
-        return [str(card["id"]) for card in response.json()["data"]]
-    except (ValueError, KeyError, TypeError):
-        raise ValueError(f"GET {response.url} is not OpenAI's model list") from None
-
-
 def _retry_after(response: UpstreamConnection) -> int:
     try:
         return max(1, int(response.headers.get("retry-after", "1")))
     except ValueError:
         return 1
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -13,10 +13,9 @@ moves only the conversations that ranked it first.
 
 from __future__ import annotations
 
-from hashlib import blake2b
-
 from streaming.core import routing
 from streaming.core.request import GenerationRequest
+from streaming.engines import placement
 from streaming.fleet.assignments import WorkerInfo
 
 
@@ -32,8 +31,5 @@ def conversation_key(request: GenerationRequest) -> bytes | None:
 
 def home_of(key: bytes, live: list[WorkerInfo]) -> WorkerInfo | None:
     """The worker that `key`'s conversation stays on, among `live` (None: none is)."""
-    return max(
-        live,
-        key=lambda w: blake2b(key + w.channel.encode(), digest_size=8).digest(),
-        default=None,
-    )
+    found = placement.home(key, [worker.channel for worker in live])
+    return None if found is None else live[found]

@@ -23,6 +23,7 @@ from streaming.core.config import FleetSettings
 from streaming.core.exceptions import GenerationError
 from streaming.core.request import Continuation, GenerationRequest
 from streaming.core.stream import TokenStream
+from streaming.engines import placement
 from streaming.fleet.assignments import Assignment, Assignments, WorkerInfo
 from streaming.fleet.link import Link
 from streaming.fleet.presence import Presence
@@ -32,12 +33,6 @@ logger = logging.getLogger(__name__)
 
 # Per answer: past it, what ends the answer is not a worker's fault (a request that kills them).
 MAX_HANDOVERS = 3
-
-# A conversation's home takes its turn unless it runs more than this many streams, or this share
-# of an even split, over the least busy worker (fleet/affinity.py): hashing alone can put 6 of 8
-# conversations on one of two workers.
-BALANCE_MIN = 2
-BALANCE_SHARE = 0.25
 
 # (stream, assignment, the request going on, its chunks so far): the client's `generate` sending.
 SendGenerate = Callable[
@@ -89,12 +84,9 @@ def choose(
 
 def crowded(home: WorkerInfo, open_: list[WorkerInfo], assigned: Counter[str]) -> bool:
     """Whether `home` runs so many more of our streams than the least busy worker that a turn
-    would wait behind them longer than its cached prefix saves: more than BALANCE_MIN and
-    BALANCE_SHARE of an even share over the least busy (bounded loads; this process's streams
-    stand for the fleet's, as every web process spreads alike)."""
-    counts = [assigned[w.channel] for w in open_]
-    slack = max(BALANCE_MIN, BALANCE_SHARE * sum(counts) / len(counts))
-    return assigned[home.channel] > min(counts) + slack
+    would wait behind them longer than its cached prefix saves (engines/placement.py's rule;
+    this process's streams stand for the fleet's, as every web process spreads alike)."""
+    return placement.crowded(assigned[home.channel], [assigned[w.channel] for w in open_])
 
 
 class Handover:

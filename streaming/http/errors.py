@@ -90,4 +90,4 @@ def handler500(request: HttpRequest) -> HttpResponse:
 
 
 def _is_api(request: HttpRequest) -> bool:
-    return request.path.startswith(("/api/", "/v1/", "/healthz", "/readyz"))
+    return request.path.startswith(("/api/", "/v1/", "/health", "/readyz"))  # /health: vLLM's

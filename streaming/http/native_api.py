@@ -156,13 +156,13 @@ async def stats(request: HttpRequest) -> HttpResponse:
 
 
 def _added_up(models: Iterable[Model]) -> dict[str, Any]:
-    """The models' engines' counters, summed; their workers, each once (a worker's channel
-    serves one model)."""
+    """The models' engines' counters, summed; their workers and replicas, each once (a
+    worker's channel serves one model, a replica one upstream model)."""
     added: dict[str, Any] = {}
     for model in models:
         for name, value in model.engine.totals().items():
-            if name == "workers":
-                added.setdefault("workers", []).extend(value)
+            if isinstance(value, list):  # workers, replicas
+                added.setdefault(name, []).extend(value)
             else:
                 added[name] = added.get(name, 0) + value
     return added

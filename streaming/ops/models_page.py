@@ -38,6 +38,7 @@ def _model(model: Model, by_model: dict[str, list[dict[str, Any]]], stride: int)
     workers = totals.get("workers")
     if workers is None:
         workers = [{"worker": "this process", "free": engine.free_slots, **totals}]
+    known = [row for row in rows if row["cached_tokens"] is not None and row["prompt_tokens"]]
     return {
         "name": model.name,
         "default": model.default,
@@ -45,6 +46,12 @@ def _model(model: Model, by_model: dict[str, list[dict[str, Any]]], stride: int)
         "engine": engine.name,
         "ready": engine.can_serve,
         "workers": workers,
+        "replicas": totals.get("replicas", []),  # an upstream's, where it lists several
+        # Of the prompt tokens of the answers whose engine said (None: none did).
+        "cached_share": sum(row["cached_tokens"] for row in known)
+        / sum(row["prompt_tokens"] for row in known)
+        if known
+        else None,
         "generations": figures["generations"],
         "tokens": figures["tokens_generated"],
         "tool_calls": sum(len(row["tool_calls"] or ()) for row in rows) * stride,  # runs' calls

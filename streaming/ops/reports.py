@@ -43,6 +43,8 @@ COLUMNS = (
     "tokens_generated",
     "tokens_after_abort",
     "tool_calls",  # a run's (the models page counts them)
+    "prompt_tokens",  # with cached_tokens: the models page's cached share
+    "cached_tokens",
     *(column for _, column in LATENCIES),
 )
 

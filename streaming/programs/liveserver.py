@@ -340,3 +340,55 @@ def start_worker(tmp_dir: Path, env: dict[str, str]) -> WorkerProcess:
             start_new_session=True,
         )
     return WorkerProcess(process, log_path)
+
+
+@contextlib.contextmanager
+def serving_app(app: str, ready_path: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """uvicorn serving the ASGI app `module:attribute` on a free port (a stub upstream, say):
+    its base URL once `ready_path` answers 200, stopped afterwards."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", app, "--port", str(port)],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: httpx.get(f"{base}{ready_path}", timeout=1).status_code == 200, 20)
+        yield base
+    finally:
+        stop_process(process)
+
+
+ROUTER_START_S = 30.0  # the Rust binary starts in well under a second; the margin is for CI
+
+
+@contextlib.contextmanager
+def vllm_router(workers: list[str], log: Path, policy: str = "consistent_hash") -> Iterator[str]:
+    """vLLM's router (`vllm-router`, its PyPI wheel) in front of `workers` (base URLs without
+    /v1) on a free port: its base URL once it says every worker is healthy (it probes each
+    one's /health), stopped afterwards. `consistent_hash` hashes X-Session-ID."""
+    port = free_port()
+    command = [
+        *(str(BIN / "vllm-router"), "--host", "127.0.0.1", "--port", str(port)),
+        *("--worker-urls", *workers),
+        *("--policy", policy),
+        # Its metrics server otherwise takes the fixed port 29000, which two runs would share.
+        *("--prometheus-port", str(free_port())),
+        # The default waits 30 s between startup probes of a worker that is not up yet.
+        *("--worker-startup-check-interval", "1"),
+    ]
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"vllm-router exited with {process.returncode}:\n{log.read_text()}")
+        return httpx.get(f"{base}/readiness", timeout=1).json()["healthy_workers"] == len(workers)
+
+    try:
+        wait_until(ready, ROUTER_START_S, 0.1)
+        yield base
+    finally:
+        stop_process(process)

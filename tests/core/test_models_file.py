@@ -70,7 +70,19 @@ TABLE = '[[models]]\nname = "m"\nengine = "transformers"\n'
         (TABLE + "groups = 'staff'\n", "models[0].groups: must be a list, not 'staff'"),
         (TABLE + "groups = ['']\n", "models[0].groups: must be a list of Django group names"),
         (TABLE + "default = 'yes'\n", "models[0].default: must be true or false"),
-        ('[[models]]\nname = "m"\nengine = "openai"\n', "models[0].url: is missing"),
+        ('[[models]]\nname = "m"\nengine = "openai"\n', "needs exactly one of url (an upstream)"),
+        (
+            '[[models]]\nname = "m"\nengine = "openai"\nurl = "http://a"\nurls = ["http://b"]\n',
+            "models[0]: needs exactly one of url",
+        ),
+        (
+            '[[models]]\nname = "m"\nengine = "openai"\nurls = ["http://a", "http://a"]\n',
+            "models[0].urls: must list each replica's URL once",
+        ),
+        (
+            '[[models]]\nname = "m"\nengine = "openai"\nurls = ["http://a", "ftp://b"]\n',
+            "models[0].urls: must be an http:// or https:// URL",
+        ),
         (
             '[[models]]\nname = "m"\nengine = "openai"\nurl = "ftp://x"\n',
             "models[0].url: must be an http:// or https:// URL",

@@ -95,7 +95,7 @@ def run(
         except Exception as error:
             return TokenStreamResult(texts, stream, error)
         finally:
-            engine.pool.close()
+            engine.close()
             server.close()
         return TokenStreamResult(texts, stream, None)
 

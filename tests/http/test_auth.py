@@ -62,6 +62,7 @@ async def test_without_a_key_every_api_is_401(engine, method, path):
 
 async def test_probes_stay_open(engine):
     assert (await reply("GET", "/healthz")).status == 200
+    assert (await reply("GET", "/health")).status == 200  # vLLM's name, that routers probe
 
 
 async def test_a_key_works_is_stored_hashed_records_its_use_and_can_be_revoked(engine):

@@ -176,6 +176,7 @@ NOT_OWNED = {
     "openai-models": "the model",
     "openai-model": "the model",
     "healthz": "a probe",
+    "health": "a probe (vLLM's name)",
     "readyz": "a probe",
     "metrics": "counters of the process",
     "frontend:chat": "the page's shell",

@@ -30,6 +30,12 @@ default = true
 name = "research-only"
 engine = "deterministic"
 groups = ["research"]
+
+[[models]]
+name = "replicated"
+engine = "openai"
+urls = ["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"]
+upstream_model = "m"
 """
 
 
@@ -63,6 +69,13 @@ def test_each_model_with_its_engine_room_readiness_and_last_hours_figures(client
     make_row("recent-2", model="small", ttft_ms=300.0, tpot_ms=40.0, tokens_generated=10)
     calls = [{"server": "lab", "tool": "echo", "status": "completed", "ms": 3.0, "bytes": 2}]
     GenerationLog.objects.filter(generation_id="recent-2").update(tool_calls=calls * 3)
+    # What the cache saved: known for one answer (a quarter of its prompt), unknown for the other.
+    GenerationLog.objects.filter(generation_id="recent-1").update(
+        prompt_tokens=80, cached_tokens=20
+    )
+    GenerationLog.objects.filter(generation_id="recent-2").update(
+        prompt_tokens=40, cached_tokens=None
+    )
     make_row("long-ago", model="small", minutes_ago=120, ttft_ms=9000.0)
     client.force_login(User.objects.create_superuser("root", password="pw"))
 
@@ -74,10 +87,14 @@ def test_each_model_with_its_engine_room_readiness_and_last_hours_figures(client
     assert "this process" in small[4]
     # The last hour only: 2 rows, one a run of 3 tool calls; p50 and p99 of TTFT 100 and 300 ms,
     # of TPOT 20 and 40 ms.
-    assert small[5:] == ["2", "40", "3", "200", "298", "30.0", "39.8"]
+    assert small[5:] == ["2", "40", "3", "25%", "200", "298", "30.0", "39.8"]
     research = cells(page, "research-only")
     assert research[2:4] == ["research", "no"]
-    assert research[5:] == ["0", "0", "0", "–", "–", "–", "–"]
+    assert research[5:] == ["0", "0", "0", "unknown", "–", "–", "–", "–"]
+    replicated = cells(page, "replicated")
+    assert replicated[1] == "openai"
+    assert "http://127.0.0.1:9/v1: up, 0 in flight, 0 sent, 0 failed" in replicated[4]
+    assert "http://127.0.0.1:10/v1: up" in replicated[4]
     index = client.get("/admin/").content.decode()
     assert f'href="{PAGE}"' in index
 

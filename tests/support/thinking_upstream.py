@@ -36,19 +36,27 @@ TEXT = [{"content": "Sunny"}, {"content": " in Paris."}]
 last_request: dict = {}
 
 
-async def app(scope, receive, send) -> None:
-    """Route by path."""
+async def request_body(scope, receive, send) -> bytes | None:
+    """A stub's request: its whole body, or None for the server's lifespan (answered here)."""
     if scope["type"] == "lifespan":
         while True:
             kind = (await receive())["type"]
             await send({"type": f"{kind}.complete"})
             if kind == "lifespan.shutdown":
-                return
+                return None
     body, more = b"", True
     while more:
         message = await receive()
         body += message.get("body", b"")
         more = message.get("more_body", False)
+    return body
+
+
+async def app(scope, receive, send) -> None:
+    """Route by path."""
+    body = await request_body(scope, receive, send)
+    if body is None:
+        return
     path = scope["path"]
     if path == "/v1/models":
         return await _json(send, 200, {"object": "list", "data": [{"id": MODEL}]})

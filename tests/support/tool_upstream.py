@@ -8,13 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 
-import httpx
-
-from tests.support.thinking_upstream import _chunk, _frame, _json
+from tests.support.thinking_upstream import _chunk, _frame, _json, request_body
 
 MODEL = "toolish"
 requests: list[dict] = []
@@ -23,17 +18,9 @@ headers: list[dict[str, str]] = []
 
 async def app(scope, receive, send) -> None:
     """Route by path."""
-    if scope["type"] == "lifespan":
-        while True:
-            kind = (await receive())["type"]
-            await send({"type": f"{kind}.complete"})
-            if kind == "lifespan.shutdown":
-                return
-    body, more = b"", True
-    while more:
-        message = await receive()
-        body += message.get("body", b"")
-        more = message.get("more_body", False)
+    body = await request_body(scope, receive, send)
+    if body is None:
+        return
     path = scope["path"]
     if path == "/v1/models":
         return await _json(send, 200, {"object": "list", "data": [{"id": MODEL}]})
@@ -93,18 +80,8 @@ def _answer(data: dict) -> tuple[list[dict], str]:
     ], "tool_calls"
 
 
-@contextlib.contextmanager
-def serving() -> Iterator[str]:
+def serving() -> contextlib.AbstractContextManager[str]:
     """This upstream in a uvicorn of its own on a free port: its base URL, once it answers."""
-    from streaming.programs.liveserver import ROOT, free_port, stop_process, wait_until
+    from streaming.programs.liveserver import serving_app
 
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", f"{__name__}:app", "--port", str(port)], cwd=ROOT
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: httpx.get(f"{base}/v1/models", timeout=1).status_code == 200, 20)
-        yield base
-    finally:
-        stop_process(process)
+    return serving_app(f"{__name__}:app", "/v1/models")
