@@ -136,8 +136,8 @@ def test_error_in_a_non_streamed_reply_is_its_status(openai_client, model):
         ("response_format", {"response_format": {"type": "json_object"}}),
         ("presence_penalty", {"presence_penalty": 0.5}),
         ("bogus", {"extra_body": {"bogus": 1}}),
-        (
-            "messages[1].content",
+        (  # an image to fetch: nothing is fetched (docs/files.md), the part named
+            "messages[1].content[0]",
             {
                 "messages": [
                     MESSAGES[0],
