@@ -209,6 +209,11 @@ export class Attachments {
     return this.chips.some((chip) => chip.busy);
   }
 
+  /** Whether a file is ready to go: a message of files alone may be sent. */
+  get ready() {
+    return this.chips.some((chip) => chip.state === "ready");
+  }
+
   /** Attach `files`: a chip each, uploading at once. */
   add(files) {
     for (const file of files) {

@@ -337,7 +337,7 @@ function messageBody(content, after, files) {
 
 function send() {
   const content = els.prompt.value.trim();
-  if (!content || active || !picker.usable) return;
+  if ((!content && !attachments.ready && !attachments.busy) || active || !picker.usable) return;
   if (attachments.busy) {
     announce(t("attach.wait"));
     return;

@@ -414,6 +414,27 @@ def test_a_message_sent_with_a_file_names_it_and_shows_it(open_page) -> None:
     assert page.errors == []
 
 
+def test_a_file_goes_alone_without_words(open_page) -> None:
+    """Enter on an empty text box with a ready file sends the file alone (the server takes a
+    message of files); with neither, nothing is sent."""
+    page = open_page()
+    amend_new_conversations(page, {"max_tokens": 4})
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if ANSWERING.search(r.url) else None)
+    page.press("#prompt", "Enter")
+    attach(page, ("notes.txt", "text/plain", b"Meet at noon.\n"))
+    expect(chip(page, "notes.txt")).to_have_attribute("data-state", "ready")
+    assert sent == []  # the empty box alone sent nothing
+    file_id = chip(page, "notes.txt").get_attribute("data-file-id")
+    with page.expect_request(ANSWERING) as sending:
+        page.press("#prompt", "Enter")
+    assert sending.value.post_data_json == {"content": "", "files": [file_id]}
+    shown = page.locator(".message-user").last.locator(".attachment")
+    expect(shown).to_have_attribute("data-file-id", file_id)
+    expect(page.locator(".message-assistant").last).to_have_attribute("data-state", FINISHED)
+    assert page.errors == []
+
+
 def test_an_image_to_a_model_without_vision_keeps_the_message(open_page) -> None:
     """400 naming the model: the answer says it, and the text and the chip go back to the
     composer, nothing lost."""
