@@ -72,6 +72,8 @@ IGNORED = {
 
 
 # Accepted only at the value that means "off" (clients such as LangChain send them explicitly).
+VLLM_FALSE = ("no_stop_trim", "ignore_eos", "continue_final_message", "return_hidden_states")
+VLLM_TRUE = ("skip_special_tokens", "separate_reasoning", "stream_reasoning", "include_reasoning")
 NEUTRAL: dict[str, Callable[[Any], bool]] = {
     "n": is_none_or(1),
     "logprobs": is_none_or(False),
@@ -88,6 +90,10 @@ NEUTRAL: dict[str, Callable[[Any], bool]] = {
     "reasoning_effort": is_none_or(),
     "verbosity": is_none_or(),
     "web_search_options": is_none_or(),
+    # vLLM's and SGLang's own, at their defaults, as vllm-router adds them to every request it
+    # forwards: so that our server can be a replica behind it (docs/scale.md).
+    **{name: is_none_or(False) for name in VLLM_FALSE},
+    **{name: is_none_or(True) for name in VLLM_TRUE},
 }
 WHY_NOT = {
     "n": "more than one choice per request",

@@ -127,6 +127,31 @@ def test_error_in_a_non_streamed_reply_is_its_status(openai_client, model):
         fail_with("engine_error")
 
 
+def test_vllm_routers_fields_at_their_defaults_are_taken_and_no_other_value(openai_client, model):
+    """vllm-router adds vLLM's and SGLang's own fields at their defaults to every request: our
+    server behind it answers (docs/scale.md); another value is refused by name."""
+    added = {
+        "logprobs": False,
+        "no_stop_trim": False,
+        "ignore_eos": False,
+        "continue_final_message": False,
+        "skip_special_tokens": True,
+        "separate_reasoning": True,
+        "stream_reasoning": True,
+        "return_hidden_states": False,
+        "include_reasoning": True,
+    }
+    made = openai_client.chat.completions.create(
+        model=model, messages=MESSAGES, max_tokens=2, extra_body=added
+    )
+    assert made.choices[0].message.content
+    with pytest.raises(openai.BadRequestError) as caught:
+        openai_client.chat.completions.create(
+            model=model, messages=MESSAGES, max_tokens=2, extra_body={"ignore_eos": True}
+        )
+    assert caught.value.body["param"] == "ignore_eos"
+
+
 @pytest.mark.parametrize(
     ("param", "kwargs"),
     [
