@@ -113,8 +113,14 @@ def run(root: Path, name: str, *, workers: int, affinity: bool, args) -> dict:
     finally:
         for part in reversed(parts):
             part.stop()
+    return summary(name, ttfts)
+
+
+def summary(name: str, ttfts: list[list[float]]) -> dict:
+    """One topology's TTFTs (each conversation's, per turn), their p50/p99 over the last
+    LATE_TURNS turns and each turn's median."""
     late = [ttft for each in ttfts for ttft in each[-LATE_TURNS:]]
-    per_turn = [statistics.median(each[t] for each in ttfts) for t in range(args.turns)]
+    per_turn = [statistics.median(each[t] for each in ttfts) for t in range(len(ttfts[0]))]
     return {
         "name": name,
         "late_p50_ms": statistics.median(late),

@@ -23,11 +23,10 @@ import argparse
 import asyncio
 import contextlib
 import json
-import statistics
 import tempfile
 from pathlib import Path
 
-from bench.affinity_bench import LATE_TURNS, conversations, percentile
+from bench.affinity_bench import LATE_TURNS, conversations, summary
 from streaming.programs.liveserver import UNLIMITED, start_server, vllm_router, wait_until
 
 RESULTS = Path(__file__).parent / "results"
@@ -81,15 +80,7 @@ def run(root: Path, name: str, args) -> dict:
         server = front(folder, where, model, routing)
         stack.callback(server.stop)
         ttfts = asyncio.run(conversations(server.url, args.conversations, args.turns, args.tokens))
-    late = [ttft for each in ttfts for ttft in each[-LATE_TURNS:]]
-    per_turn = [statistics.median(each[t] for each in ttfts) for t in range(args.turns)]
-    return {
-        "name": name,
-        "late_p50_ms": statistics.median(late),
-        "late_p99_ms": percentile(late, 0.99),
-        "median_by_turn_ms": per_turn,
-        "ttfts_ms": ttfts,
-    }
+    return summary(name, ttfts)
 
 
 def main() -> None:
