@@ -5,7 +5,8 @@ router of replicas (vLLM's, llm-d, Dynamo, SGLang's) keeps a conversation on the
 caches its prefix when it is told. Pure: no I/O, no Django.
 
 `routing` in an `openai` model's table (or STREAMING_REMOTE_ROUTING): a preset's name, or a
-table of header names for `session`, `user`, `priority` and `fairness`.
+table of header names for `session`, `user`, `priority` and `fairness`, on a `preset` if named,
+and `body_priority` for vLLM's body `priority`.
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ class Routing:
     user: str = ""  # the person, opaque (also the body's `user` whenever routing is set)
     priority: str = ""  # their priority (higher first), where the router takes one
     fairness: str = ""  # whose share of the replicas a request counts in (the person)
+    # vLLM's body `priority` (lower first): a vLLM started without `--scheduling-policy
+    # priority` refuses any but 0, so only where asked.
+    body_priority: bool = False
     secret: bytes = field(default=b"", repr=False)  # keys the person's opaque id
 
     def __bool__(self) -> bool:
-        return any((self.session, self.user, self.priority, self.fairness))
+        return any((self.session, self.user, self.priority, self.fairness, self.body_priority))
 
 
 PRESETS = {
@@ -73,15 +77,23 @@ def _parsed(value: object, where: str) -> Routing:
         return PRESETS[value]
     if not isinstance(value, dict) or not value:
         raise RoutingError(f"{where}: must be a preset's name or a table of header names")
-    known = {"session", "user", "priority", "fairness"}
-    for key, header in value.items():
-        if key not in known:
-            raise RoutingError(f"{where}.{key}: not one of {', '.join(sorted(known))}")
+    table = dict(value)
+    preset = table.pop("preset", None)
+    if preset is not None and (not isinstance(preset, str) or preset not in PRESETS):
+        raise RoutingError(f"{where}.preset: {preset!r} is not one of {', '.join(PRESETS)}")
+    base = PRESETS.get(preset, NO_ROUTING)
+    if not isinstance(table.pop("body_priority", False), bool):
+        raise RoutingError(f"{where}.body_priority: must be true or false")
+    headers = {"session", "user", "priority", "fairness"}
+    for key, header in table.items():
+        if key not in headers:
+            known = ", ".join(sorted({*headers, "preset", "body_priority"}))
+            raise RoutingError(f"{where}.{key}: not one of {known}")
         if not isinstance(header, str) or not header or not set(header) <= HEADER_NAME:
             raise RoutingError(f"{where}.{key}: must be an HTTP header's name")
         if header.lower() in OURS:
             raise RoutingError(f"{where}.{key}: {header} is a header this service sends itself")
-    return Routing(**value)
+    return dataclasses.replace(base, **table, body_priority=value.get("body_priority", False))
 
 
 def conversation_key(request: GenerationRequest) -> bytes | None:

@@ -24,6 +24,10 @@ def why_not(device: str, dtype: torch.dtype) -> str | None:
         return "this PyTorch has no oneDNN"
     if dtype not in (torch.float32, torch.bfloat16):
         return f"oneDNN packs float32 and bfloat16, not {dtype}"
+    try:  # oneDNN's bfloat16 needs AVX-512 (or AVX-NE-CONVERT): asked of the CPU by trying
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(1, 1, dtype=dtype))
+    except RuntimeError as error:
+        return f"this CPU has no oneDNN {dtype} ({str(error).splitlines()[0]})"
     return None
 
 

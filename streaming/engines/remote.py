@@ -205,6 +205,8 @@ class RemoteEngine(TaskEngine):
             body.update(json.loads(request.upstream_options))  # tools, tool_choice, … as sent
         if self.routing and request.person:  # ours, whatever `user` a client sent
             body["user"] = router.opaque_person(request.person, self.routing.secret)
+        if self.routing.body_priority:  # vLLM's order is lower first, ours higher first
+            body["priority"] = -request.priority
         return body
 
     def request_bytes(self, request: GenerationRequest, replica: Replica) -> bytes:

@@ -377,6 +377,9 @@ def vllm_router(workers: list[str], log: Path, policy: str = "consistent_hash") 
         *("--prometheus-port", str(free_port())),
         # The default waits 30 s between startup probes of a worker that is not up yet.
         *("--worker-startup-check-interval", "1"),
+        # Its circuit opens on a worker's second failure, so its own retry of a request to a
+        # dead replica reaches another one (its default fails the first requests: docs/scale.md).
+        *("--cb-failure-threshold", "2"),
     ]
     with log.open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)

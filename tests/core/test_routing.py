@@ -65,6 +65,17 @@ def test_a_table_or_its_json_names_headers_of_its_own():
     assert not parse_routing("", "r") and not lines(parse_routing("", "r"), turn("Hi"))
 
 
+def test_a_table_may_build_on_a_preset_and_ask_for_vllms_body_priority():
+    routing = parse_routing({"preset": "vllm-router", "body_priority": True}, "r")
+    assert routing.body_priority and routing.session == "X-Session-ID"
+    assert routing.user == "X-User-ID"
+    assert not parse_routing("vllm-router", "r").body_priority  # vLLM refuses it unless started so
+    # Only the priority asked for: still something to send, so routing is on.
+    assert parse_routing({"body_priority": True}, "r")
+    over = parse_routing({"preset": "dynamo", "priority": "X-Priority"}, "r")
+    assert (over.session, over.priority) == ("X-Dynamo-Session-ID", "X-Priority")
+
+
 @pytest.mark.parametrize(
     ("value", "said"),
     [
@@ -75,6 +86,9 @@ def test_a_table_or_its_json_names_headers_of_its_own():
         ({"user": "Authorization"}, "a header this service sends itself"),
         ("{not json", "not a preset's name nor a JSON table"),
         (3, "must be a preset's name or a table"),
+        ({"preset": "haproxy"}, "r.preset: 'haproxy' is not one of"),
+        ({"preset": ["vllm-router"]}, "r.preset: .* is not one of"),
+        ({"body_priority": "yes"}, "r.body_priority: must be true or false"),
     ],
 )
 def test_anything_else_is_refused_naming_where(value, said):

@@ -1,7 +1,8 @@
 """The real vllm-router in front of two replicas, live (issue 55): with `routing =
 "vllm-router"` its consistent hash keeps a conversation's turns on one replica and spreads
-conversations over both; the person reaches a replica only as an opaque id; Stop reaches the
-replica through the router as a disconnect, and it stops generating."""
+conversations over both; the person reaches a replica only as an opaque id, and their priority
+as vLLM's body `priority` where asked; Stop reaches the replica through the router as a
+disconnect, and it stops generating; a replica killed, its conversations go on on the other."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.page_history import django_shell
 from streaming.programs.liveserver import UNLIMITED, vllm_router
-from tests.http.test_owner_checks import Owner, browser
+from tests.http.test_owner_checks import Owner, browser, keyed
 from tests.support import replica_upstream
 from tests.support.live import LiveServer, iter_sse, start_server, wait_until
 
@@ -27,6 +29,13 @@ engine = "openai"
 url = "{router}/v1"
 upstream_model = "{model}"
 routing = "vllm-router"
+
+[[models]]
+name = "prioritized"
+engine = "openai"
+url = "{router}/v1"
+upstream_model = "{model}"
+routing = {{ preset = "vllm-router", body_priority = true }}
 """
 REPLICAS = ("a", "b")
 SHORT = 4  # tokens of an answer the test only needs to finish
@@ -40,9 +49,9 @@ def replicas() -> Iterator[dict[str, str]]:
         yield {name: stack.enter_context(replica_upstream.serving(name)) for name in REPLICAS}
 
 
-@pytest.fixture(scope="module")
-def server(replicas, tmp_path_factory) -> Iterator[LiveServer]:
-    folder: Path = tmp_path_factory.mktemp("vllm_router")
+@contextlib.contextmanager
+def front(replicas: dict[str, str], folder: Path) -> Iterator[LiveServer]:
+    """Our server, its models behind vllm-router in front of `replicas`."""
     with vllm_router(list(replicas.values()), folder / "router.log") as base:
         models = folder / "models.toml"
         models.write_text(MODELS.format(router=base, model=replica_upstream.MODEL))
@@ -50,6 +59,12 @@ def server(replicas, tmp_path_factory) -> Iterator[LiveServer]:
         live = start_server(folder, env=env, ready_path="/readyz")
         yield live
         live.stop()
+
+
+@pytest.fixture(scope="module")
+def server(replicas, tmp_path_factory) -> Iterator[LiveServer]:
+    with front(replicas, tmp_path_factory.mktemp("vllm_router")) as live:
+        yield live
 
 
 def served(replicas: dict[str, str]) -> list[dict]:
@@ -127,6 +142,29 @@ def test_the_person_reaches_the_replica_as_one_opaque_id(server, replicas):
     assert one["session"] != two["session"] and len(one["session"]) == 32
 
 
+GROUP_PRIORITY = """
+from django.contrib.auth.models import Group, User
+from streaming.models import ApiKey, GroupPriority
+user = User.objects.create_user("ops")
+group = Group.objects.create(name="on-call")
+GroupPriority.objects.create(group=group, priority=7)
+user.groups.add(group)
+print(ApiKey.issue("ops", user)[1])
+"""
+
+
+def test_a_persons_priority_reaches_the_replica_as_vllms_where_asked(server, replicas):
+    ops = keyed(server, django_shell(server, GROUP_PRIORITY).split()[-1])
+    for model, content in (("prioritized", "Page me first"), ("routed", "Page me plainly")):
+        body = {"model": model, "messages": [{"role": "user", "content": content}]}
+        body["max_tokens"] = SHORT
+        ops.ok("POST", "/v1/chat/completions", body)
+    # vLLM's order is lower first: the group's 7 (higher first here) goes as -7.
+    assert asked(replicas, "Page me first")["priority"] == -7
+    assert asked(replicas, "Page me plainly")["priority"] is None  # vLLM refuses it unless set up
+    assert asked(replicas, "Page me first")["user"] == asked(replicas, "Page me plainly")["user"]
+
+
 def test_stop_aborts_the_replicas_generation_through_the_router(server, replicas):
     person = browser(server)
     content = "Tell me a very long story"
@@ -151,3 +189,22 @@ def test_stop_aborts_the_replicas_generation_through_the_router(server, replicas
     # `aborted` is set once the replica's generating task is cancelled: no token comes after.
     request = wait_until(aborted, 10)
     assert 5 <= request["tokens"] < LONG // 4, request
+
+
+def test_a_replica_killed_its_conversations_go_on_on_the_other(tmp_path):
+    with contextlib.ExitStack() as stack:
+        each = {name: contextlib.ExitStack() for name in REPLICAS}
+        replicas = {name: each[name].enter_context(replica_upstream.serving(name)) for name in each}
+        for one in each.values():
+            stack.enter_context(one)
+        server = stack.enter_context(front(replicas, tmp_path))
+        person = browser(server)
+        conversation = converse(person, SHORT)
+        say(person, conversation, "Before")
+        home = asked(replicas, "Before")["replica"]
+        each[home].close()  # its process stopped: connections to it are refused
+        survivor = next(name for name in REPLICAS if name != home)
+        alive = {survivor: replicas[survivor]}
+        for content in ("After", "And after"):
+            say(person, conversation, content)  # reads the whole answer, to its [DONE]
+            assert asked(alive, content)["replica"] == survivor

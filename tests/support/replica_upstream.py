@@ -2,7 +2,8 @@
 `REPLICA_NAME=a uvicorn tests.support.replica_upstream:app`. It streams `max_tokens` tokens
 that name it, one every TOKEN_INTERVAL_S, and stops as soon as its client disconnects (how vLLM
 aborts a sequence). `GET /stats`: its name and, per request, the routing headers it came with,
-its body's `user`, its last message, the tokens generated and whether it was aborted."""
+its body's `user` and `priority`, its last message, the tokens generated and whether it was
+aborted."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class Served:
     session: str | None  # X-Session-ID, the router's first key
     user_header: str | None  # X-User-ID, its second
     user: str | None  # the body's `user`, its third
+    priority: int | None  # the body's `priority`, as vLLM reads it (lower first)
     prompt: str  # the last message's text, by which a test finds its request
     max_tokens: int
     tokens: int = 0
@@ -58,6 +60,7 @@ async def app(scope, receive, send) -> None:
         session=headers.get("x-session-id"),
         user_header=headers.get("x-user-id"),
         user=data.get("user"),
+        priority=data.get("priority"),
         prompt=str(data["messages"][-1].get("content")),
         max_tokens=data.get("max_tokens") or DEFAULT_MAX_TOKENS,
     )
