@@ -331,6 +331,33 @@ LOGIN_URL = "/login/"
 SIGN_IN_MAX_FAILURES = env_int("SIGN_IN_MAX_FAILURES", 5)
 SIGN_IN_MAX_FAILURES_PER_ADDRESS = env_int("SIGN_IN_MAX_FAILURES_PER_ADDRESS", 50)
 SIGN_IN_WINDOW_S = env_int("SIGN_IN_WINDOW_S", 900, minimum=1)
+# What the audit log keeps (streaming/http/audit.py), in days: older rows go at `prune_audit`.
+AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365, minimum=1)
+
+# --- Sign-in with the team's identity provider (docs/sso.md) ------------------------------
+# OpenID Connect beside the password form, on when OIDC_ISSUER is set; its discovery document
+# is read when a web process starts (streaming/http/identity_provider.py).
+OIDC_ISSUER = env_url("OIDC_ISSUER", ("https", "http"))
+OIDC_CLIENT_ID = env_str("OIDC_CLIENT_ID", "")
+OIDC_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET", "")
+OIDC_SCOPES = env_str("OIDC_SCOPES", "openid email profile")
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "your organization")  # "Sign in with …"
+# A first sign-in's account: `active`, or `pending` until an administrator lets them in.
+OIDC_NEW_USERS = env_str("OIDC_NEW_USERS", "active", choices=("active", "pending"))
+# The claim listing the person's groups ("": groups kept by hand), set at every sign-in; a
+# group's name here where it differs from the provider's ({"provider's": "ours"}); staff and
+# superusers from these groups only when named.
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "")
+OIDC_GROUP_NAMES = env_json_object("OIDC_GROUP_NAMES")
+OIDC_STAFF_GROUPS = env_list("OIDC_STAFF_GROUPS", [])
+OIDC_SUPERUSER_GROUPS = env_list("OIDC_SUPERUSER_GROUPS", [])
+# How far the provider's clock may be from ours when an ID token's times are checked.
+OIDC_CLOCK_SKEW_S = env_int("OIDC_CLOCK_SKEW_S", 60)
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",  # the password form and the admin's
+    "streaming.http.identity.ProviderBackend",  # the provider's callback only
+]
+
 # What the log keeps of a prompt: `none`, `truncated` (its first PROMPT_LOG_CHARS characters) or
 # `full` (bounded anyway by STREAM_MAX_PROMPT_CHARS).
 PROMPT_LOGGING = env_str("PROMPT_LOGGING", "truncated", choices=("none", "truncated", "full"))

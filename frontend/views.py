@@ -7,14 +7,16 @@ import functools
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth.views import LoginView, LogoutView, redirect_to_login
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_safe
 
 from streaming.conversations import records, sharing
+from streaming.core import config
 from streaming.core.exceptions import NotFound
 from streaming.http.auth import (
     anonymous_token,
@@ -22,6 +24,8 @@ from streaming.http.auth import (
     drop_owner_cookie,
     give_owner_cookie,
 )
+from streaming.http.identity import provider_sign_out
+from streaming.http.identity_provider import PROVIDER
 from streaming.http.sign_in import SignInForm, answers_refusals
 
 # The page loads only its own files and talks only to its own origin; with no inline script
@@ -43,6 +47,17 @@ CONTENT_SECURITY_POLICY = "; ".join(
 )
 
 
+def content_security_policy() -> str:
+    """The page's policy; where the identity provider ends its sessions, the sign-out form may
+    also lead there (a browser checks form-action on the redirection too)."""
+    provider = PROVIDER.built()
+    if provider is None or not provider.end_session_endpoint:
+        return CONTENT_SECURITY_POLICY
+    parts = urlsplit(provider.end_session_endpoint)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    return CONTENT_SECURITY_POLICY.replace("form-action 'self'", f"form-action 'self' {origin}")
+
+
 @require_safe
 @ensure_csrf_cookie  # the page's fetch() POSTs read the token from this cookie
 def chat_page(request: HttpRequest) -> HttpResponse:
@@ -50,7 +65,7 @@ def chat_page(request: HttpRequest) -> HttpResponse:
     if auth_required(request) and not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     response = render(request, "frontend/index.html")
-    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    response.headers["Content-Security-Policy"] = content_security_policy()
     if not request.user.is_authenticated:
         give_owner_cookie(request, response)  # its conversations are this browser's
     return response
@@ -93,7 +108,7 @@ def shared_page(request: HttpRequest, token: str) -> HttpResponse:
         "frontend/shared.html",
         {"link": link, "turns": turns, "may_continue": may_continue},
     )
-    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    response.headers["Content-Security-Policy"] = content_security_policy()
     # The token is the page's secret: no Referer carries it away, no cache keeps a revoked one.
     response.headers["Referrer-Policy"] = "no-referrer"
     response.headers["Cache-Control"] = "no-store"
@@ -138,6 +153,14 @@ class ChatLoginView(LoginView):
     redirect_authenticated_user = True
     next_page = "/"
 
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The form, and the provider's button where sign-in by one is set up."""
+        context = super().get_context_data(**kwargs)
+        if PROVIDER.built() is not None:
+            context["provider_name"] = config.current().identity.provider_name
+            context["provider_failed"] = self.request.GET.get("sso") == "failed"
+        return context
+
     def form_valid(self, form: Any) -> HttpResponse:
         """Sign in, and the browser's anonymous conversations become the person's."""
         token = anonymous_token(self.request)
@@ -148,7 +171,7 @@ class ChatLoginView(LoginView):
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         """Every answer of this page carries the chat page's CSP."""
         response = super().dispatch(request, *args, **kwargs)
-        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+        response.headers["Content-Security-Policy"] = content_security_policy()
         return response
 
 
@@ -160,9 +183,13 @@ class ChatLogoutView(LogoutView):
     next_page = "/"
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        """Sign out, and end an owner cookie that holds nothing."""
+        """Sign out, and end an owner cookie that holds nothing; a session the identity
+        provider began ends there too, where it offers that."""
         token = anonymous_token(request)
+        at_provider = provider_sign_out(request, self.next_page)  # before the session ends
         response = super().post(request, *args, **kwargs)
+        if at_provider:
+            response = HttpResponseRedirect(at_provider, headers=response.headers)
         if token and not records.count_for(f"anon:{token}"):
             drop_owner_cookie(response)
         return response

@@ -156,6 +156,13 @@ const MESSAGES = {
     loginFailed: "The username or the password is not right.",
     loginThrottled: "Too many failed sign-ins. Try again in {minutes} min.",
     continueWithout: "Use it without signing in",
+    // Sign-in with the team's identity provider (docs/sso.md).
+    signInWith: "Sign in with {name}",
+    orPassword: "or with a password",
+    ssoFailed: "Signing in with {name} did not succeed. Try again.",
+    pendingTitle: "Your account awaits an administrator",
+    pendingIntro:
+      "You signed in with {name}, and your account here is made. An administrator must let you in before you can use the chat.",
     // Sharing a branch by link, and a new chat from a message (docs/conversations.md).
     share: "Share",
     shareTitle: "Share this conversation",
@@ -394,6 +401,12 @@ const MESSAGES = {
     loginFailed: "ユーザー名またはパスワードが正しくありません。",
     loginThrottled: "ログインの失敗が多すぎます。{minutes} 分後にもう一度お試しください。",
     continueWithout: "ログインせずに使う",
+    signInWith: "{name} でログイン",
+    orPassword: "またはパスワードでログイン",
+    ssoFailed: "{name} でのログインに失敗しました。もう一度お試しください。",
+    pendingTitle: "アカウントは管理者の承認待ちです",
+    pendingIntro:
+      "{name} でログインし、アカウントが作成されました。チャットを使うには管理者の承認が必要です。",
     share: "共有",
     shareTitle: "この会話を共有",
     shareExplain: "リンクを知っている人は誰でも、ログインせずにこの会話を現在の状態で読めます。この後に追加した内容は表示されません。リンクの一覧と取り消しは設定から行えます。",

@@ -11,8 +11,9 @@ from django.utils import timezone
 from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
-from streaming import admin_conversations, admin_usage  # noqa: F401 - they register their admins
+from streaming import admin_audit, admin_conversations, admin_usage  # noqa: F401 - they register
 from streaming.generations import record
+from streaming.http import audit
 from streaming.http.sign_in import AdminSignInForm
 from streaming.models import (
     ApiKey,
@@ -198,8 +199,13 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         """A new row gets a fresh key, shown in the confirmation message and nowhere after."""
         if change:
-            return super().save_model(request, obj, form, change)
+            was_revoked = ApiKey.objects.filter(pk=obj.pk, revoked_at__isnull=False).exists()
+            super().save_model(request, obj, form, change)
+            if obj.revoked_at is not None and not was_revoked:
+                audit.record(request, audit.KEY_REVOKED, target=str(obj))
+            return
         row, key = ApiKey.issue(obj.name, obj.user)
+        audit.record(request, audit.KEY_CREATED, target=str(row), detail=_acts_as(row))
         obj.pk, obj.prefix, obj.digest = row.pk, row.prefix, row.digest
         obj.created_at = row.created_at
         obj._state.adding = False
@@ -208,5 +214,13 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request, queryset):
         """Refuse them from now on (the rows stay, for the record)."""
-        count = queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
-        self.message_user(request, f"{count} key(s) revoked.")
+        revoking = list(queryset.filter(revoked_at=None))
+        queryset.filter(pk__in=[key.pk for key in revoking]).update(revoked_at=timezone.now())
+        for key in revoking:
+            audit.record(request, audit.KEY_REVOKED, target=str(key))
+        self.message_user(request, f"{len(revoking)} key(s) revoked.")
+
+
+def _acts_as(key: ApiKey) -> str:
+    """Whom a new key acts as, for its audit row."""
+    return f"acts as {key.user}" if key.user_id else "acts as itself"

@@ -10,6 +10,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from streaming.conversations import search, sharing
+from streaming.http import audit
 from streaming.models import (
     ANSWER_SETTINGS,
     Conversation,
@@ -185,7 +186,11 @@ class SharedLinkAdmin(WhatWasSaid, admin.ModelAdmin):
     @admin.action(description="Revoke the selected links")
     def revoke(self, request, queryset):
         """End them: their pages are 404s, their snapshots emptied (the rows stay listed)."""
+        revoking = list(queryset.filter(revoked_at=None))
         self.message_user(request, f"{sharing.revoke_all(queryset)} link(s) revoked.")
+        for link in revoking:
+            target = f"conversation {link.conversation.conversation_id}, link {link.token[:8]}…"
+            audit.record(request, audit.SHARE_REVOKED, target=target)
 
 
 @admin.register(Feedback)

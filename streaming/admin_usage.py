@@ -18,9 +18,10 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from streaming.admin_audit import Audited
 from streaming.core.exceptions import RedisUnreachable
 from streaming.core.text import is_number
-from streaming.models import Budget, GroupPriority
+from streaming.models import Budget, GroupPriority, Identity
 from streaming.ops import usage_page
 from streaming.usage import budgets
 from streaming.usage.counters import COUNTS, Counter
@@ -79,8 +80,11 @@ class BudgetForm(forms.ModelForm):
 
 
 @admin.register(Budget)
-class BudgetAdmin(admin.ModelAdmin):
-    """Budgets, the tightest first, each with the tokens it counted this period."""
+class BudgetAdmin(Audited, admin.ModelAdmin):
+    """Budgets, the tightest first, each with the tokens it counted this period; each change
+    in the audit log."""
+
+    audited_fields = ("user", "group", "api_key", "period", "tokens")
 
     form = BudgetForm
     list_display = ("scope_link", "period", "limit", "used")
@@ -143,8 +147,11 @@ def _owner(budget: Budget) -> str | None:
 
 
 @admin.register(GroupPriority)
-class GroupPriorityAdmin(admin.ModelAdmin):
-    """Which groups' requests go first when an engine is full: the highest priority first."""
+class GroupPriorityAdmin(Audited, admin.ModelAdmin):
+    """Which groups' requests go first when an engine is full: the highest priority first;
+    each change in the audit log."""
+
+    audited_fields = ("group", "priority")
 
     list_display = ("group", "priority")
     list_editable = ("priority",)
@@ -159,8 +166,12 @@ admin.site.unregister(User)
 
 
 @admin.register(User)
-class PersonAdmin(UserAdmin):
-    """Django's user admin, with links to the person's usage and generations."""
+class PersonAdmin(Audited, UserAdmin):
+    """Django's user admin, with links to the person's usage and generations; a change of
+    what they may do (their groups decide their models, budgets and priority) in the audit
+    log."""
+
+    audited_fields = ("username", "is_active", "is_staff", "is_superuser", "groups")
 
     fieldsets = (*UserAdmin.fieldsets, ("Usage", {"fields": ("usage",)}))
     readonly_fields = (*UserAdmin.readonly_fields, "usage")
@@ -176,3 +187,19 @@ class PersonAdmin(UserAdmin):
             generations,
             urlencode({"owner__exact": owner}),
         )
+
+
+@admin.register(Identity)
+class IdentityAdmin(Audited, admin.ModelAdmin):
+    """Who each person is at the identity provider: moving one to another account links that
+    account to their sign-ins from then on (docs/security.md); each change in the audit log."""
+
+    audited_fields = ("user", "issuer", "subject")
+    list_display = ("user", "subject", "issuer", "created_at")
+    search_fields = ("user__username", "=subject")
+    autocomplete_fields = ("user",)
+    readonly_fields = ("issuer", "subject", "created_at")
+
+    def has_add_permission(self, request) -> bool:
+        """Made by a first sign-in only."""
+        return False

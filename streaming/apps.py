@@ -14,7 +14,10 @@ class StreamingConfig(AppConfig):
         from streaming.conversations import answers
         from streaming.core import config, runtime
         from streaming.generations.registry import generation_finished, generation_started
-        from streaming.http import checks  # noqa: F401 - the checks register themselves
+        from streaming.http import (
+            audit,
+            checks,  # noqa: F401 - the checks register themselves
+        )
         from streaming.http.request_thread import skip_idle_request_started_receivers
         from streaming.ops import log_writer, metrics
 
@@ -25,4 +28,5 @@ class StreamingConfig(AppConfig):
         generation_finished.connect(metrics.on_finished, dispatch_uid="metrics")
         generation_finished.connect(log_writer.on_finished, dispatch_uid="log")
         generation_finished.connect(answers.on_finished, dispatch_uid="conversations")
+        audit.connect()  # sign-ins, their failures and sign-outs, into the audit log
         skip_idle_request_started_receivers()

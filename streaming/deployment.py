@@ -39,6 +39,7 @@ from streaming.generations.whereabouts import HERE, WHEREABOUTS
 from streaming.http.admission import ADMITTING, Admitting
 from streaming.http.arrivals import IN_FLIGHT
 from streaming.http.event_stream import OPEN_STREAMS, OpenStreams
+from streaming.http.identity_provider import PROVIDER, discover
 from streaming.http.stalled_readers import WATCHING, Watching
 from streaming.lifecycle import SERVING, Serving
 from streaming.ops.log_writer import WRITER, LogWriter
@@ -105,6 +106,9 @@ def build(
     parts.put(IN_FLIGHT, {})
     parts.put(WATCHING, Watching())
     parts.put(SERVING, Serving())
+
+    # The identity provider people sign in with, where OIDC_ISSUER names one: read now.
+    parts.put(PROVIDER, discover(settings.identity) if settings.identity.enabled else None)
     return parts
 
 

@@ -17,6 +17,7 @@ from streaming.fleet.whereabouts import FleetWhereabouts
 from streaming.generations.registry import REGISTRY
 from streaming.generations.sharing import ALONE
 from streaming.generations.whereabouts import HERE, WHEREABOUTS
+from streaming.http.identity_provider import PROVIDER
 from streaming.usage.counters import COUNTS, DatabaseCounts
 from streaming.usage.limits import LIMITS, LocalLimits, RedisLimits
 from streaming.usage.redis_counters import RedisCounts
@@ -63,8 +64,10 @@ def test_one_process_keeps_its_answers_and_counts_here():
         "requests in flight",
         "stalled-reader watch",
         "serving",
+        "identity provider",
     ]
     assert parts.get(WHEREABOUTS) is HERE and HERE.sharing is ALONE
+    assert parts.get(PROVIDER) is None  # no OIDC_ISSUER: sign-in by password only
     assert isinstance(parts.get(COUNTS), DatabaseCounts)
     assert isinstance(parts.get(LIMITS), LocalLimits)
     assert parts.built(store.CLIENT) is None  # nothing asks Redis

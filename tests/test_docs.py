@@ -12,7 +12,9 @@ import pytest
 from tests.support.live import ROOT
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")  # a Markdown link's target
-SETTING = re.compile(r"""env_(?:str|int|float|bool|list|url)\(\s*["']([A-Z0-9_]+)["']""")
+SETTING = re.compile(
+    r"""env_(?:str|int|float|bool|list|url|json_object)\(\s*["']([A-Z0-9_]+)["']"""
+)
 
 
 def documents() -> list[Path]:

@@ -209,6 +209,41 @@ class SignInSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class IdentitySettings:
+    """Sign-in with the team's OpenID Connect provider (docs/sso.md; off without an issuer),
+    and how long the audit log keeps what people did."""
+
+    issuer: str = setting("OIDC_ISSUER")
+    client_id: str = setting("OIDC_CLIENT_ID")
+    client_secret: str = setting("OIDC_CLIENT_SECRET", repr=False)
+    scopes: str = setting("OIDC_SCOPES")
+    provider_name: str = setting("OIDC_PROVIDER_NAME")
+    new_users: Literal["active", "pending"] = setting("OIDC_NEW_USERS")
+    groups_claim: str = setting("OIDC_GROUPS_CLAIM")  # "": groups kept by hand
+    group_names: Mapping[str, str] = setting("OIDC_GROUP_NAMES")  # the provider's: ours
+    staff_groups: tuple[str, ...] = setting("OIDC_STAFF_GROUPS")  # (): is_staff by hand
+    superuser_groups: tuple[str, ...] = setting("OIDC_SUPERUSER_GROUPS")
+    clock_skew_s: int = setting("OIDC_CLOCK_SKEW_S")
+    audit_retention_days: int = setting("AUDIT_RETENTION_DAYS")
+
+    def __post_init__(self) -> None:
+        if self.issuer and not (self.client_id and self.client_secret):
+            raise ConfigError("OIDC_ISSUER needs OIDC_CLIENT_ID and OIDC_CLIENT_SECRET")
+        if self.issuer and "openid" not in self.scopes.split():
+            raise ConfigError("OIDC_SCOPES must include openid")
+        if not all(isinstance(v, str) and v for v in self.group_names.values()):
+            raise ConfigError("OIDC_GROUP_NAMES: each value must be a group's name")
+        # Lists from the environment: a tuple, so the settings stay frozen and hashable.
+        object.__setattr__(self, "staff_groups", tuple(self.staff_groups))
+        object.__setattr__(self, "superuser_groups", tuple(self.superuser_groups))
+
+    @property
+    def enabled(self) -> bool:
+        """Whether people may sign in with the provider."""
+        return bool(self.issuer)
+
+
+@dataclass(frozen=True, slots=True)
 class ObservabilitySettings:
     """What the log rows keep of a prompt, and where metrics of several processes meet."""
 
@@ -248,6 +283,7 @@ class Config:
     conversations: ConversationSettings
     files: FileSettings
     sign_in: SignInSettings
+    identity: IdentitySettings
     observability: ObservabilitySettings
 
     def __post_init__(self) -> None:

@@ -23,6 +23,7 @@ from streaming.conversations.transfer import ImportedConversation, ImportedItem
 from streaming.core import config
 from streaming.core.exceptions import BadRequest, InvalidImport, UnsupportedParameter
 from streaming.files.kinds import KINDS
+from streaming.http import audit
 from streaming.http.admission import api_view
 from streaming.http.attachments import MAX_FILES
 from streaming.http.auth import conversation_owner, principal
@@ -71,6 +72,12 @@ async def import_conversations(request: HttpRequest) -> HttpResponse:
     # Each conversation is a write (api_view counted the request's first).
     await limits().hit(principal(request), WRITES, len(conversations) - 1)
     made = await sync_to_async(transfer.import_all)(conversation_owner(request), conversations)
+    await audit.arecord(
+        request,
+        audit.IMPORTED,
+        target=f"{len(made)} conversation(s)",
+        detail=" ".join(c.conversation_id for c in made),
+    )
     return JsonResponse(
         {"imported": len(made), "ids": [c.conversation_id for c in made]}, status=201
     )

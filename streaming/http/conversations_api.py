@@ -29,7 +29,7 @@ from streaming.core.models_file import NAME_MAX
 from streaming.core.request import Message
 from streaming.core.text import is_number
 from streaming.engines.models import MODELS
-from streaming.http import attachments, turns
+from streaming.http import attachments, audit, turns
 from streaming.http.admission import api_view, publish
 from streaming.http.auth import conversation_owner
 from streaming.http.feedback_api import feedback_json
@@ -202,6 +202,7 @@ async def conversation(request: HttpRequest, conversation_id: str) -> HttpRespon
     found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
     if request.method == "DELETE":
         await turns.delete(found)
+        await audit.arecord(request, audit.CONVERSATION_DELETED, target=conversation_id)
         return JsonResponse({"id": conversation_id, "deleted": True})
     if request.method == "PATCH":
         data = decode_json_object(request.body)

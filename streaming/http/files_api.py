@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.core.exceptions import UnsupportedParameter
 from streaming.files import store
+from streaming.http import audit
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
 from streaming.http.errors import openai_error_response
@@ -70,6 +71,7 @@ async def file_detail(request: HttpRequest, file_id: str) -> HttpResponse:
     owner = conversation_owner(request)
     if request.method == "DELETE":
         await sync_to_async(store.delete)(owner, file_id)
+        await audit.arecord(request, audit.FILE_DELETED, target=file_id)
         return JsonResponse({"id": file_id, "object": "file", "deleted": True})
     return JsonResponse(file_object(await sync_to_async(store.get)(owner, file_id)))
 

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from streaming.conversations import records, shown
 from streaming.conversations.answers import settle
 from streaming.core.exceptions import BadRequest, NotFound, UnsupportedParameter
-from streaming.http import attachments, turns
+from streaming.http import attachments, audit, turns
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
 from streaming.http.errors import openai_error_response
@@ -71,6 +71,7 @@ async def conversation_detail(request: HttpRequest, conversation_id: str) -> Htt
     found = await owned(request, conversation_id)
     if request.method == "DELETE":
         await turns.delete(found)
+        await audit.arecord(request, audit.CONVERSATION_DELETED, target=conversation_id)
         return JsonResponse(
             {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
         )

@@ -15,6 +15,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from streaming.conversations import records, sharing
+from streaming.http import audit
 from streaming.http.admission import api_view
 from streaming.http.auth import conversation_owner
 from streaming.http.conversations_api import conversation_json
@@ -42,6 +43,8 @@ async def share(request: HttpRequest, conversation_id: str) -> HttpResponse:
     """`POST /api/conversations/<id>/share`: a link to its branch shown as it is now."""
     found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
     link = await sync_to_async(sharing.share)(found)
+    target = f"conversation {conversation_id}, link {link.token[:8]}…"
+    await audit.arecord(request, audit.SHARE_CREATED, target=target)
     return JsonResponse(_link_json(link), status=201)
 
 
@@ -56,6 +59,7 @@ async def shares(request: HttpRequest) -> HttpResponse:
 async def shared_link(request: HttpRequest, token: str) -> HttpResponse:
     """`DELETE /api/shares/<token>`: revoke it; its page is a 404 from now on."""
     await sync_to_async(sharing.revoke)(conversation_owner(request), token)
+    await audit.arecord(request, audit.SHARE_REVOKED, target=f"link {token[:8]}…")
     return JsonResponse({"token": token, "revoked": True})
 
 

@@ -28,6 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from streaming.core import config
+from streaming.http import audit
 from streaming.http.auth import address_network, client_address
 from streaming.models import SignInFailures
 
@@ -102,6 +103,12 @@ class ThrottledSignIn:
         self.retry_after = refusal(attempt)
         if self.retry_after is not None:
             self.request.sign_in_retry_after = self.retry_after  # for `answers_refusals`
+            audit.record(
+                self.request,
+                audit.SIGN_IN_REFUSED,
+                target=username,
+                detail=f"too many failed sign-ins: refused for {self.retry_after} s",
+            )
             raise ValidationError(refused_message(self.retry_after), code="throttled")
         try:
             cleaned = super().clean()  # type: ignore[misc]

@@ -62,3 +62,23 @@ class SignInFailures(models.Model):
 
     class Meta:
         verbose_name_plural = "sign-in failures"
+
+
+class Identity(models.Model):
+    """Who a person is at the team's identity provider: its issuer and their subject there,
+    which never change, unlike an e-mail or a name (streaming/http/identity.py)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identities"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="one_user_per_identity")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

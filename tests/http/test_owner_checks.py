@@ -182,6 +182,9 @@ NOT_OWNED = {
     "frontend:chat": "the page's shell",
     "frontend:login": "sign-in",
     "frontend:logout": "sign-out",
+    "frontend:sso-start": "sign-in with the identity provider: its start",
+    "frontend:sso-callback": "sign-in with the identity provider: its return (test_sso_live.py)",
+    "frontend:sso-pending": "the page of an account awaiting an administrator",
     "/admin/login/": "the admin's sign-in (throttled ahead of the admin's own URLs)",
     # A live link is for anyone holding it: its page, and a copy of it of the asker's own.
     "frontend:shared": "a shared link's snapshot, for anyone holding the link",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from streaming.http import audit
 from streaming.models import ApiKey
 
 
@@ -28,5 +29,7 @@ class Command(BaseCommand):
             except get_user_model().DoesNotExist:
                 raise CommandError(f"No user {user!r}.") from None
         row, key = ApiKey.issue(name, owner)
+        whom = f"acts as {owner}" if owner else "acts as itself"
+        audit.record(None, audit.KEY_CREATED, target=str(row), detail=f"{whom}; by manage.py")
         self.stderr.write(f"API key {row.prefix}… created; it is shown this once:")
         self.stdout.write(key)
