@@ -220,6 +220,19 @@ class ApiKeyAdmin(admin.ModelAdmin):
             audit.record(request, audit.KEY_REVOKED, target=str(key))
         self.message_user(request, f"{len(revoking)} key(s) revoked.")
 
+    def delete_model(self, request, obj):
+        """A key deleted is revoked for good: audited as such."""
+        target = str(obj)
+        super().delete_model(request, obj)
+        audit.record(request, audit.KEY_REVOKED, target=target, detail="deleted")
+
+    def delete_queryset(self, request, queryset):
+        """Several deleted at once: one row each."""
+        targets = [str(key) for key in queryset]
+        super().delete_queryset(request, queryset)
+        for target in targets:
+            audit.record(request, audit.KEY_REVOKED, target=target, detail="deleted")
+
 
 def _acts_as(key: ApiKey) -> str:
     """Whom a new key acts as, for its audit row."""

@@ -128,6 +128,11 @@ def test_keys_made_and_revoked_write_a_row_each(admin):
     assert sorted((r.action, r.target) for r in revoked) == sorted(
         [(audit.KEY_REVOKED, str(key)), (audit.KEY_REVOKED, str(other))]
     )
+    doomed, _ = ApiKey.issue("doomed")
+    delete = f"/admin/streaming/apikey/{doomed.pk}/delete/"
+    assert admin.post(delete, {"post": "yes"}).status_code == 302
+    last = rows()[-1]
+    assert (last.action, last.target, last.detail) == (audit.KEY_REVOKED, str(doomed), "deleted")
 
 
 def test_a_share_link_revoked_in_the_admin_writes_a_row(admin):
