@@ -1,8 +1,9 @@
 """Sign-in with a real OpenID Connect provider on loopback (django-oauth-toolkit's, a process of
 its own: tests/support/oidc_provider): a first sign-in makes the person, active or pending; their
 groups follow the provider's claim in and out; the browser's anonymous conversations become
-theirs; a replayed callback and an expired ID token are refused with nothing made; signing out
-ends the provider's session too; each of these writes one audit row."""
+theirs; a replayed callback, and an ID token expired, forged, for another client or without its
+nonce (the provider spoils them on purpose) are refused with nothing made; a wrong issuer stops
+the start; signing out ends the provider's session too; each of these writes one audit row."""
 
 from __future__ import annotations
 
@@ -172,6 +173,30 @@ def test_a_replayed_callback_is_refused_and_makes_nothing(provider, server):
         assert who(server, b) is None
     failed = audit_rows(server, "sign-in failed")
     assert len(failed) == before + 1 and "identity provider" in failed[-1]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("trick", "said"),
+    [
+        ("forged", "Signature verification failed"),
+        ("audience", "Audience doesn't match"),
+        ("no-nonce", 'missing the "nonce" claim'),
+    ],
+)
+def test_a_spoiled_id_token_is_refused_and_makes_nothing(provider, server, trick, said):
+    username = f"victim-{trick}"
+    provider.person(username, PASSWORD, ["eng"])
+    provider.trick(trick)
+    try:
+        with browser() as b:
+            landed = sign_in(b, server, username)
+            assert landed.url.path == "/login/" and "did not succeed" in landed.text
+            assert who(server, b) is None
+    finally:
+        provider.trick("")
+    made = "from django.contrib.auth.models import User\n"
+    assert shell(server, made + f"User.objects.filter(username={username!r}).count()") == 0
+    assert said in audit_rows(server, "sign-in failed")[-1]["detail"]
 
 
 def test_signing_out_ends_the_session_here_and_at_the_provider(provider, server):

@@ -38,6 +38,10 @@ class Provider:
         """Run `code` in the provider's `manage.py shell`: what it printed."""
         return _django(self.env, "shell", "-c", code)
 
+    def trick(self, name: str) -> None:
+        """Spoil every ID token from now on (`audience`, `no-nonce`, `forged`; "": none)."""
+        Path(self.env["PROVIDER_TRICK_FILE"]).write_text(name)
+
     def person(self, username: str, password: str, groups: list[str]) -> None:
         """A person who signs in at the provider with `password`, in `groups` (only those)."""
         self.shell(
@@ -99,6 +103,7 @@ def serving(folder: Path, token_s: int = 300) -> Iterator[Provider]:
         "PROVIDER_DB": str(folder / "provider.sqlite3"),
         "PROVIDER_KEY": str(folder / "provider.pem"),
         "PROVIDER_TOKEN_S": str(token_s),
+        "PROVIDER_TRICK_FILE": str(folder / "trick"),
     }
     _django(env, "migrate", "--verbosity", "0")
     app = "tests.support.oidc_provider.asgi:application"
