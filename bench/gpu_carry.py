@@ -13,33 +13,30 @@ It prints the folder's size: what travels with the working tree must stay under 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 CARRY = ROOT / "gpu-carry"
-# What the run needs beyond the image: the project's own dependencies, and transformers at the
-# version this checkout runs (the image's 5.17 lacks the continuous-batching API used here).
-NEEDED = [
-    "Django",
-    "channels",
-    "channels-redis",
-    "daphne",
-    "uvicorn",
-    "httptools",
-    "whitenoise",
-    "dj-database-url",
-    "hiredis",
-    "psycopg",
-    "psycopg-binary",
-    "redis",
-    "transformers",
-    "regex",
-]
+# What the run needs beyond the image: the project's own dependencies (pyproject.toml, so that a
+# new one travels too), and transformers at the version this checkout runs (the image's 5.17
+# lacks the continuous-batching API used here).
+EXTRA = ["psycopg-binary", "redis", "transformers", "regex"]
+
+
+def needed() -> list[str]:
+    """The distributions to carry, by name."""
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        dependencies = tomllib.load(file)["project"]["dependencies"]
+    return [re.split(r"[<>=!~\[;\s]", one, maxsplit=1)[0] for one in dependencies] + EXTRA
+
+
 # In the GPU image already (its package list): not carried, so that the run uses its builds.
 ALREADY_THERE = {
     "numpy",
@@ -87,8 +84,8 @@ PLATFORMS = [
 
 
 def download(wheels: Path) -> None:
-    """The wheels of NEEDED at this checkout's versions, with their dependencies."""
-    pins = [f"{name}=={version(name)}" for name in NEEDED]
+    """The wheels of what is `needed` at this checkout's versions, with their dependencies."""
+    pins = [f"{name}=={version(name)}" for name in needed()]
     command = [
         sys.executable,
         "-m",
