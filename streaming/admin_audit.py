@@ -17,16 +17,14 @@ from streaming.models import AuditEntry
 
 
 def _values(obj: Model, fields: tuple[str, ...]) -> dict[str, Any]:
-    """`fields` of `obj` as the audit row keeps them (a relation by its name, a many-to-many
-    as the sorted names)."""
+    """`fields` of `obj`, a many-to-many as the sorted names (`audit.record` writes the rest
+    as text where JSON has no type for it)."""
     values = {}
     for name in fields:
         value = getattr(obj, name)
         if hasattr(value, "all"):  # a many-to-many manager
             value = sorted(str(each) for each in value.all()) if obj.pk else []
-        values[name] = (
-            value if value is None or isinstance(value, bool | int | list) else str(value)
-        )
+        values[name] = value
     return values
 
 

@@ -186,10 +186,10 @@ class SharedLinkAdmin(WhatWasSaid, admin.ModelAdmin):
     @admin.action(description="Revoke the selected links")
     def revoke(self, request, queryset):
         """End them: their pages are 404s, their snapshots emptied (the rows stay listed)."""
-        revoking = list(queryset.filter(revoked_at=None))
+        revoking = list(queryset.filter(revoked_at=None).select_related("conversation"))
         self.message_user(request, f"{sharing.revoke_all(queryset)} link(s) revoked.")
         for link in revoking:
-            target = f"conversation {link.conversation.conversation_id}, link {link.token[:8]}…"
+            target = audit.link_target(link.token, link.conversation.conversation_id)
             audit.record(request, audit.SHARE_REVOKED, target=target)
 
 

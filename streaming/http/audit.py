@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from streaming.core import config
 from streaming.http.auth import client_address, principal
-from streaming.models import ApiKey, AuditEntry
+from streaming.models import AuditEntry
+from streaming.ops.usage_page import names, spreadsheet_text
 
 # The acts, by the name a row carries (the admin filters by it).
 SIGN_IN = "sign-in"
@@ -78,20 +79,7 @@ def _actor(request: HttpRequest | None, user: Any) -> tuple[str, str]:
     if user is not None and user.pk is not None and not user.is_anonymous:
         return f"user:{user.pk}", user.get_username()
     actor = principal(request) if request is not None else "system"
-    return actor, _name_of(actor)
-
-
-def _name_of(actor: str) -> str:
-    """A principal's name as people read it: the user's username, the key's name."""
-    from django.contrib.auth.models import User
-
-    kind, _, key = actor.partition(":")
-    if kind == "user" and key.isdigit():
-        return User.objects.filter(pk=key).values_list("username", flat=True).first() or ""
-    if kind == "key" and key.isdigit():
-        row = ApiKey.objects.filter(pk=key).first()
-        return str(row) if row else ""
-    return ""
+    return actor, names([actor])[actor]  # as the usage page names an owner
 
 
 def _plain(value: Any) -> Any:
@@ -103,6 +91,13 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
+
+
+def link_target(token: str, conversation_id: str = "") -> str:
+    """How a row names a shared link: its token's first characters only (the whole token is
+    the link: a row must not hand it out), and its conversation where known."""
+    link = f"link {token[:8]}…"
+    return f"conversation {conversation_id}, {link}" if conversation_id else link
 
 
 def changes_of(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list]:
@@ -142,8 +137,7 @@ def _cell(value: Any) -> str:
     text = (
         "" if value is None else (value.isoformat() if hasattr(value, "isoformat") else str(value))
     )
-    # A cell a spreadsheet would run as a formula is kept as text (OWASP's CSV injection).
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return spreadsheet_text(text)
 
 
 def on_signed_in(sender, request, user, **kwargs) -> None:

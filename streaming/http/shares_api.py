@@ -43,7 +43,7 @@ async def share(request: HttpRequest, conversation_id: str) -> HttpResponse:
     """`POST /api/conversations/<id>/share`: a link to its branch shown as it is now."""
     found = await sync_to_async(records.get)(conversation_owner(request), conversation_id)
     link = await sync_to_async(sharing.share)(found)
-    target = f"conversation {conversation_id}, link {link.token[:8]}…"
+    target = audit.link_target(link.token, conversation_id)
     await audit.arecord(request, audit.SHARE_CREATED, target=target)
     return JsonResponse(_link_json(link), status=201)
 
@@ -59,7 +59,7 @@ async def shares(request: HttpRequest) -> HttpResponse:
 async def shared_link(request: HttpRequest, token: str) -> HttpResponse:
     """`DELETE /api/shares/<token>`: revoke it; its page is a 404 from now on."""
     await sync_to_async(sharing.revoke)(conversation_owner(request), token)
-    await audit.arecord(request, audit.SHARE_REVOKED, target=f"link {token[:8]}…")
+    await audit.arecord(request, audit.SHARE_REVOKED, target=audit.link_target(token))
     return JsonResponse({"token": token, "revoked": True})
 
 

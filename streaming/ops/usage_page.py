@@ -294,8 +294,8 @@ def context(
     }
 
 
-def _cell(text: str) -> str:
-    """Text a spreadsheet shows as text, never runs as a formula."""
+def spreadsheet_text(text: str) -> str:
+    """Text a spreadsheet shows as text, never runs as a formula (every CSV export's cells)."""
     return f"'{text}" if text.startswith(FORMULA_STARTS) else text
 
 
@@ -309,7 +309,7 @@ def csv_response(request: HttpRequest, now: datetime | None = None) -> HttpRespo
     writer = csv.writer(response)
     writer.writerow(CSV_COLUMNS)
     for row in rows:
-        person, model = _cell(named[row["owner"]]), _cell(row["model"])
+        person, model = spreadsheet_text(named[row["owner"]]), spreadsheet_text(row["model"])
         writer.writerow(
             [row["day"], row["owner"], person, model, *(row[name] for name in report.FIGURES)]
         )
